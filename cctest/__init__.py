@@ -1,0 +1,3 @@
+"""cctest: experiment-as-code for TCP congestion-control research."""
+
+__version__ = "0.1.0"

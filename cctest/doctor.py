@@ -1,0 +1,143 @@
+"""What this machine can do, and therefore where runs happen: natively or in a virtme-ng VM.
+
+Qdisc support is probed for real, in a throwaway network namespace, because module lists lie on
+kernels without /proc/modules (built-in qdiscs leave no trace there).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from .kmod import headers_dir
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    needed_for: str = "native"  # native | vm | modules | capture
+
+
+def _probe_qdisc(spec: str) -> bool:
+    ns = f"cctest-doctor-{uuid.uuid4().hex[:8]}"
+    if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode != 0:
+        return False
+    try:
+        cmd = ["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root"] + spec.split()
+        return subprocess.run(cmd, capture_output=True).returncode == 0
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def _which(tool: str) -> str | None:
+    # The venv's bin (where pip puts vng) may not be on PATH when cctest is called by its full path.
+    places = (f"/usr/sbin/{tool}", f"/sbin/{tool}", str(Path(sys.executable).with_name(tool)))
+    return shutil.which(tool) or next((p for p in places if os.path.exists(p)), None)
+
+
+def _tool(name: str, package: str, needed_for: str = "native") -> Check:
+    path = _which(name)
+    return Check(name, path is not None, path or "not found", f"apt-get install {package}", needed_for)
+
+
+def module_loading() -> Check:
+    disabled = Path("/proc/sys/kernel/modules_disabled")
+    if not Path("/proc/modules").exists():
+        return Check("module loading", False, "kernel built without loadable modules (no /proc/modules)",
+                     "use --vm (a stock distro kernel in virtme-ng)", "modules")
+    if disabled.exists() and disabled.read_text().strip() == "1":
+        return Check("module loading", False, "kernel.modules_disabled=1", "reboot with modules enabled", "modules")
+    return Check("module loading", True, "ok", needed_for="modules")
+
+
+def mininet() -> Check:
+    try:
+        import mininet.net  # noqa: F401
+    except ImportError:
+        return Check("mininet", False, "python module not importable",
+                     "apt-get install mininet bridge-utils; use a venv made with --system-site-packages")
+    missing = [t for t in ("mnexec", "brctl") if not _which(t)]
+    if missing:
+        return Check("mininet", False, f"{', '.join(missing)} not found", "apt-get install mininet bridge-utils")
+    return Check("mininet", True, f"mininet {mininet_version()}")
+
+
+def mininet_version() -> str:
+    from mininet.net import VERSION
+
+    return VERSION
+
+
+def stock_kernels() -> list[Path]:
+    return sorted(Path("/boot").glob("vmlinuz-*"), key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def checks() -> list[Check]:
+    root = os.geteuid() == 0
+    result = [Check("root", root, "uid 0" if root else f"uid {os.geteuid()}", "run as root (sudo)")]
+    for name, spec, needed_for in (("sch_netem", "netem delay 1ms", "native"),
+                                   ("sch_htb", "htb default 1", "native"),
+                                   ("sch_tbf", "tbf rate 1mbit burst 10k latency 10ms", "native"),
+                                   ("sch_fq", "fq", "capture")):
+        if root:
+            ok = _probe_qdisc(spec)
+            result.append(Check(name, ok, "works" if ok else "cannot be created on this kernel",
+                                "use --vm, or a kernel with this qdisc", needed_for))
+        else:
+            result.append(Check(name, False, "unknown (probing needs root)", "run cctest doctor as root", needed_for))
+    result.append(module_loading())
+    release = platform.release()
+    has_headers = (headers_dir(release) / "Makefile").exists()
+    result.append(Check("kernel headers", has_headers, f"{headers_dir(release)}" if has_headers else f"none for {release}",
+                        f"apt-get install linux-headers-{release}", "modules"))
+    result.append(mininet())
+    for name, package, needed_for in (("iperf3", "iperf3", "native"), ("tc", "iproute2", "native"),
+                                      ("ss", "iproute2", "native"), ("ethtool", "ethtool", "native"),
+                                      ("ping", "iputils-ping", "native"), ("tcpdump", "tcpdump", "capture"),
+                                      ("bpftrace", "bpftrace", "capture")):
+        result.append(_tool(name, package, needed_for))
+    result.append(_tool("qemu-system-x86_64", "qemu-system-x86", "vm"))
+    vng = _which("vng")
+    result.append(Check("vng", vng is not None, vng or "not found", "pip install virtme-ng", "vm"))
+    kvm = os.access("/dev/kvm", os.R_OK | os.W_OK)
+    result.append(Check("kvm", kvm, "/dev/kvm present (used only with --kvm)" if kvm else "no /dev/kvm (software emulation is used)",
+                        "optional: cctest uses software emulation unless --kvm is given", "optional"))
+    kernels = stock_kernels()
+    result.append(Check("stock kernel for --vm", bool(kernels), str(kernels[0]) if kernels else "no /boot/vmlinuz-*",
+                        "apt-get install linux-image-amd64 linux-headers-amd64", "vm"))
+    if kernels:
+        from .kmod import release_of_kernel_image
+
+        vm_release = release_of_kernel_image(kernels[0])
+        ok = (headers_dir(vm_release) / "Makefile").exists()
+        result.append(Check("headers for the VM kernel", ok, vm_release, f"apt-get install linux-headers-{vm_release}", "vm"))
+    return result
+
+
+def native_problems(results: list[Check], needs_modules: bool) -> list[Check]:
+    wanted = {"native"} | ({"modules"} if needs_modules else set())
+    return [c for c in results if not c.ok and c.needed_for in wanted]
+
+
+def vm_problems(results: list[Check]) -> list[Check]:
+    return [c for c in results if not c.ok and c.needed_for == "vm"]
+
+
+def verdict(results: list[Check]) -> str:
+    native = native_problems(results, needs_modules=True)
+    if not native:
+        return "native: this host can run every scenario itself (the default)"
+    why = "; ".join(f"{c.name}: {c.detail}" for c in native)
+    if not vm_problems(results):
+        return f"vm: runs go to a virtme-ng VM because the host lacks {why}"
+    return f"none: the host lacks {why}, and the VM path lacks " + "; ".join(
+        f"{c.name} ({c.fix})" for c in vm_problems(results))

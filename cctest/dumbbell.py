@@ -1,0 +1,165 @@
+"""The dumbbell as data, and the shaping commands that make it behave. Pure: no root needed.
+
+    ccsnd<i> ── ccs1 ══ bottleneck ══ ccs2 ── ccrcv<i>
+
+Where each effect lives (ENVIRONMENT.md explains why they must not share a qdisc):
+- bottleneck rate + buffer: htb (burst = cburst ≈ 4 ms of bytes) with a byte-sized bfifo leaf,
+  on ccs1's port towards ccs2 (data direction). The only place that should ever drop.
+- per-flow propagation delay: netem on ccs1's port towards that flow's sender, i.e. on the ACK
+  path. Delaying ACKs instead of data gives the same RTT while keeping netem off the data path,
+  so netem never queues or reorders data and the sender's qdisc stays free for fq.
+- random loss: netem on ccs2's port towards that flow's receiver (data direction only).
+- fq on each sender's interface, for pacing.
+- TSO/GSO/GRO off on every interface, so a queued "packet" is one MTU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .plan import FlowRun, LinkRun, RunSpec
+from .scenario import ETHERNET_FRAME_BYTES
+
+LEFT_SWITCH = "ccs1"
+RIGHT_SWITCH = "ccs2"
+BOTTLENECK_IFACE = f"{LEFT_SWITCH}-btl"
+BOTTLENECK_PEER_IFACE = f"{RIGHT_SWITCH}-btl"
+NODE_PREFIX = "cc"  # every node and interface a run creates starts with this (see cleanup)
+
+
+def sender_iface(flow: FlowRun) -> str:
+    return f"{flow.sender}-eth0"
+
+
+def receiver_iface(flow: FlowRun) -> str:
+    return f"{flow.receiver}-eth0"
+
+
+def left_port(flow: FlowRun) -> str:
+    return f"{LEFT_SWITCH}-snd{flow.index}"
+
+
+def right_port(flow: FlowRun) -> str:
+    return f"{RIGHT_SWITCH}-rcv{flow.index}"
+
+
+@dataclass(frozen=True)
+class LinkDef:
+    node1: str
+    iface1: str
+    node2: str
+    iface2: str
+
+
+@dataclass(frozen=True)
+class Qdisc:
+    """One shaped interface: where it lives (None = root namespace), its role, its tc batch."""
+
+    node: str | None
+    iface: str
+    role: str
+    tc: tuple[str, ...]
+
+
+def links(run: RunSpec) -> list[LinkDef]:
+    defs = [LinkDef(LEFT_SWITCH, BOTTLENECK_IFACE, RIGHT_SWITCH, BOTTLENECK_PEER_IFACE)]
+    for flow in run.flows:
+        defs.append(LinkDef(flow.sender, sender_iface(flow), LEFT_SWITCH, left_port(flow)))
+        defs.append(LinkDef(RIGHT_SWITCH, right_port(flow), flow.receiver, receiver_iface(flow)))
+    return defs
+
+
+def bottleneck_tc(iface: str, link: LinkRun) -> tuple[str, ...]:
+    rate = f"{link.rate_bps}bit"
+    burst = f"{link.burst_bytes}b"
+    return (
+        f"qdisc replace dev {iface} root handle 1: htb default 1",
+        # quantum is set so htb does not derive a huge one from the rate (and log about it).
+        f"class add dev {iface} parent 1: classid 1:1 htb rate {rate} ceil {rate} "
+        f"burst {burst} cburst {burst} quantum {ETHERNET_FRAME_BYTES}",
+        f"qdisc add dev {iface} parent 1:1 handle 10: bfifo limit {link.buffer_bytes}",
+    )
+
+
+
+def delay_tc(iface: str, rtt_ms: float, limit_pkts: int) -> tuple[str, ...]:
+    return (f"qdisc replace dev {iface} root handle 1: netem delay {rtt_ms:g}ms limit {limit_pkts}",)
+
+
+def loss_tc(iface: str, loss_pct: float, limit_pkts: int) -> tuple[str, ...]:
+    return (f"qdisc replace dev {iface} root handle 1: netem loss random {loss_pct:g}% limit {limit_pkts}",)
+
+
+def fq_tc(iface: str) -> tuple[str, ...]:
+    return (f"qdisc replace dev {iface} root handle 1: fq",)
+
+
+def qdiscs(run: RunSpec, with_fq: bool = True) -> list[Qdisc]:
+    """Every qdisc the run installs, in the order to install them."""
+    plan = [Qdisc(None, BOTTLENECK_IFACE, "bottleneck", bottleneck_tc(BOTTLENECK_IFACE, run.link))]
+    for flow in run.flows:
+        plan.append(Qdisc(None, left_port(flow), "delay", delay_tc(left_port(flow), flow.rtt_ms, run.link.netem_limit_pkts)))
+        if run.link.loss_pct > 0:
+            plan.append(Qdisc(None, right_port(flow), "loss", loss_tc(right_port(flow), run.link.loss_pct, run.link.netem_limit_pkts)))
+        if with_fq:
+            plan.append(Qdisc(flow.sender, sender_iface(flow), "access", fq_tc(sender_iface(flow))))
+    return plan
+
+
+def sampled_ifaces(run: RunSpec) -> list[tuple[str | None, str, str]]:
+    """(node, iface, role) of every interface whose qdisc counters the run samples."""
+    return [(q.node, q.iface, q.role) for q in qdiscs(run)] + [(None, BOTTLENECK_PEER_IFACE, "other")]
+
+
+def offload_cmd(iface: str) -> str:
+    return f"ethtool -K {iface} tso off gso off gro off"
+
+
+def all_ifaces(run: RunSpec) -> list[tuple[str | None, str]]:
+    """(node, iface) for every emulated interface; node None = a switch port in the root namespace."""
+    result: list[tuple[str | None, str]] = []
+    for link in links(run):
+        for node, iface in ((link.node1, link.iface1), (link.node2, link.iface2)):
+            result.append((None if node in (LEFT_SWITCH, RIGHT_SWITCH) else node, iface))
+    return result
+
+
+def describe(run: RunSpec, with_fq: bool = True) -> str:
+    """Human-readable topology, shaping commands and flow schedule (for --dry-run)."""
+    link = run.link
+    lines = [
+        f"# run {run.scenario.name} {run.label} repetition {run.repetition}",
+        f"# bottleneck {link.rate_mbps:g} Mbit/s, base RTT {link.rtt_ms:g} ms, BDP {link.bdp_bytes} B "
+        f"(at {link.bdp_rtt_ms:g} ms), buffer {link.buffer_bytes} B = {link.buffer_bdp:g} BDP, "
+        f"burst {link.burst_bytes} B, loss {link.loss_pct:g} %, netem limit {link.netem_limit_pkts} pkts",
+        "## topology (Mininet, LinuxBridge switches, no controller)",
+    ]
+    for flow in run.flows:
+        lines.append(f"host {flow.sender} {flow.sender_ip}/16   host {flow.receiver} {flow.receiver_ip}/16")
+    for ldef in links(run):
+        lines.append(f"link {ldef.node1}:{ldef.iface1} <-> {ldef.node2}:{ldef.iface2}")
+    lines.append("## offloads")
+    for node, iface in all_ifaces(run):
+        lines.append(f"[{node or 'root'}] {offload_cmd(iface)}")
+    lines.append("## sysctls (inside each sender namespace)")
+    for flow in run.flows:
+        for key, value in SENDER_SYSCTLS.items():
+            lines.append(f"[{flow.sender}] sysctl -w {key}={value}")
+    lines.append("## qdiscs (tc -b batch lines)")
+    for q in qdiscs(run, with_fq):
+        for command in q.tc:
+            lines.append(f"[{q.node or 'root'}] tc {command}    # {q.role}")
+    lines.append("## flow schedule")
+    for flow in run.flows:
+        params = " ".join(f"{k}={v}" for k, v in flow.params.items())
+        lines.append(
+            f"t={flow.start_s:g}s [{flow.sender}] iperf3 -c {flow.receiver_ip} -p {flow.server_port} "
+            f"-C {flow.cc} -t {flow.duration_s:g} -i 0.1 -J   # rtt {flow.rtt_ms:g} ms{' params ' + params if params else ''}"
+        )
+    return "\n".join(lines)
+
+
+# Per-namespace sysctls: the namespaces die with the run, so nothing needs restoring.
+SENDER_SYSCTLS = {
+    "net.ipv4.tcp_no_metrics_save": "1",  # no cached ssthresh/RTT between flows
+}

@@ -1,0 +1,182 @@
+"""Long-lived samplers that write the raw captures of a run (formats: docs/run-directory.md).
+
+All timestamps are CLOCK_MONOTONIC nanoseconds, the clock bpftrace's `nsecs` also uses, so every
+trace shares one time base without any clock conversion.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
+TCP_PROBE_MIN_GAP_NS = 10_000_000  # at most one tcp_probe line per socket per 10 ms
+
+
+class PeriodicSampler(threading.Thread):
+    """Calls sample() every interval until stopped; sample() returns text to append to the log."""
+
+    def __init__(self, name: str, interval_s: float, log, lock: threading.Lock):
+        super().__init__(name=name, daemon=True)
+        self.interval_s = interval_s
+        self.log = log
+        self.lock = lock
+        self._stop_event = threading.Event()
+        self.samples = 0
+
+    def sample(self) -> str:
+        raise NotImplementedError
+
+    def run(self) -> None:
+        next_tick = time.monotonic()
+        while not self._stop_event.is_set():
+            try:
+                text = self.sample()
+            except (OSError, subprocess.SubprocessError):
+                text = ""
+            if text:
+                with self.lock:
+                    self.log.write(text)
+                self.samples += 1
+            next_tick += self.interval_s
+            # Never try to catch up a backlog: a late sample is better than a burst of them.
+            next_tick = max(next_tick, time.monotonic())
+            self._stop_event.wait(max(0.0, next_tick - time.monotonic()))
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+
+class SsSampler(PeriodicSampler):
+    """`ss -tinH` for one flow's connections, run inside the flow's sender namespace."""
+
+    def __init__(self, flow_index: int, host_pid: int, server_port: int, interval_s: float, log, lock):
+        super().__init__(f"ss-{flow_index}", interval_s, log, lock)
+        self.flow_index = flow_index
+        self.cmd = ["mnexec", "-a", str(host_pid), "ss", "-tinH", "state", "established",
+                    f"( dport = :{server_port} )"]
+
+    def sample(self) -> str:
+        stamp = time.monotonic_ns()
+        out = subprocess.run(self.cmd, capture_output=True, text=True, timeout=5).stdout
+        return f"@{stamp} flow={self.flow_index}\n{out}"
+
+
+class QdiscSampler(PeriodicSampler):
+    """One `tc -s -j qdisc show` per tick for the whole root namespace, split per interface."""
+
+    def __init__(self, ifaces: dict[str, str], interval_s: float, log, lock):
+        super().__init__("qdisc", interval_s, log, lock)
+        self.ifaces = ifaces  # iface -> role
+
+    def sample(self) -> str:
+        stamp = time.monotonic_ns()
+        out = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True, timeout=5).stdout
+        by_dev: dict[str, list] = {}
+        for qdisc in json.loads(out or "[]"):
+            if qdisc.get("dev") in self.ifaces:
+                by_dev.setdefault(qdisc["dev"], []).append(qdisc)
+        return "".join(
+            f"@{stamp} iface={dev} role={self.ifaces[dev]} {json.dumps(qdiscs, separators=(',', ':'))}\n"
+            for dev, qdiscs in by_dev.items()
+        )
+
+
+def tracefs() -> Path | None:
+    for path in TRACEFS_CANDIDATES:
+        if (path / "events").is_dir():
+            return path
+    mount = subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS_CANDIDATES[0])], capture_output=True)
+    return TRACEFS_CANDIDATES[0] if mount.returncode == 0 and (TRACEFS_CANDIDATES[0] / "events").is_dir() else None
+
+
+def state_fields(cc: str) -> list[tuple[str, str]]:
+    """(name, C type) of a module's `<cc>:state` tracepoint fields after sport and dport."""
+    root = tracefs()
+    if root is None:
+        return []
+    fmt = root / "events" / cc / "state" / "format"
+    if not fmt.exists():
+        return []
+    fields = re.findall(r"field:([^;]+?)\s+(\w+);", fmt.read_text())
+    return [(name, ctype) for ctype, name in fields if not name.startswith("common_") and name not in ("sport", "dport")]
+
+
+def bpftrace_script(ports: list[int], state_ccs: dict[str, list[tuple[str, str]]]) -> str:
+    low, high = min(ports), max(ports)
+    lines = [
+        f"tracepoint:tcp:tcp_probe /args->dport >= {low} && args->dport <= {high}/ {{",
+        f"  if (nsecs - @last[args->sport] >= {TCP_PROBE_MIN_GAP_NS}) {{",
+        "    @last[args->sport] = nsecs;",
+        '    printf("P %llu %u %u %u %u %u %u %u\\n", nsecs, args->sport, args->dport, args->snd_cwnd,',
+        "           args->ssthresh, args->srtt, args->snd_wnd, args->rcv_wnd);",
+        "  }",
+        "}",
+    ]
+    for cc, fields in state_ccs.items():
+        fmt = " ".join(f"{name}=%lld" for name, _ in fields)
+        values = "".join(f", (int64)args->{name}" for name, _ in fields)
+        lines += [
+            f"tracepoint:{cc}:state /args->dport >= {low} && args->dport <= {high}/ {{",
+            f'  printf("S {cc} %llu %u %u {fmt}\\n", nsecs, args->sport, args->dport{values});',
+            "}",
+        ]
+    lines.append("END { clear(@last); }")
+    return "\n".join(lines) + "\n"
+
+
+class ProcessCapture:
+    """A capture tool run as its own process (bpftrace, tcpdump), stopped with SIGINT."""
+
+    def __init__(self, name: str, cmd: list[str], log_path: Path):
+        self.name = name
+        self.log_path = log_path
+        self._log = open(log_path, "w")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait_for(self, marker: str, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            if marker in self.log_path.read_text(errors="replace"):
+                return True
+            time.sleep(0.2)
+        return False
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGINT)
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            except ProcessLookupError:
+                pass
+        self._log.close()
+
+
+def start_bpftrace(raw_dir: Path, ports: list[int], ccs: list[str]) -> ProcessCapture:
+    state_ccs = {cc: fields for cc in ccs if (fields := state_fields(cc))}
+    script = raw_dir / "capture.bt"
+    script.write_text(bpftrace_script(ports, state_ccs))
+    return ProcessCapture("bpftrace", ["bpftrace", str(script)], raw_dir / "bpftrace.log")
+
+
+def start_tcpdump(raw_dir: Path, iface: str) -> ProcessCapture:
+    return ProcessCapture(
+        f"tcpdump {iface}",
+        ["tcpdump", "-n", "-i", iface, "-s", "100", "-U", "-w", str(raw_dir / f"{iface}.pcap")],
+        raw_dir / f"tcpdump-{iface}.log",
+    )

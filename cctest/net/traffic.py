@@ -1,0 +1,61 @@
+"""iperf3 servers and clients, and the base-RTT ping, inside the Mininet hosts."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from ..plan import FlowRun
+
+PING_COUNT = 10
+PING_INTERVAL_S = 0.2
+
+
+class TrafficError(Exception):
+    pass
+
+
+def start_server(host, flow: FlowRun, raw_dir: Path) -> subprocess.Popen:
+    log = open(raw_dir / f"iperf3-server-{flow.index}.log", "w")
+    # -1: serve exactly one test, then exit (no stray servers).
+    return host.popen(["iperf3", "-s", "-1", "-p", str(flow.server_port)], stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_listening(host, port: int, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if f":{port}" in host.cmd(f"ss -ltnH 'sport = :{port}'"):
+            return
+        time.sleep(0.2)
+    raise TrafficError(f"iperf3 server on {host.name}:{port} did not start listening within {timeout_s:g} s")
+
+
+def client_command(flow: FlowRun) -> list[str]:
+    return [
+        "iperf3", "-c", flow.receiver_ip, "-p", str(flow.server_port),
+        "-C", flow.cc, "-t", f"{flow.duration_s:g}", "-i", "0.1", "-J",
+        "--connect-timeout", "5000",
+    ]
+
+
+def prepare_client(host, flow: FlowRun, raw_dir: Path) -> subprocess.Popen:
+    """Spawn the client ahead of time, parked on a read of stdin; trigger() execs iperf3.
+
+    Spawning a process in a loaded (emulated) guest can take seconds, but a pipe write and an
+    exec take milliseconds, so start offsets hold to well within 100 ms.
+    """
+    out = open(raw_dir / f"iperf3-{flow.index}.json", "w")
+    parked = ["sh", "-c", 'read _go && exec "$@"', "iperf3-parked", *client_command(flow)]
+    return host.popen(parked, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.DEVNULL)
+
+
+def trigger(client: subprocess.Popen) -> None:
+    client.stdin.write(b"go\n")
+    client.stdin.close()
+
+
+def start_ping(host, flow: FlowRun, raw_dir: Path) -> subprocess.Popen:
+    out = open(raw_dir / f"ping-{flow.index}.txt", "w")
+    cmd = ["ping", "-n", "-c", str(PING_COUNT), "-i", f"{PING_INTERVAL_S}", flow.receiver_ip]
+    return host.popen(cmd, stdout=out, stderr=subprocess.STDOUT)

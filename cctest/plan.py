@@ -1,0 +1,203 @@
+"""Scenarios -> concrete runs: matrix expansion, repetitions, per-flow schedule. Pure code.
+
+A matrix key is a dotted path into the scenario (`link.buffer_bdp`, `flows.1.cc`, `duration_s`);
+a bare link field (`buffer_bdp`, `rate_mbps`, `rtt_ms`, `loss_pct`, ...) means `link.<field>`.
+The cartesian product of all matrix lists gives one variant per combination; each variant runs
+`repetitions` times.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .scenario import ETHERNET_FRAME_BYTES, Experiments, Link, Scenario, ScenarioError, validate_scenario
+
+LINK_FIELDS = tuple(Link.model_fields)
+BURST_SECONDS = 0.004  # rate-limiter burst: ~4 ms of bytes absorbs guest timer overshoot (ENVIRONMENT.md)
+MSS_WIRE_BYTES = ETHERNET_FRAME_BYTES
+
+
+@dataclass(frozen=True)
+class FlowRun:
+    index: int
+    cc: str
+    rtt_ms: float
+    start_s: float
+    duration_s: float
+    params: dict[str, int]
+
+    @property
+    def sender(self) -> str:
+        return f"ccsnd{self.index}"
+
+    @property
+    def receiver(self) -> str:
+        return f"ccrcv{self.index}"
+
+    @property
+    def sender_ip(self) -> str:
+        return f"10.0.1.{self.index + 1}"
+
+    @property
+    def receiver_ip(self) -> str:
+        return f"10.0.2.{self.index + 1}"
+
+    @property
+    def server_port(self) -> int:
+        return 5201 + self.index
+
+
+@dataclass(frozen=True)
+class LinkRun:
+    rate_mbps: float
+    rtt_ms: float
+    bdp_rtt_ms: float
+    bdp_bytes: int
+    buffer_bytes: int
+    buffer_bdp: float
+    loss_pct: float
+    burst_bytes: int
+    netem_limit_pkts: int
+    mtu: int = 1500
+
+    @property
+    def rate_bps(self) -> int:
+        return int(self.rate_mbps * 1e6)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    scenario: Scenario
+    matrix: dict[str, Any]
+    repetition: int
+    link: LinkRun
+    flows: tuple[FlowRun, ...]
+    seed: int
+    resolved: dict = field(repr=False)
+
+    @property
+    def label(self) -> str:
+        parts = [f"{_slug(key)}-{_slug(value)}" for key, value in self.matrix.items()]
+        return "_".join(parts) if parts else "base"
+
+    @property
+    def modules(self) -> dict[str, dict[str, int]]:
+        """Congestion controls this run needs, with their module parameters."""
+        needed: dict[str, dict[str, int]] = {}
+        for flow in self.flows:
+            needed.setdefault(flow.cc, flow.params)
+        return needed
+
+
+def _slug(value: Any) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "", str(value).replace("link.", "").replace("flows.", "f"))
+
+
+def link_run(link: Link, max_flow_rtt_ms: float) -> LinkRun:
+    bdp = link.bdp_bytes
+    buffer = link.buffer_size_bytes
+    burst = max(2 * MSS_WIRE_BYTES, int(link.rate_mbps * 1e6 / 8 * BURST_SECONDS))
+    # netem must hold everything in flight on its path (BDP at the longest RTT + the bottleneck
+    # buffer) with room to spare, or netem itself becomes a second bottleneck buffer.
+    in_flight = int(link.rate_mbps * 1e6 / 8 * max_flow_rtt_ms / 1e3) + buffer
+    netem_limit = max(1000, 2 * in_flight // MSS_WIRE_BYTES + 100)
+    return LinkRun(
+        rate_mbps=link.rate_mbps,
+        rtt_ms=link.rtt_ms,
+        bdp_rtt_ms=link.bdp_rtt_ms or link.rtt_ms,
+        bdp_bytes=bdp,
+        buffer_bytes=buffer,
+        buffer_bdp=round(buffer / bdp, 4) if bdp else 0.0,
+        loss_pct=link.loss_pct,
+        burst_bytes=burst,
+        netem_limit_pkts=netem_limit,
+    )
+
+
+def flow_runs(scenario: Scenario) -> tuple[FlowRun, ...]:
+    runs = []
+    for flow in scenario.flows:
+        for _ in range(flow.count):
+            runs.append(
+                FlowRun(
+                    index=len(runs),
+                    cc=flow.cc,
+                    rtt_ms=flow.rtt_ms or scenario.link.rtt_ms,
+                    start_s=flow.start_s,
+                    duration_s=flow.duration_s or scenario.duration_s - flow.start_s,
+                    params=dict(flow.params),
+                )
+            )
+    return tuple(runs)
+
+
+def _set_path(mapping: dict, key: str, value: Any, source: str, name: str) -> None:
+    path = key.split(".")
+    if len(path) == 1 and path[0] in LINK_FIELDS:
+        path = ["link", path[0]]
+    node: Any = mapping
+    for depth, part in enumerate(path[:-1]):
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node and isinstance(node[part], (dict, list)):
+            node = node[part]
+        else:
+            where = ".".join(path[: depth + 1])
+            raise ScenarioError(
+                f"{source}: scenario {name}: key matrix.{key}: {where} does not exist; use a link "
+                f"field ({', '.join(LINK_FIELDS)}), a dotted path like link.buffer_bdp or flows.0.cc, "
+                "or a top-level key like duration_s"
+            )
+    leaf = path[-1]
+    if isinstance(node, dict):
+        if node is mapping.get("link"):
+            # Switching between the two buffer notations replaces the other one.
+            other = {"buffer_bdp": "buffer_bytes", "buffer_bytes": "buffer_bdp"}.get(leaf)
+            if other:
+                node.pop(other, None)
+        node[leaf] = value
+    elif isinstance(node, list) and leaf.isdigit() and int(leaf) < len(node):
+        node[int(leaf)] = value
+    else:
+        raise ScenarioError(f"{source}: scenario {name}: key matrix.{key}: cannot set {leaf} there")
+
+
+def expand(experiments: Experiments, name: str, repetitions: int | None = None) -> list[RunSpec]:
+    """All concrete runs of one scenario, in order: variants (matrix product) x repetitions."""
+    base = experiments.get(name)
+    raw = experiments.raw[name]
+    matrix = base.matrix
+    for key, values in matrix.items():
+        if not values:
+            raise ScenarioError(f"{experiments.source}: scenario {name}: key matrix.{key}: empty list")
+    keys = list(matrix)
+    reps = repetitions if repetitions is not None else base.repetitions
+    if reps < 1:
+        raise ScenarioError(f"{experiments.source}: scenario {name}: repetitions must be >= 1")
+    runs: list[RunSpec] = []
+    for combination in itertools.product(*(matrix[key] for key in keys)) if keys else [()]:
+        variant_raw = copy.deepcopy(raw)
+        variant_raw.pop("matrix", None)
+        chosen = dict(zip(keys, combination))
+        for key, value in chosen.items():
+            _set_path(variant_raw, key, value, experiments.source, name)
+        scenario = validate_scenario(variant_raw, name, experiments.source)
+        flows = flow_runs(scenario)
+        link = link_run(scenario.link, max(flow.rtt_ms for flow in flows))
+        for repetition in range(reps):
+            runs.append(
+                RunSpec(
+                    scenario=scenario,
+                    matrix=chosen,
+                    repetition=repetition,
+                    link=link,
+                    flows=flows,
+                    seed=scenario.seed + repetition,
+                    resolved={**variant_raw, "name": name, "matrix_point": chosen, "repetition": repetition},
+                )
+            )
+    return runs

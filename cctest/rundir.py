@@ -1,0 +1,128 @@
+"""Creating a run directory and the environment facts its meta.json records."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+from . import __version__
+from .kmod import REPO_ROOT
+from .plan import RunSpec
+
+TOOL_VERSION_COMMANDS = {
+    "iperf3": ["iperf3", "--version"],
+    "tc": ["tc", "-V"],
+    "ss": ["ss", "-V"],
+    "bpftrace": ["bpftrace", "--version"],
+    "tcpdump": ["tcpdump", "--version"],
+    "ping": ["ping", "-V"],
+    "ethtool": ["ethtool", "--version"],
+}
+
+
+def new_run_dir(out_root: Path, run: RunSpec) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = out_root / run.scenario.name / f"{stamp}-{run.label}-r{run.repetition}"
+    path, n = base, 1
+    while path.exists():
+        path = base.with_name(f"{base.name}.{n}")
+        n += 1
+    (path / "raw").mkdir(parents=True)
+    (path / "scenario.yaml").write_text(yaml.safe_dump(run.resolved, sort_keys=False))
+    return path
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def tool_versions() -> dict[str, str]:
+    versions = {}
+    for name, cmd in TOOL_VERSION_COMMANDS.items():
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+            text = (result.stdout or result.stderr).strip().splitlines()
+            versions[name] = text[0] if text else "unknown"
+        except (OSError, subprocess.TimeoutExpired):
+            versions[name] = "missing"
+    try:
+        from mininet.net import VERSION
+
+        versions["mininet"] = VERSION
+    except ImportError:
+        versions["mininet"] = "missing"
+    return versions
+
+
+def git_commit() -> str | None:
+    try:
+        result = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+    except OSError:
+        return None
+    if result.returncode != 0:
+        return None
+    dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return result.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
+    uname = platform.uname()
+    return {
+        "run_id": run_dir.name,
+        "scenario": run.scenario.name,
+        "description": run.scenario.description,
+        "repetition": run.repetition,
+        "matrix": run.matrix,
+        "status": "running",
+        "error": None,
+        "start_time": now_iso(),
+        "end_time": None,
+        "duration_s": run.scenario.duration_s,
+        "t0_monotonic_ns": None,
+        "link": {
+            "rate_mbps": run.link.rate_mbps, "rtt_ms": run.link.rtt_ms, "bdp_rtt_ms": run.link.bdp_rtt_ms,
+            "bdp_bytes": run.link.bdp_bytes, "buffer_bytes": run.link.buffer_bytes,
+            "buffer_bdp": run.link.buffer_bdp, "loss_pct": run.link.loss_pct, "mtu": run.link.mtu,
+            "burst_bytes": run.link.burst_bytes, "netem_limit_pkts": run.link.netem_limit_pkts,
+            "shaper": "htb+bfifo", "delay": "netem on the ACK path (switch port towards each sender)",
+        },
+        "flows": [
+            {
+                "flow": f.index, "cc": f.cc, "rtt_ms": f.rtt_ms, "start_s": f.start_s, "duration_s": f.duration_s,
+                "sender": f.sender, "receiver": f.receiver, "sender_ip": f.sender_ip,
+                "receiver_ip": f.receiver_ip, "server_port": f.server_port, "params": f.params,
+                "launched_s": None, "exit_code": None,
+            }
+            for f in run.flows
+        ],
+        "seed": run.seed,
+        "kernel": {"release": uname.release, "uname": " ".join(uname)},
+        "mode": mode,
+        "host": {"cpus": os.cpu_count()},
+        "cctest": {"version": __version__, "git_commit": git_commit()},
+        "tools": tool_versions(),
+        "sysctls": {},
+        "qdiscs": {},
+        "offloads": {},
+        "modules": [],
+        "capture": run.scenario.capture.model_dump(),
+        "warnings": [],
+    }
+
+
+def write_meta(run_dir: Path, meta: dict) -> None:
+    tmp = run_dir / "meta.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=2, default=str))
+    tmp.replace(run_dir / "meta.json")
+
+
+def elapsed_since(t0_ns: int) -> float:
+    return (time.monotonic_ns() - t0_ns) / 1e9

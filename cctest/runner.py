@@ -1,0 +1,275 @@
+"""One run, for real, on this kernel: modules -> topology -> captures -> flows -> teardown.
+
+Every side effect is registered for undo the moment it happens (a LIFO Teardown plus the
+journal for `cctest clean`), so Ctrl-C, SIGTERM, an exception or a failing flow at any point tears down
+what exists and keeps what was measured. The run directory is written as the run goes; its
+meta.json ends with status ok, failed or interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from . import dumbbell, kmod
+from .journal import Journal
+from .net import capture, traffic
+from .net.topology import Dumbbell
+from .plan import RunSpec
+from .rundir import base_meta, new_run_dir, now_iso, write_meta
+
+FLOW_GRACE_S = 20.0  # how long past its end a flow may take before it counts as hung
+BPFTRACE_ATTACH_TIMEOUT_S = 60.0  # attaching takes 8-20 s under emulation (ENVIRONMENT.md)
+
+
+class RunFailed(Exception):
+    pass
+
+
+class Interrupted(BaseException):
+    """SIGTERM, delivered like Ctrl-C so the same teardown runs."""
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def signals_as_interrupts():
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def uninterruptible():
+    """Teardown must finish even if the user presses Ctrl-C again."""
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+        TextColumn("remaining"), TimeRemainingColumn(), console=console, transient=False,
+    )
+
+
+class Run:
+    def __init__(self, spec: RunSpec, out_root: Path, mode: str, journal: Journal, console: Console,
+                 release: str, with_fq: bool = True, with_bpftrace: bool = True):
+        self.spec = spec
+        self.mode = mode
+        self.journal = journal
+        self.console = console
+        self.release = release
+        self.with_fq = with_fq
+        self.with_bpftrace = with_bpftrace and spec.scenario.capture.tcp_probe
+        self.dir = new_run_dir(out_root, spec)
+        self.raw = self.dir / "raw"
+        self.meta = base_meta(self.dir, spec, mode)
+        write_meta(self.dir, self.meta)
+
+    # -- phases -------------------------------------------------------------------------------
+
+    def _load_modules(self, undo: "Teardown") -> None:
+        for cc, params in self.spec.modules.items():
+            loaded = kmod.load(cc, params, self.release, on_loaded=self.journal.add_module)
+            if loaded.loaded_by_us:
+                undo.callback(kmod.unload, kmod.module_name(loaded))
+            self.meta["modules"].append(loaded.as_meta())
+        available = kmod.available_ccs()
+        missing = [cc for cc in self.spec.modules if cc not in available]
+        if missing:
+            raise RunFailed(f"congestion control(s) {', '.join(missing)} not in tcp_available_congestion_control")
+
+    def _start_bpftrace(self, undo: "Teardown"):
+        if not self.with_bpftrace:
+            return None
+        ports = [flow.server_port for flow in self.spec.flows]
+        tracer = capture.start_bpftrace(self.raw, ports, list(self.spec.modules))
+        self.journal.add_process(tracer.pid, "bpftrace")
+        undo.callback(tracer.stop)
+        return tracer
+
+    def _build_network(self, undo: "Teardown") -> Dumbbell:
+        net = Dumbbell(self.spec, self.with_fq)
+        undo.callback(net.stop)
+        net.build()
+        for pid in net.host_pids():
+            self.journal.add_process(pid, "Mininet host shell")
+        settings = net.configure()
+        self.meta["offloads"] = settings["offloads"]
+        self.meta["sysctls"] = {
+            key: {"old": None, "new": value, "scope": "each sender's network namespace (discarded with it)"}
+            for key, value in settings["sender_sysctls"].items()
+        }
+        self.meta["qdisc_plan"] = {q.iface: {"role": q.role, "node": q.node or "root", "tc": list(q.tc)}
+                                   for q in dumbbell.qdiscs(self.spec, self.with_fq)}
+        return net
+
+    def _start_samplers(self, net: Dumbbell, undo: "Teardown") -> None:
+        capture_cfg = self.spec.scenario.capture
+        ss_log = open(self.raw / "ss.log", "w")
+        qdisc_log = open(self.raw / "qdisc.log", "w")
+        undo.callback(qdisc_log.close)
+        undo.callback(ss_log.close)
+        ss_lock, qdisc_lock = threading.Lock(), threading.Lock()
+        samplers: list[capture.PeriodicSampler] = [
+            capture.QdiscSampler({iface: role for node, iface, role in dumbbell.sampled_ifaces(self.spec) if node is None},
+                                 capture_cfg.qdisc_interval_ms / 1000, qdisc_log, qdisc_lock)
+        ]
+        for flow in self.spec.flows:
+            samplers.append(capture.SsSampler(flow.index, net.host(flow.sender).pid, flow.server_port,
+                                              capture_cfg.ss_interval_ms / 1000, ss_log, ss_lock))
+        for sampler in samplers:
+            sampler.start()
+
+        def stop_all():
+            for sampler in samplers:
+                sampler.stop()
+            for sampler in samplers:
+                sampler.join(timeout=10)
+
+        undo.callback(stop_all)
+        if capture_cfg.pcap:
+            ingress = [dumbbell.left_port(flow) for flow in self.spec.flows]
+            for iface in [dumbbell.BOTTLENECK_IFACE] + ingress:
+                dump = capture.start_tcpdump(self.raw, iface)
+                self.journal.add_process(dump.pid, f"tcpdump {iface}")
+                undo.callback(dump.stop)
+
+    def _measure_base_rtt(self, net: Dumbbell) -> None:
+        pings = [traffic.start_ping(net.host(flow.sender), flow, self.raw) for flow in self.spec.flows]
+        for proc in pings:
+            proc.wait(timeout=60)
+
+    def _run_flows(self, net: Dumbbell, undo: "Teardown", progress: Progress, task) -> None:
+        for flow in self.spec.flows:
+            server = traffic.start_server(net.host(flow.receiver), flow, self.raw)
+            self.journal.add_process(server.pid, f"iperf3 server {flow.receiver}")
+            undo.callback(_terminate, server)
+        for flow in self.spec.flows:
+            traffic.wait_listening(net.host(flow.receiver), flow.server_port)
+
+        clients: dict[int, subprocess.Popen] = {}
+        for flow in self.spec.flows:
+            proc = traffic.prepare_client(net.host(flow.sender), flow, self.raw)
+            self.journal.add_process(proc.pid, f"iperf3 client {flow.sender}")
+            undo.callback(_terminate, proc)
+            clients[flow.index] = proc
+        started: set[int] = set()
+        schedule = sorted(self.spec.flows, key=lambda f: f.start_s)
+        t0 = time.monotonic_ns()
+        self.meta["t0_monotonic_ns"] = t0
+        self.meta["flows_started_at"] = now_iso()
+        duration = self.spec.scenario.duration_s
+        progress.update(task, description="flows", total=duration, completed=0)
+        pending = list(schedule)
+        deadline = duration + FLOW_GRACE_S
+        while True:
+            now = (time.monotonic_ns() - t0) / 1e9
+            while pending and pending[0].start_s <= now:
+                flow = pending.pop(0)
+                traffic.trigger(clients[flow.index])
+                started.add(flow.index)
+                self.meta["flows"][flow.index]["launched_s"] = round((time.monotonic_ns() - t0) / 1e9, 4)
+            for index in started:
+                code = clients[index].poll()
+                if code is not None and self.meta["flows"][index]["exit_code"] is None:
+                    self.meta["flows"][index]["exit_code"] = code
+                    if code != 0:
+                        raise RunFailed(f"flow {index} ({self.spec.flows[index].cc}) failed: iperf3 exited with {code}"
+                                        f" (see raw/iperf3-{index}.json)")
+            if not pending and all(clients[i].poll() is not None for i in started):
+                break
+            if now > deadline:
+                raise RunFailed(f"flows still running {FLOW_GRACE_S:g} s after the scenario's end")
+            progress.update(task, completed=min(now, duration))
+            time.sleep(0.05)
+        progress.update(task, completed=duration)
+        write_meta(self.dir, self.meta)
+
+    # -- the whole run --------------------------------------------------------------------------
+
+    def execute(self) -> Path:
+        status, error = "failed", None
+        undo = Teardown(self.meta["warnings"])
+        with _progress(self.console) as progress, signals_as_interrupts():
+            task = progress.add_task("load modules", total=None)
+            try:
+                self._load_modules(undo)
+                progress.update(task, description="start tracing")
+                tracer = self._start_bpftrace(undo)
+                progress.update(task, description="build topology")
+                net = self._build_network(undo)
+                undo.callback(self._snapshot_qdiscs, net)
+                progress.update(task, description="warm-up: base RTT")
+                self._measure_base_rtt(net)
+                if tracer is not None:
+                    progress.update(task, description="warm-up: wait for bpftrace")
+                    if not tracer.wait_for("Attaching", BPFTRACE_ATTACH_TIMEOUT_S):
+                        self.meta["warnings"].append("bpftrace did not attach; no tcp_probe or module state traces")
+                self._start_samplers(net, undo)
+                self._run_flows(net, undo, progress, task)
+                status = "ok"
+            except (KeyboardInterrupt, Interrupted):
+                status, error = "interrupted", "interrupted by the user (SIGINT/SIGTERM)"
+                raise
+            except Exception as exc:  # noqa: BLE001 - every failure is recorded, then re-raised
+                error = f"{type(exc).__name__}: {exc}"
+                raise
+            finally:
+                progress.update(task, description="teardown")
+                with uninterruptible():
+                    undo.close()
+                    self.meta.update(status=status, error=error, end_time=now_iso())
+                    write_meta(self.dir, self.meta)
+        return self.dir
+
+    def _snapshot_qdiscs(self, net: Dumbbell) -> None:
+        with contextlib.suppress(Exception):
+            self.meta["qdiscs"] = net.qdisc_snapshot()
+
+
+class Teardown:
+    """LIFO undo actions; every action runs even when an earlier one fails (failures are noted)."""
+
+    def __init__(self, warnings: list[str]):
+        self.actions: list = []
+        self.warnings = warnings
+
+    def callback(self, fn, *args) -> None:
+        self.actions.append((fn, args))
+
+    def close(self) -> None:
+        while self.actions:
+            fn, args = self.actions.pop()
+            try:
+                fn(*args)
+            except Exception as exc:  # noqa: BLE001 - keep tearing down
+                self.warnings.append(f"teardown: {getattr(fn, '__qualname__', fn)} failed: {exc}")
+
+
+def _terminate(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,220 @@
+"""experiments.yaml -> validated scenario models.
+
+The file has `defaults:` (merged under every scenario) and `scenarios:`. A scenario is plain data;
+plan.py turns it into concrete runs. Every validation failure becomes one ScenarioError line that
+names the file, the scenario, the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+# Congestion controls the kernel ships (built in or as tcp_<name>.ko) and the ones this project
+# builds from modules/. Anything else is rejected before a run starts.
+KERNEL_CCS = ("cubic", "reno", "bbr", "htcp", "vegas", "westwood", "dctcp", "bic", "illinois")
+PROJECT_CCS = ("bbr1", "bbr_cws", "bbr_acw", "bbr_modest", "bbr_shallow", "bbr3", "bbr3plus")
+KNOWN_CCS = KERNEL_CCS + PROJECT_CCS
+
+ETHERNET_FRAME_BYTES = 1514  # one MTU-sized packet on the wire (1500 + 14), the smallest buffer
+
+
+class ScenarioError(Exception):
+    """A one-line, user-facing description of what is wrong with experiments.yaml."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Link(Strict):
+    rate_mbps: float = Field(gt=0, le=100_000)
+    rtt_ms: float = Field(gt=0, le=10_000)
+    buffer_bdp: float | None = Field(default=None, gt=0)
+    buffer_bytes: int | None = Field(default=None, gt=0)
+    loss_pct: float = Field(default=0.0, ge=0, lt=100)
+    bdp_rtt_ms: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def one_buffer_size(self) -> "Link":
+        if self.buffer_bdp is None and self.buffer_bytes is None:
+            raise ValueError("set one of buffer_bdp or buffer_bytes")
+        if self.buffer_bdp is not None and self.buffer_bytes is not None:
+            raise ValueError("set only one of buffer_bdp or buffer_bytes, not both")
+        if self.buffer_size_bytes < ETHERNET_FRAME_BYTES:
+            raise ValueError(
+                f"buffer is {self.buffer_size_bytes} bytes, less than one packet "
+                f"({ETHERNET_FRAME_BYTES} bytes); raise buffer_bdp or buffer_bytes"
+            )
+        return self
+
+    @property
+    def bdp_bytes(self) -> int:
+        """Bandwidth-delay product at the BDP reference RTT (default: the base RTT)."""
+        rtt_ms = self.bdp_rtt_ms if self.bdp_rtt_ms is not None else self.rtt_ms
+        return int(self.rate_mbps * 1e6 / 8 * rtt_ms / 1e3)
+
+    @property
+    def buffer_size_bytes(self) -> int:
+        if self.buffer_bytes is not None:
+            return self.buffer_bytes
+        return int(round(self.buffer_bdp * self.bdp_bytes))
+
+
+class Flow(Strict):
+    cc: str
+    count: int = Field(default=1, ge=1, le=32)
+    rtt_ms: float | None = Field(default=None, gt=0, le=10_000)
+    start_s: float = Field(default=0.0, ge=0)
+    duration_s: float | None = Field(default=None, gt=0)
+    params: dict[str, int] = Field(default_factory=dict)
+
+    @field_validator("cc")
+    @classmethod
+    def known_cc(cls, cc: str) -> str:
+        if cc not in KNOWN_CCS:
+            raise ValueError(f"unknown congestion control {cc!r}; allowed: {', '.join(KNOWN_CCS)}")
+        return cc
+
+    @field_validator("params")
+    @classmethod
+    def param_names(cls, params: dict[str, int]) -> dict[str, int]:
+        for name in params:
+            if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+                raise ValueError(f"module parameter name {name!r} must match [a-z_][a-z0-9_]*")
+        return params
+
+
+class Capture(Strict):
+    ss_interval_ms: int = Field(default=100, ge=10, le=10_000)
+    qdisc_interval_ms: int = Field(default=100, ge=10, le=10_000)
+    tcp_probe: bool = True
+    pcap: bool = False
+
+
+class Scenario(Strict):
+    name: str = ""
+    description: str = ""
+    link: Link
+    flows: list[Flow] = Field(min_length=1)
+    duration_s: float = Field(gt=0, le=3600)
+    repetitions: int = Field(default=1, ge=1, le=1000)
+    capture: Capture = Field(default_factory=Capture)
+    seed: int = Field(default=1, ge=0)
+    matrix: dict[str, list[Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def flows_fit(self) -> "Scenario":
+        for i, flow in enumerate(self.flows):
+            end = flow.start_s + (flow.duration_s or self.duration_s - flow.start_s)
+            if end > self.duration_s + 1e-9:
+                raise ValueError(
+                    f"flows.{i}: start_s + duration_s = {end:g} s exceeds the scenario's "
+                    f"duration_s = {self.duration_s:g} s"
+                )
+        params_by_cc: dict[str, dict[str, int]] = {}
+        for i, flow in enumerate(self.flows):
+            # Module parameters are global to a module: flows sharing a cc must agree.
+            seen = params_by_cc.setdefault(flow.cc, flow.params)
+            if seen != flow.params:
+                raise ValueError(
+                    f"flows.{i}.params: flows using {flow.cc} must all have the same params "
+                    "(module parameters are global to the module)"
+                )
+        return self
+
+    @property
+    def flow_count(self) -> int:
+        return sum(flow.count for flow in self.flows)
+
+
+def _deep_merge(base: dict, override: dict) -> dict:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and key != "matrix":
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _describe(error: ValidationError) -> tuple[str, str]:
+    first = error.errors()[0]
+    key = ".".join(str(part) for part in first["loc"]) or "(scenario)"
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    return key, message
+
+
+def validate_scenario(raw: dict, name: str, source: str) -> Scenario:
+    """Validate one scenario's merged mapping; raise ScenarioError with a one-line message."""
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{source}: scenario {name}: must be a mapping of keys, got {type(raw).__name__}")
+    try:
+        scenario = Scenario.model_validate({**raw, "name": name})
+    except ValidationError as error:
+        key, message = _describe(error)
+        raise ScenarioError(f"{source}: scenario {name}: key {key}: {message}") from None
+    return scenario
+
+
+class Experiments(BaseModel):
+    """All scenarios of one experiments.yaml, validated and with defaults applied."""
+
+    source: str
+    scenarios: dict[str, Scenario]
+    raw: dict[str, dict]  # merged, unvalidated mappings: matrix expansion edits these
+
+    def get(self, name: str) -> Scenario:
+        if name not in self.scenarios:
+            allowed = ", ".join(self.scenarios) or "(none)"
+            raise ScenarioError(f"{self.source}: no scenario named {name!r}; defined: {allowed}")
+        return self.scenarios[name]
+
+
+def parse_experiments(text: str, source: str) -> Experiments:
+    try:
+        document = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ScenarioError(f"{source}:{where}: not valid YAML ({getattr(error, 'problem', error)})") from None
+    if not isinstance(document, dict):
+        raise ScenarioError(f"{source}: top level must be a mapping with keys defaults, scenarios")
+    unknown = set(document) - {"defaults", "scenarios"}
+    if unknown:
+        raise ScenarioError(f"{source}: unknown top-level key {sorted(unknown)[0]}; allowed: defaults, scenarios")
+    defaults = document.get("defaults") or {}
+    scenarios = document.get("scenarios") or {}
+    if not isinstance(defaults, dict) or not isinstance(scenarios, dict):
+        raise ScenarioError(f"{source}: defaults and scenarios must be mappings")
+    if not scenarios:
+        raise ScenarioError(f"{source}: no scenarios defined under scenarios:")
+    merged: dict[str, dict] = {}
+    validated: dict[str, Scenario] = {}
+    for name, body in scenarios.items():
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", str(name)):
+            raise ScenarioError(f"{source}: scenario {name}: name must be letters, digits and _.+-")
+        if not isinstance(body, dict):
+            raise ScenarioError(f"{source}: scenario {name}: must be a mapping of keys")
+        merged[name] = _deep_merge(defaults, body)
+        validated[name] = validate_scenario(merged[name], name, source)
+    return Experiments(source=source, scenarios=validated, raw=merged)
+
+
+def load_experiments(path: str | Path) -> Experiments:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ScenarioError(f"{path}: cannot read ({error.strerror})") from None
+    return parse_experiments(text, str(path))
+
+
+Mode = Literal["native", "vm"]

@@ -1,0 +1,144 @@
+"""A `cctest run` invocation: pick native or VM, run every RunSpec, make the tables.
+
+Native: take the lock, build modules for the running kernel, run each spec, ingest each run dir.
+VM: build modules for the guest kernel on the host, boot one VM that runs the same command with
+`--native --in-vm --no-ingest`, then ingest the run dirs it lists in the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from . import doctor, kmod, vm
+from .journal import Journal
+from .plan import RunSpec
+from .rundir import write_meta
+
+
+@dataclass
+class RunOptions:
+    experiments_file: Path
+    names: list[str]
+    repetitions: int | None
+    out: Path
+    mode: str  # auto | native | vm
+    kernel: str | None
+    kvm: bool
+    ingest: bool
+    in_vm: bool
+    manifest: Path | None
+
+
+class SessionError(Exception):
+    """A one-line reason the session cannot start (exit 2) or could not finish (exit 1)."""
+
+
+def finalize(run_dir: Path, console: Console) -> None:
+    """Raw captures -> tidy tables and the health verdict. Safe on partial (interrupted) runs."""
+    from .checks import write_checks
+    from .ingest import ingest_run
+
+    meta_path = run_dir / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    if meta.get("status") == "running":
+        # The process (or VM) that ran it died without a word: whatever it measured stays.
+        meta.update(status="interrupted", error=meta.get("error") or "the run's process ended before finishing")
+        write_meta(run_dir, meta)
+    tables = ingest_run(run_dir)
+    write_checks(run_dir, meta, tables)
+    verdict = json.loads((run_dir / "checks.json").read_text()).get("verdict", "?")
+    console.print(f"[bold]{run_dir}[/]: status {meta['status']}, emulation health {verdict}")
+
+
+def needs_modules(specs: list[RunSpec]) -> bool:
+    return any(cc in kmod.PROJECT_CCS or cc == "bbr" for spec in specs for cc in spec.modules)
+
+
+def choose_mode(requested: str, specs: list[RunSpec], console: Console) -> str:
+    if requested in ("native", "vm"):
+        return requested
+    results = doctor.checks()
+    problems = doctor.native_problems(results, needs_modules(specs))
+    if not problems:
+        return "native"
+    if doctor.vm_problems(results):
+        raise SessionError("this host cannot run the scenario natively ("
+                           + "; ".join(f"{c.name}: {c.detail}" for c in problems)
+                           + ") and the VM path is not set up; see `cctest doctor`")
+    console.print(f"[yellow]notice:[/] running in a virtme-ng VM: the host lacks "
+                  + ", ".join(f"{c.name} ({c.detail})" for c in problems))
+    return "vm"
+
+
+def _record(manifest: Path | None, run_dir: Path) -> None:
+    if manifest is not None:
+        with open(manifest, "a") as f:
+            f.write(f"{run_dir}\n")
+
+
+def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[Path]:
+    from .runner import Run
+
+    release = platform.release()
+    journal = Journal()
+    journal.acquire(f"pid {journal.data['pid']}: {', '.join(opts.names)}")
+    run_dirs: list[Path] = []
+    try:
+        if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules) and not opts.in_vm:
+            kmod.build(release)
+        results = doctor.checks()
+        has = {c.name: c.ok for c in results}
+        for spec in specs:
+            console.rule(f"{spec.scenario.name} {spec.label} repetition {spec.repetition}")
+            run = Run(spec, opts.out, "vm" if opts.in_vm else "native", journal, console, release,
+                      with_fq=has.get("sch_fq", False), with_bpftrace=has.get("bpftrace", False))
+            run_dirs.append(run.dir)
+            _record(opts.manifest, run.dir)
+            try:
+                run.execute()
+            finally:
+                if opts.ingest:
+                    finalize(run.dir, console)
+        journal.finish()
+    finally:
+        journal.release()
+    return run_dirs
+
+
+def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[Path]:
+    kernel = vm.pick_kernel(opts.kernel)
+    release = vm.guest_release(kernel)
+    if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules):
+        console.print(f"building modules for {release}")
+        kmod.build(release)
+        for spec in specs:
+            for cc, params in spec.modules.items():
+                kmod.check_params(cc, params, release)
+    opts.out.mkdir(parents=True, exist_ok=True)
+    out = opts.out.resolve()
+    manifest = out / f".manifest-{Path(kernel).name}-{id(specs)}.txt"
+    manifest.unlink(missing_ok=True)
+    guest = [sys.executable, "-m", "cctest", "run", *opts.names, "-f", str(opts.experiments_file.resolve()),
+             "--out", str(out), "--native", "--in-vm", "--no-ingest", "--manifest", str(manifest)]
+    if opts.repetitions is not None:
+        guest += ["--repetitions", str(opts.repetitions)]
+    console.print(f"booting {kernel.name} in virtme-ng ({'KVM' if opts.kvm else 'software emulation'})")
+    code = 1
+    try:
+        code = vm.run(kernel, guest, [out], kvm=opts.kvm)
+    finally:
+        run_dirs = [Path(line) for line in manifest.read_text().split()] if manifest.exists() else []
+        manifest.unlink(missing_ok=True)
+        if opts.ingest:
+            for run_dir in run_dirs:
+                if (run_dir / "meta.json").exists():
+                    finalize(run_dir, console)
+    if code != 0:
+        raise SessionError(f"the run inside the VM exited with {code}")
+    return run_dirs

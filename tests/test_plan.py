@@ -1,0 +1,129 @@
+"""Matrix expansion, BDP/buffer arithmetic and the generated shaping commands (pure, no root)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cctest import dumbbell
+from cctest.plan import expand
+from cctest.scenario import ScenarioError, parse_experiments
+
+REPO = Path(__file__).resolve().parent.parent
+
+SWEEP = """
+defaults:
+  link: {rate_mbps: 50, rtt_ms: 10, buffer_bdp: 1}
+  duration_s: 30
+  repetitions: 2
+scenarios:
+  sweep:
+    flows: [{cc: cubic}, {cc: bbr, rtt_ms: 40}]
+    matrix:
+      buffer_bdp: [0.5, 5]
+      flows.1.cc: [bbr, bbr_cws]
+"""
+
+
+def runs(text=SWEEP, name="sweep", repetitions=None):
+    return expand(parse_experiments(text, "exp.yaml"), name, repetitions)
+
+
+def test_matrix_is_a_cartesian_product_times_repetitions():
+    result = runs()
+    assert len(result) == 2 * 2 * 2
+    points = {(r.matrix["buffer_bdp"], r.matrix["flows.1.cc"]) for r in result}
+    assert points == {(0.5, "bbr"), (0.5, "bbr_cws"), (5, "bbr"), (5, "bbr_cws")}
+    assert [r.repetition for r in result[:2]] == [0, 1]
+    assert {r.flows[1].cc for r in result} == {"bbr", "bbr_cws"}
+    assert all(r.flows[0].cc == "cubic" for r in result)
+
+
+def test_repetitions_override_and_seed_per_repetition():
+    result = runs(repetitions=3)
+    assert len(result) == 12
+    assert [r.seed for r in result[:3]] == [1, 2, 3]
+
+
+def test_bdp_and_buffer_arithmetic():
+    shallow = next(r for r in runs() if r.matrix["buffer_bdp"] == 0.5)
+    # 50 Mbit/s x 10 ms = 62 500 bytes; half of it is the buffer.
+    assert shallow.link.bdp_bytes == 62_500
+    assert shallow.link.buffer_bytes == 31_250
+    # burst: 4 ms at 50 Mbit/s = 25 000 bytes
+    assert shallow.link.burst_bytes == 25_000
+    # netem must hold the 40 ms flow's BDP plus the buffer, twice over, in packets
+    assert shallow.link.netem_limit_pkts >= 2 * (250_000 + 31_250) // 1514
+
+
+def test_bdp_reference_rtt_and_buffer_bytes():
+    text = SWEEP.replace("buffer_bdp: 1}", "buffer_bytes: 100000, bdp_rtt_ms: 20}").replace(
+        "    matrix:\n      buffer_bdp: [0.5, 5]\n      flows.1.cc: [bbr, bbr_cws]\n", "")
+    run = runs(text)[0]
+    assert run.link.bdp_bytes == 125_000
+    assert run.link.buffer_bytes == 100_000
+    assert run.link.buffer_bdp == pytest.approx(0.8)
+
+
+def test_flow_count_expands_to_hosts_with_own_rtt():
+    text = SWEEP.replace("[{cc: cubic}, {cc: bbr, rtt_ms: 40}]", "[{cc: cubic, count: 3}, {cc: bbr, count: 3, start_s: 5}]")
+    run = runs(text.replace("      flows.1.cc: [bbr, bbr_cws]\n", ""))[0]
+    assert [f.cc for f in run.flows] == ["cubic"] * 3 + ["bbr"] * 3
+    assert [f.sender for f in run.flows][:2] == ["ccsnd0", "ccsnd1"]
+    assert run.flows[3].start_s == 5 and run.flows[3].duration_s == 25
+    assert run.flows[0].rtt_ms == 10
+    assert len({f.server_port for f in run.flows}) == 6
+
+
+def test_matrix_values_are_validated():
+    with pytest.raises(ScenarioError, match="flows.1.cc.*unknown congestion control 'bbr9'"):
+        runs(SWEEP.replace("[bbr, bbr_cws]", "[bbr, bbr9]"))
+
+
+def test_matrix_key_that_does_not_exist():
+    with pytest.raises(ScenarioError, match=r"matrix.flows.7.cc: flows.7 does not exist"):
+        runs(SWEEP.replace("flows.1.cc", "flows.7.cc"))
+
+
+def test_bottleneck_commands():
+    run = next(r for r in runs() if r.matrix["buffer_bdp"] == 5)
+    commands = dumbbell.bottleneck_tc("ccs1-btl", run.link)
+    assert commands[0] == "qdisc replace dev ccs1-btl root handle 1: htb default 1"
+    assert "rate 50000000bit ceil 50000000bit burst 25000b cburst 25000b" in commands[1]
+    assert commands[2] == "qdisc add dev ccs1-btl parent 1:1 handle 10: bfifo limit 312500"
+
+
+def test_delay_loss_and_fq_live_on_separate_interfaces():
+    text = SWEEP.replace("buffer_bdp: 1}", "buffer_bdp: 1, loss_pct: 1.5}")
+    run = runs(text)[0]
+    plan = dumbbell.qdiscs(run)
+    by_iface = {q.iface: q for q in plan}
+    assert by_iface["ccs1-btl"].role == "bottleneck"
+    assert by_iface["ccs1-snd0"].tc == ("qdisc replace dev ccs1-snd0 root handle 1: netem delay 10ms limit "
+                                        f"{run.link.netem_limit_pkts}",)
+    assert "delay 40ms" in by_iface["ccs1-snd1"].tc[0]
+    assert by_iface["ccs2-rcv1"].tc[0].startswith("qdisc replace dev ccs2-rcv1 root handle 1: netem loss random 1.5%")
+    assert by_iface["ccsnd0-eth0"].node == "ccsnd0" and "fq" in by_iface["ccsnd0-eth0"].tc[0]
+    # no qdisc carries both the bottleneck queue and a delay
+    assert not any("netem" in line for line in by_iface["ccs1-btl"].tc)
+    assert "ccs2-rcv0" not in {q.iface for q in dumbbell.qdiscs(runs()[0])}  # no loss -> no loss netem
+    assert all(q.role != "access" for q in dumbbell.qdiscs(run, with_fq=False))
+
+
+def test_every_interface_gets_offloads_off():
+    run = runs()[0]
+    ifaces = dumbbell.all_ifaces(run)
+    assert len(ifaces) == 2 + 4 * len(run.flows)
+    assert dumbbell.offload_cmd("ccs1-btl") == "ethtool -K ccs1-btl tso off gso off gro off"
+    assert all(len(iface) <= 15 for _, iface in ifaces)
+
+
+def test_dry_run_prints_commands_without_root():
+    result = subprocess.run([sys.executable, "-m", "cctest", "run", "demo", "--dry-run"],
+                            capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "tc qdisc add dev ccs1-btl parent 1:1 handle 10: bfifo limit 100000" in out
+    assert "iperf3 -c 10.0.2.2 -p 5202 -C bbr -t 20" in out
+    assert "ethtool -K ccsnd0-eth0 tso off gso off gro off" in out
