@@ -14,6 +14,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from . import kmod
 from .dumbbell import NODE_PREFIX
 
 STATE_DIR = Path(os.environ.get("CCTEST_STATE_DIR", "/run/cctest"))
@@ -125,8 +126,13 @@ def clean(state_dir: Path = STATE_DIR) -> list[str]:
         if _run(["sysctl", "-qw", f"{key}={old}"]).returncode == 0:
             actions.append(f"restored sysctl {key}={old}")
     for module in reversed(data.get("modules", [])):
-        if _run(["rmmod", module]).returncode == 0:
+        if not Path("/sys/module", module).exists():
+            continue
+        try:
+            kmod.unload(module)  # retries: the killed namespaces release their sockets late
             actions.append(f"unloaded module {module}")
+        except kmod.ModuleError as error:
+            actions.append(f"could not unload {module}: {error}")
     if journal_path.exists():
         journal_path.unlink()
         actions.append(f"removed {journal_path}")

@@ -19,6 +19,14 @@ TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/traci
 TCP_PROBE_MIN_GAP_NS = 10_000_000  # at most one tcp_probe line per socket per 10 ms
 
 
+def timed(cmd: list[str]) -> tuple[int, str]:
+    """Run a sampling command; stamp it at the midpoint of the call, since under load the call
+    itself can take a large part of the sampling interval."""
+    before = time.monotonic_ns()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=5).stdout
+    return (before + time.monotonic_ns()) // 2, out
+
+
 class PeriodicSampler(threading.Thread):
     """Calls sample() every interval until stopped; sample() returns text to append to the log."""
 
@@ -63,8 +71,7 @@ class SsSampler(PeriodicSampler):
                     f"( dport = :{server_port} )"]
 
     def sample(self) -> str:
-        stamp = time.monotonic_ns()
-        out = subprocess.run(self.cmd, capture_output=True, text=True, timeout=5).stdout
+        stamp, out = timed(self.cmd)
         return f"@{stamp} flow={self.flow_index}\n{out}"
 
 
@@ -76,8 +83,7 @@ class QdiscSampler(PeriodicSampler):
         self.ifaces = ifaces  # iface -> role
 
     def sample(self) -> str:
-        stamp = time.monotonic_ns()
-        out = subprocess.run(["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True, timeout=5).stdout
+        stamp, out = timed(["tc", "-s", "-j", "qdisc", "show"])
         by_dev: dict[str, list] = {}
         for qdisc in json.loads(out or "[]"):
             if qdisc.get("dev") in self.ifaces:

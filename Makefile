@@ -1,0 +1,18 @@
+# The two commands of README.md. Both install what they need first (scripts/setup.sh, as root).
+.PHONY: setup demo test bench
+
+setup:
+	bash scripts/setup.sh
+
+# Run the default scenario (natively where the host can, else in a virtme-ng VM) and report it.
+demo: setup
+	.venv/bin/cctest run demo
+	.venv/bin/cctest report reports/demo -o reports/demo.html
+	@echo "report: reports/demo.html"
+
+# Unit tests, then the real stack inside a stock-kernel VM (CCTEST_REQUIRE_VM=1: no silent skips).
+test: setup
+	CCTEST_REQUIRE_VM=1 .venv/bin/pytest -v -rs
+
+bench: setup
+	.venv/bin/python bench/report.py

@@ -1,0 +1,239 @@
+"""Emulation-health checks: did the emulated network do what the scenario asked for?
+
+A run's data only mean something if the emulation was faithful: the path had the configured
+delay, the bottleneck was the only place packets were dropped, and the shaper delivered (not
+exceeded) the configured rate.  ``evaluate`` turns a run's meta.json and tables into the
+checks.json verdict of docs/run-directory.md:
+
+    {"verdict": "pass" | "warn" | "fail",
+     "checks": [{"name", "ok", "measured", "expected", "detail"}, ...]}
+
+Checks and what a failure means for the verdict:
+
+    base_rtt                  per flow: median ping RTT within BASE_RTT_TOL of the flow's
+                              configured rtt_ms.  Not ok -> fail (the delay is wrong).
+    goodput                   aggregate receiver bytes over the time at least one flow was
+                              active, as a fraction of link.rate_mbps.  Below GOODPUT_MIN -> warn
+                              only: a congestion controller that under-uses the link is a result,
+                              not an emulation fault (and short or loss-limited flows may never
+                              fill it).  Above GOODPUT_MAX -> fail: the shaper is not limiting.
+    drops_outside_bottleneck  drop-counter growth on every qdisc whose role is not "bottleneck"
+                              must be 0.  Not ok -> fail (loss happened where the model has none).
+    bottleneck_drops          informational: drop-counter growth at the bottleneck.  Always ok.
+
+A check that cannot be evaluated because its table is missing has ``ok: null`` and makes the
+verdict at most "warn".  Drops are counted on root qdiscs only: a classful root (htb) already
+counts the drops of its leaves, so summing both would double-count.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+BASE_RTT_TOL = 0.10  # |median ping RTT / configured RTT - 1| allowed
+GOODPUT_MIN = 0.90   # aggregate goodput / link rate below this -> warn
+GOODPUT_MAX = 1.10   # ... above this -> fail: more than the link rate got through
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+INFO = "info"  # severity of a check that never affects the verdict
+
+
+def _check(name: str, ok: bool | None, measured, expected, detail: str) -> dict:
+    return {"name": name, "ok": ok, "measured": measured, "expected": expected,
+            "detail": detail}
+
+
+def _clean(x):
+    """JSON-safe scalar: numpy -> Python, NaN -> None."""
+    if x is None:
+        return None
+    if hasattr(x, "item"):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+# --------------------------------------------------------------------------------------------
+# base RTT
+
+def check_base_rtt(meta: dict, ping: pd.DataFrame | None) -> list[tuple[dict, str]]:
+    """One check per flow; returns (check, severity-if-not-ok) pairs."""
+    out = []
+    for f in meta.get("flows", []):
+        i, want = int(f["flow"]), float(f["rtt_ms"])
+        rtts = (ping.loc[ping["flow"] == i, "rtt_ms"].dropna()
+                if ping is not None and not ping.empty else pd.Series(dtype=float))
+        if rtts.empty:
+            out.append((_check("base_rtt", None, None, want,
+                               f"flow {i}: no ping replies recorded"), WARN))
+            continue
+        got = float(rtts.median())
+        err = got / want - 1.0 if want > 0 else math.inf
+        ok = abs(err) <= BASE_RTT_TOL + 1e-9  # 22.0 vs 20 ms is within 10 %
+        out.append((_check("base_rtt", ok, round(got, 3), want,
+                           f"flow {i}: median of {len(rtts)} pings {got:.3f} ms vs configured "
+                           f"{want:g} ms ({err:+.1%}, tolerance ±{BASE_RTT_TOL:.0%})"), FAIL))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# goodput
+
+def _union_length(spans: list[tuple[float, float]]) -> float:
+    """Total length covered by a set of [start, end] intervals."""
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(spans):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
+
+
+def active_spans(meta: dict, flows: pd.DataFrame | None,
+                 throughput: pd.DataFrame | None) -> list[tuple[float, float]]:
+    """[start, end] (run seconds) of each flow's activity, from the best source available:
+
+    1. flows.launched_s (else start_s) + flows.elapsed_s (iperf3's own measured test length);
+    2. the flow's iperf3 intervals (each ends at t_s and lasts interval_s);
+    3. meta: launched_s (else start_s) + the configured duration_s.
+    """
+    spans: dict[int, tuple[float, float]] = {}
+    if flows is not None and {"launched_s", "elapsed_s"} <= set(flows.columns):
+        for r in flows.itertuples():
+            start = r.launched_s if pd.notna(r.launched_s) else getattr(r, "start_s", None)
+            if start is not None and pd.notna(start) and pd.notna(r.elapsed_s):
+                spans[int(r.flow)] = (float(start), float(start) + float(r.elapsed_s))
+    if throughput is not None and not throughput.empty:
+        for i, g in throughput.groupby("flow"):
+            spans.setdefault(int(i), (float((g["t_s"] - g["interval_s"]).min()),
+                                      float(g["t_s"].max())))
+    for f in meta.get("flows", []):
+        start = f.get("launched_s") if f.get("launched_s") is not None else f.get("start_s")
+        if start is not None and f.get("duration_s") is not None:
+            spans.setdefault(int(f["flow"]), (float(start),
+                                              float(start) + float(f["duration_s"])))
+    return list(spans.values())
+
+
+def check_goodput(meta: dict, flows: pd.DataFrame | None,
+                  throughput: pd.DataFrame | None) -> tuple[dict, str]:
+    rate_bps = float(meta["link"]["rate_mbps"]) * 1e6
+    if flows is None or flows.empty:
+        return _check("goodput", None, None, GOODPUT_MIN, "no flows table"), WARN
+    notes = []
+    total = 0.0
+    for _, row in flows.iterrows():
+        rx = row["bytes_received"]
+        if pd.isna(rx):
+            tx = row["bytes_sent"]
+            if pd.isna(tx):
+                notes.append(f"flow {row['flow']}: no iperf3 totals")
+                continue
+            notes.append(f"flow {row['flow']}: receiver total missing, sender total used")
+            rx = tx
+        total += float(rx)
+    span = _union_length(active_spans(meta, flows, throughput))
+    if span <= 0 or total <= 0:
+        return _check("goodput", None, None, GOODPUT_MIN,
+                      "; ".join(notes + ["no active span or no bytes"])), WARN
+    ratio = total * 8 / span / rate_bps
+    ok = GOODPUT_MIN <= ratio <= GOODPUT_MAX
+    detail = (f"{total * 8 / span / 1e6:.2f} Mbit/s over {span:.2f} s with >=1 flow active vs "
+              f"{rate_bps / 1e6:g} Mbit/s configured ({ratio:.1%}; ok in "
+              f"[{GOODPUT_MIN:.0%}, {GOODPUT_MAX:.0%}]")
+    detail += "; below only warns: flows may not be able to fill the link)"
+    if notes:
+        detail += "; " + "; ".join(notes)
+    severity = FAIL if ratio > GOODPUT_MAX else WARN
+    return _check("goodput", ok, round(ratio, 4), GOODPUT_MIN, detail), severity
+
+
+# --------------------------------------------------------------------------------------------
+# drops
+
+def _counter_growth(values: pd.Series) -> float:
+    """Growth of a cumulative counter, tolerating a reset (qdisc recreated): sum of rises."""
+    v = values.dropna().to_numpy()
+    if len(v) < 2:
+        return 0.0
+    d = v[1:] - v[:-1]
+    rises = d.clip(min=0).sum()
+    # after a reset the new counter starts near 0: count what it accumulated up to the drop point
+    resets = (d < 0).nonzero()[0]
+    return float(rises + sum(v[k + 1] for k in resets))
+
+
+def drop_growth(qdisc: pd.DataFrame) -> pd.DataFrame:
+    """Drop-counter growth per (iface, role, handle) of root qdiscs (all qdiscs of an iface
+    when no root was recorded).  Columns: iface, role, kind, handle, drops."""
+    cols = ["iface", "role", "kind", "handle", "drops"]
+    if qdisc is None or qdisc.empty:
+        return pd.DataFrame(columns=cols)
+    q = qdisc.sort_values("t_s")
+    if "parent" in q:
+        has_root = q.groupby("iface")["parent"].transform(lambda p: (p == "root").any())
+        q = q[(q["parent"] == "root") | ~has_root.astype(bool)]
+    rows = []
+    for (iface, role, handle), g in q.groupby(["iface", "role", "handle"], dropna=False):
+        rows.append({"iface": iface, "role": role, "kind": g["kind"].iloc[0],
+                     "handle": handle, "drops": _counter_growth(g["drops"])})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def check_drops(qdisc: pd.DataFrame | None) -> list[tuple[dict, str]]:
+    if qdisc is None or qdisc.empty:
+        return [(_check("drops_outside_bottleneck", None, None, 0, "no qdisc samples"), WARN),
+                (_check("bottleneck_drops", True, None, None, "no qdisc samples"), INFO)]
+    g = drop_growth(qdisc)
+    outside = g[g["role"] != "bottleneck"]
+    bneck = g[g["role"] == "bottleneck"]
+
+    def describe(rows: pd.DataFrame) -> str:
+        return ", ".join(f"{r.iface} {r.kind} {r.handle} ({r.role}): {r.drops:g}"
+                         for r in rows.itertuples()) or "none sampled"
+
+    n_out = float(outside["drops"].sum())
+    n_bn = float(bneck["drops"].sum())
+    return [
+        (_check("drops_outside_bottleneck", n_out == 0, n_out, 0,
+                f"drop growth on non-bottleneck root qdiscs: {describe(outside)}"), FAIL),
+        (_check("bottleneck_drops", True, n_bn, None,
+                f"informational; drop growth at the bottleneck: {describe(bneck)}"), INFO),
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+
+def evaluate(meta: dict, tables: dict[str, pd.DataFrame]) -> dict:
+    """meta.json content + ingested tables -> checks.json content."""
+    results = []
+    results += check_base_rtt(meta, tables.get("ping"))
+    results.append(check_goodput(meta, tables.get("flows"), tables.get("throughput")))
+    results += check_drops(tables.get("qdisc"))
+
+    verdict = PASS
+    for chk, severity in results:
+        if chk["ok"] is None or (chk["ok"] is False and severity == WARN):
+            verdict = WARN if verdict == PASS else verdict
+        elif chk["ok"] is False:
+            verdict = FAIL
+    checks = [{k: _clean(v) if k in ("measured", "expected") else v for k, v in chk.items()}
+              for chk, _ in results]
+    return {"verdict": verdict, "checks": checks}
+
+
+def write_checks(run_dir: str | Path, meta: dict, tables: dict[str, pd.DataFrame]) -> dict:
+    """Evaluate and write ``<run_dir>/checks.json``; returns its content."""
+    result = evaluate(meta, tables)
+    (Path(run_dir) / "checks.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result

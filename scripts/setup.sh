@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs everything cctest needs on a fresh Debian 12 machine (root): the emulation stack, a stock
+# kernel for `cctest run --vm`, and the Python environment in .venv. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" != 0 ]; then
+  echo "scripts/setup.sh: run as root (it installs Debian packages and emulates networks)" >&2
+  exit 2
+fi
+
+packages=(
+  # the emulated network and its traffic
+  mininet bridge-utils iproute2 ethtool iperf3 iputils-ping tcpdump bpftrace kmod procps psmisc
+  # a stock kernel to boot with virtme-ng, its headers to build modules against, and qemu
+  qemu-system-x86 busybox-static linux-image-amd64 linux-headers-amd64 make gcc
+  # the report's browser test
+  chromium chromium-driver
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Debian's mininet package installs its library for /usr/bin/python3 only: the venv sees it
+# through --system-site-packages.
+if [ ! -x .venv/bin/python ]; then
+  /usr/bin/python3 -m venv --system-site-packages .venv
+fi
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q -e '.[test]'
+echo "setup done: $(.venv/bin/cctest --version)"

@@ -1,0 +1,179 @@
+"""Emulation-health checks on small hand-computed tables and on the recorded fixture run."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cctest import checks
+from cctest.ingest import ingest_run
+
+RAW = Path(__file__).parent / "fixtures" / "raw"  # recorded in a VM; see its README
+
+
+def make_meta(rate_mbps=20.0, rtts=(20.0, 20.0)):
+    return {
+        "run_id": "r1",
+        "link": {"rate_mbps": rate_mbps},
+        "flows": [{"flow": i, "rtt_ms": rtt, "start_s": 5.0 * i, "launched_s": 5.0 * i + 0.01,
+                   "duration_s": 10.0, "server_port": 5201 + i} for i, rtt in enumerate(rtts)],
+    }
+
+
+def make_tables(rx_bytes=(20_000_000, 10_000_000), ping_ms=((20.1, 19.9, 20.3), (20.0, 21.0, 55.0)),
+                qdisc_rows=None):
+    """Two flows: flow 0 active 0..10 s, flow 1 active 5..15 s -> 15 s with >=1 flow active."""
+    flows = pd.DataFrame({"flow": [0, 1], "bytes_sent": [rx_bytes[0] * 1.01, rx_bytes[1] * 1.01],
+                          "bytes_received": list(rx_bytes)})
+    throughput = pd.DataFrame({"flow": [0] * 10 + [1] * 10,
+                               "t_s": [float(t) for t in range(1, 11)] + [float(t) for t in range(6, 16)],
+                               "interval_s": [1.0] * 20})
+    ping = pd.DataFrame([{"flow": i, "seq": s, "rtt_ms": v}
+                         for i, vals in enumerate(ping_ms) for s, v in enumerate(vals, 1)])
+    if qdisc_rows is None:
+        qdisc_rows = [
+            # t_s, iface, role, kind, handle, parent, drops
+            (0.0, "s-eth0", "delay", "netem", "1:", "root", 0),
+            (9.0, "s-eth0", "delay", "netem", "1:", "root", 0),
+            (0.0, "r-eth1", "bottleneck", "htb", "1:", "root", 10),
+            (0.0, "r-eth1", "bottleneck", "bfifo", "10:", "1:10", 10),
+            (9.0, "r-eth1", "bottleneck", "htb", "1:", "root", 40),
+            (9.0, "r-eth1", "bottleneck", "bfifo", "10:", "1:10", 40),
+        ]
+    qdisc = pd.DataFrame(qdisc_rows, columns=["t_s", "iface", "role", "kind", "handle", "parent",
+                                              "drops"])
+    return {"flows": flows, "throughput": throughput, "ping": ping, "qdisc": qdisc}
+
+
+def by_name(result, name):
+    return [c for c in result["checks"] if c["name"] == name]
+
+
+def test_good_run_passes_with_hand_computed_values():
+    rx = (20_000_000, 15_625_000)  # 35.625e6 B * 8 / 15 s = 19.0 Mbit/s = 95 % of 20
+    res = checks.evaluate(make_meta(), make_tables(rx_bytes=rx))
+    assert res["verdict"] == "pass", res
+    (g,) = by_name(res, "goodput")
+    assert g["ok"] is True and g["measured"] == pytest.approx(0.95)
+    rtt0, rtt1 = by_name(res, "base_rtt")
+    assert rtt0["measured"] == pytest.approx(20.1) and rtt0["ok"] is True
+    assert rtt1["measured"] == pytest.approx(21.0)  # median ignores the 55 ms outlier
+    (bn,) = by_name(res, "bottleneck_drops")
+    assert bn["measured"] == 30  # root htb only: 40 - 10, the bfifo leaf is not added again
+    (out,) = by_name(res, "drops_outside_bottleneck")
+    assert out["ok"] is True and out["measured"] == 0
+
+
+def test_low_goodput_only_warns_and_reports_ratio():
+    res = checks.evaluate(make_meta(), make_tables(rx_bytes=(10_000_000, 5_000_000)))
+    (g,) = by_name(res, "goodput")
+    assert g["ok"] is False
+    assert g["measured"] == pytest.approx(15e6 * 8 / 15 / 20e6)  # 0.4
+    assert res["verdict"] == "warn"
+
+
+def test_goodput_above_link_rate_fails():
+    res = checks.evaluate(make_meta(rate_mbps=10.0), make_tables(rx_bytes=(20_000_000, 15_625_000)))
+    (g,) = by_name(res, "goodput")
+    assert g["measured"] == pytest.approx(1.9)
+    assert res["verdict"] == "fail"
+
+
+def test_missing_receiver_total_falls_back_to_sender_total():
+    t = make_tables(rx_bytes=(20_000_000, 15_625_000))
+    t["flows"].loc[1, "bytes_received"] = float("nan")
+    res = checks.evaluate(make_meta(), t)
+    (g,) = by_name(res, "goodput")
+    assert g["measured"] == pytest.approx((20e6 + 15_625_000 * 1.01) * 8 / 15 / 20e6, rel=1e-4)
+    assert "sender total used" in g["detail"]
+
+
+def test_base_rtt_off_by_more_than_ten_percent_fails():
+    res = checks.evaluate(make_meta(rtts=(20.0, 40.0)),
+                          make_tables(rx_bytes=(20_000_000, 15_625_000)))
+    rtt0, rtt1 = by_name(res, "base_rtt")
+    assert rtt0["ok"] is True and rtt1["ok"] is False and rtt1["expected"] == 40.0
+    assert res["verdict"] == "fail"
+
+
+def test_base_rtt_tolerance_boundary():
+    ok = checks.evaluate(make_meta(rtts=(20.0,)), {"ping": pd.DataFrame(
+        {"flow": [0], "seq": [1], "rtt_ms": [21.9]})})
+    bad = checks.evaluate(make_meta(rtts=(20.0,)), {"ping": pd.DataFrame(
+        {"flow": [0], "seq": [1], "rtt_ms": [22.1]})})
+    assert by_name(ok, "base_rtt")[0]["ok"] is True
+    assert by_name(bad, "base_rtt")[0]["ok"] is False
+
+
+def test_drops_outside_bottleneck_fail():
+    rows = [
+        (0.0, "s-eth0", "delay", "netem", "1:", "root", 0),
+        (9.0, "s-eth0", "delay", "netem", "1:", "root", 3),
+        (0.0, "r-eth1", "bottleneck", "htb", "1:", "root", 0),
+        (9.0, "r-eth1", "bottleneck", "htb", "1:", "root", 0),
+    ]
+    res = checks.evaluate(make_meta(), make_tables(rx_bytes=(20_000_000, 15_625_000),
+                                                   qdisc_rows=rows))
+    (out,) = by_name(res, "drops_outside_bottleneck")
+    assert out["ok"] is False and out["measured"] == 3
+    assert "s-eth0" in out["detail"]
+    assert res["verdict"] == "fail"
+
+
+def test_counter_growth_survives_reset():
+    # 5 -> 8 (+3), reset, 2 (+2 since the reset), 6 (+4): 9 in total
+    assert checks._counter_growth(pd.Series([5.0, 8.0, 2.0, 6.0])) == 9.0
+    assert checks._counter_growth(pd.Series([7.0])) == 0.0
+
+
+def test_union_length_of_overlapping_spans():
+    assert checks._union_length([(0, 10), (5, 15), (20, 21)]) == 16
+    assert checks._union_length([]) == 0
+
+
+def test_missing_tables_give_null_checks_and_warn():
+    res = checks.evaluate(make_meta(), {"flows": make_tables()["flows"]})
+    assert res["verdict"] == "warn"
+    assert all(c["ok"] is None for c in by_name(res, "base_rtt"))
+    assert by_name(res, "drops_outside_bottleneck")[0]["ok"] is None
+
+
+def test_recorded_run_checks(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(RAW, run / "raw")
+    shutil.move(run / "raw" / "meta.json", run / "meta.json")
+    tables = ingest_run(run)
+    meta = json.loads((run / "meta.json").read_text())
+    res = checks.write_checks(run, meta, tables)
+    on_disk = json.loads((run / "checks.json").read_text())
+    assert on_disk == res
+    assert on_disk["verdict"] in ("pass", "warn", "fail")
+    assert [c["name"] for c in on_disk["checks"]] == [
+        "base_rtt", "base_rtt", "goodput", "drops_outside_bottleneck", "bottleneck_drops"]
+    for c in on_disk["checks"]:
+        assert set(c) == {"name", "ok", "measured", "expected", "detail"}
+    # the netem qdiscs dropped nothing in the recording; the bottleneck's htb root did
+    q = tables["qdisc"]
+    htb = q[(q["kind"] == "htb")].sort_values("t_s")["drops"]
+    (bn,) = by_name(on_disk, "bottleneck_drops")
+    assert bn["measured"] == htb.iloc[-1] - htb.iloc[0]
+    assert by_name(on_disk, "drops_outside_bottleneck")[0]["ok"] is True
+    # recorded pings: medians 22.5 ms (+12.5 %) and 22.0 ms (+10.0 %, on the boundary)
+    assert [c["ok"] for c in by_name(on_disk, "base_rtt")] == [False, True]
+    assert on_disk["verdict"] == "fail"
+    # flow 0 ran 0.318 .. 45.48 s and covers flow 1; flow 1's receiver total is missing
+    # (interrupted), so its sender total stands in
+    (g,) = by_name(on_disk, "goodput")
+    assert g["measured"] == pytest.approx((8887824 + 3795208) * 8 / 45.163372 / 20e6, abs=1e-4)
+
+
+def test_goodput_span_prefers_iperf3_elapsed_time():
+    t = make_tables(rx_bytes=(20_000_000, 15_625_000))
+    # iperf3 says flow 1 ran only 2 s (interrupted): active span 0..10 s (flow 0) -> 10 s
+    t["flows"]["launched_s"] = [0.0, 5.0]
+    t["flows"]["elapsed_s"] = [10.0, 2.0]
+    res = checks.evaluate(make_meta(), t)
+    (g,) = by_name(res, "goodput")
+    assert g["measured"] == pytest.approx(35_625_000 * 8 / 10 / 20e6)

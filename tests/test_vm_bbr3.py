@@ -1,0 +1,67 @@
+"""BBRv3 and BBRv3+ (modules/bbr3), for real in a stock-kernel VM."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from conftest import dmesg_problems
+from test_vm_modules import find, flows, runs_of, state
+
+pytestmark = pytest.mark.vm
+
+STARTUP, DRAIN, PROBE_BW, PROBE_RTT = 0, 1, 2, 3
+DOWN, CRUISE, REFILL, UP = 0, 1, 2, 3
+
+
+@pytest.mark.vm_jobs("bbr3-single")
+def test_single_flow_visits_every_state_and_fills_the_link(vm_results):
+    (path,) = runs_of(vm_results, "bbr3-single")
+    table = pd.read_parquet(path / "cc_state.parquet")
+    wide = table.pivot_table(index="t_s", columns="key", values="value")
+    assert {STARTUP, DRAIN, PROBE_BW, PROBE_RTT} <= set(wide["mode"].dropna().astype(int))
+    phases = set(wide[wide["mode"] == PROBE_BW]["phase"].dropna().astype(int))
+    assert {DOWN, CRUISE, REFILL, UP} <= phases
+    meta_rate = 20e6
+    goodput = flows(path).loc[0, "bytes_received"] * 8 / 30
+    assert goodput >= 0.9 * meta_rate
+
+
+@pytest.mark.vm_jobs("delay-deep")
+def test_queueing_delay_well_below_cubic_in_a_deep_buffer(vm_results):
+    delays = {}
+    for cc in ("cubic", "bbr3"):
+        path = find(vm_results, "delay-deep", **{"flows.0.cc": cc})
+        ss = pd.read_parquet(path / "ss.parquet")
+        steady = ss[ss["t_s"] > 5]
+        delays[cc] = (steady["srtt_ms"] - steady["min_rtt_ms"]).mean()
+    assert delays["bbr3"] < 0.5 * delays["cubic"], delays
+
+
+@pytest.mark.vm_jobs("variants-vs-cubic")
+def test_fewer_retransmissions_than_bbr_v1_in_a_shallow_buffer(vm_results):
+    bbr3 = find(vm_results, "variants-vs-cubic", buffer_bdp=0.5, **{"flows.1.cc": "bbr3"})
+    bbr1 = find(vm_results, "variants-vs-cubic", buffer_bdp=0.5, **{"flows.1.cc": "bbr"})
+
+    def retrans_rate(path):
+        row = flows(path).loc[1]
+        return row["retransmits"] / max(row["bytes_sent"] / 1448, 1)
+
+    assert retrans_rate(bbr3) < retrans_rate(bbr1)
+
+
+@pytest.mark.vm_jobs("variants-vs-cubic")
+def test_bbr3plus_leaves_startup_with_a_lower_pacing_gain(vm_results):
+    gains = {}
+    for cc in ("bbr3", "bbr3plus"):
+        path = find(vm_results, "variants-vs-cubic", buffer_bdp=5, **{"flows.1.cc": cc})
+        table = pd.read_parquet(path / "cc_state.parquet")
+        wide = table[table["flow"] == 1].pivot_table(index="t_s", columns="key", values="value")
+        gains[cc] = wide[wide["mode"] == STARTUP]["pacing_gain"].max()
+    assert gains["bbr3"] == pytest.approx(2.77, abs=0.01)
+    assert gains["bbr3plus"] == pytest.approx(2.08, abs=0.01)
+
+
+@pytest.mark.vm_jobs("bbr3-single", "delay-deep")
+def test_kernel_log_is_clean_after_bbr3(vm_results):
+    assert dmesg_problems(vm_results["_dmesg"]) == []

@@ -1,0 +1,140 @@
+"""The engine, for real, inside a stock-kernel VM: Mininet, qdiscs, iperf3, captures, teardown."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import dmesg_problems
+
+pytestmark = pytest.mark.vm
+
+
+def run_dir(results: dict, job: str) -> Path:
+    entry = results[job]
+    assert entry["exit_code"] == 0, f"{job}: cctest exited with {entry['exit_code']}"
+    assert len(entry["run_dirs"]) == 1
+    return Path(entry["run_dirs"][0])
+
+
+def table(path: Path, name: str) -> pd.DataFrame:
+    return pd.read_parquet(path / f"{name}.parquet")
+
+
+@pytest.mark.vm_jobs("cubic-deep")
+def test_single_cubic_flow_fills_a_deep_buffer(vm_results):
+    path = run_dir(vm_results, "cubic-deep")
+    meta = json.loads((path / "meta.json").read_text())
+    assert meta["status"] == "ok" and meta["mode"] == "vm"
+    flows = table(path, "flows")
+    goodput_bps = flows["bytes_received"].iloc[0] * 8 / meta["flows"][0]["duration_s"]
+    assert goodput_bps >= 0.9 * meta["link"]["rate_mbps"] * 1e6
+
+
+@pytest.mark.vm_jobs("cubic-deep")
+def test_measured_base_rtt_matches_configuration(vm_results):
+    path = run_dir(vm_results, "cubic-deep")
+    ping = table(path, "ping")
+    assert len(ping) >= 5
+    assert ping["rtt_ms"].median() == pytest.approx(40, rel=0.10)
+    checks = json.loads((path / "checks.json").read_text())
+    base = [c for c in checks["checks"] if c["name"].startswith("base_rtt")]
+    assert base and all(c["ok"] for c in base)
+
+
+@pytest.mark.vm_jobs("cubic-deep")
+def test_run_directory_is_self_describing(vm_results):
+    path = run_dir(vm_results, "cubic-deep")
+    meta = json.loads((path / "meta.json").read_text())
+    assert meta["kernel"]["release"].startswith("6.1")
+    assert meta["link"]["burst_bytes"] == 10_000 and meta["link"]["buffer_bytes"] == 500_000
+    assert "bfifo" in meta["qdiscs"]["ccs1-btl"] and "netem" in meta["qdiscs"]["ccs1-snd0"]
+    assert meta["offloads"]["ccs1-btl"] == {"tso": "off", "gso": "off", "gro": "off"}
+    assert meta["tools"]["iperf3"].startswith("iperf 3")
+    assert (path / "scenario.yaml").exists()
+    for name in ("ss", "qdisc", "throughput", "tcp_probe"):
+        assert len(table(path, name)) > 10, name
+    ss = table(path, "ss")
+    # ss samples every 100 ms: at least a few per second of flow, with real cwnd and RTT values
+    assert len(ss) >= 3 * meta["duration_s"]
+    assert ss["cwnd"].max() > 10 and ss["min_rtt_ms"].min() == pytest.approx(40, rel=0.1)
+
+
+@pytest.mark.vm_jobs("cubic-bbr-shallow")
+def test_cubic_vs_bbr_both_carry_data_and_tables_agree_with_iperf3(vm_results):
+    path = run_dir(vm_results, "cubic-bbr-shallow")
+    flows = table(path, "flows").set_index("flow")
+    assert (flows["bytes_received"] > 1_000_000).all()
+    throughput = table(path, "throughput")
+    for flow, group in throughput.groupby("flow"):
+        iperf = json.loads((path / "raw" / f"iperf3-{flow}.json").read_text())
+        sent = iperf["end"]["sum_sent"]["bytes"]
+        assert group["bytes"].sum() == pytest.approx(sent, rel=0.02)
+        assert flows.loc[flow, "bytes_received"] == iperf["end"]["sum_received"]["bytes"]
+    ss = table(path, "ss")
+    bbr = ss[ss["flow"] == 1]
+    assert bbr["bbr_bw_bps"].notna().any() and bbr["bbr_cwnd_gain"].dropna().isin([2.0]).any()
+
+
+@pytest.mark.vm_jobs("cubic-bbr-shallow")
+def test_only_the_bottleneck_drops(vm_results):
+    path = run_dir(vm_results, "cubic-bbr-shallow")
+    qdisc = table(path, "qdisc")
+    drops = qdisc.groupby(["iface", "kind"])["drops"].agg(lambda s: s.max() - s.min())
+    bottleneck = drops.loc[("ccs1-btl", "bfifo")]
+    assert bottleneck > 0
+    others = drops.drop(index=[i for i in drops.index if i[0] == "ccs1-btl"])
+    assert (others == 0).all(), others[others != 0]
+    checks = json.loads((path / "checks.json").read_text())
+    outside = next(c for c in checks["checks"] if c["name"] == "drops_outside_bottleneck")
+    assert outside["ok"]
+
+
+@pytest.mark.vm_jobs("cubic-bbr-shallow")
+def test_start_offsets_are_honoured(vm_results):
+    path = run_dir(vm_results, "cubic-bbr-shallow")
+    meta = json.loads((path / "meta.json").read_text())
+    for flow in meta["flows"]:
+        assert flow["launched_s"] == pytest.approx(flow["start_s"], abs=0.1)
+
+
+@pytest.mark.vm_jobs("interrupt:interrupt-me")
+def test_sigint_mid_flow_tears_everything_down_and_keeps_data(vm_results):
+    entry = vm_results["interrupt:interrupt-me"]
+    assert entry["flows_were_running"]
+    assert entry["exit_code"] == 130
+    left = entry["leftovers"]
+    assert left["links"] == [] and left["netns_shells"] == [] and left["iperf3"] == []
+    assert left["bpftrace"] == [] and left["qdiscs"] == [] and not left["journal_left"]
+    assert "tcp_bbr" not in left["lsmod"].split()
+    path = Path(entry["run_dirs"][0])
+    meta = json.loads((path / "meta.json").read_text())
+    assert meta["status"] == "interrupted"
+    ss = table(path, "ss")
+    assert len(ss) > 0 and ss["t_s"].max() < 60
+    assert (table(path, "flows")["bytes_sent"] > 0).all()
+
+
+@pytest.mark.vm_jobs("cubic-deep", "cubic-bbr-shallow", "interrupt:interrupt-me", "kill9:interrupt-me")
+def test_kernel_log_is_clean(vm_results):
+    assert vm_results["_dmesg"], "no dmesg captured"
+    assert dmesg_problems(vm_results["_dmesg"]) == []
+
+
+@pytest.mark.vm_jobs("kill9:interrupt-me")
+def test_clean_removes_what_a_sigkilled_run_left(vm_results):
+    entry = vm_results["kill9:interrupt-me"]
+    assert entry["flows_were_running"]
+    before = entry["before_clean"]
+    # SIGKILL allows no teardown: the leftovers are real, and a new run refuses to start over them
+    assert before["links"] and before["iperf3"] and before["journal_left"]
+    assert entry["second_run_exit_code"] == 2
+    assert "cctest clean" in entry["second_run_stderr"]
+    assert entry["clean_exit_code"] == 0
+    left = entry["leftovers"]
+    assert left["links"] == [] and left["netns_shells"] == [] and left["iperf3"] == []
+    assert left["bpftrace"] == [] and left["qdiscs"] == [] and not left["journal_left"]
+    assert "tcp_bbr" not in left["lsmod"].split()

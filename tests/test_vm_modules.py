@@ -1,0 +1,127 @@
+"""This project's kernel modules, for real in a stock-kernel VM: build, load, carry flows, unload,
+behave as their papers say, and leave the kernel log clean."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import dmesg_problems
+
+pytestmark = pytest.mark.vm
+
+V1_VARIANTS = ("bbr1", "bbr_cws", "bbr_acw", "bbr_modest", "bbr_shallow")
+ALL_MODULES = V1_VARIANTS + ("bbr3", "bbr3plus")
+
+
+def runs_of(results: dict, job: str) -> list[Path]:
+    entry = results[job]
+    assert entry["exit_code"] == 0, f"{job}: cctest exited with {entry['exit_code']}"
+    return [Path(p) for p in entry["run_dirs"]]
+
+
+def meta_of(path: Path) -> dict:
+    return json.loads((path / "meta.json").read_text())
+
+
+def find(results: dict, job: str, **matrix) -> Path:
+    for path in runs_of(results, job):
+        point = meta_of(path)["matrix"]
+        if all(point.get(k) == v for k, v in matrix.items()):
+            return path
+    raise AssertionError(f"{job}: no run with {matrix}")
+
+
+def state(path: Path, key: str, flow: int | None = None) -> pd.Series:
+    table = pd.read_parquet(path / "cc_state.parquet")
+    rows = table[table["key"] == key]
+    if flow is not None:
+        rows = rows[rows["flow"] == flow]
+    return rows.sort_values("t_s")["value"]
+
+
+def flows(path: Path) -> pd.DataFrame:
+    return pd.read_parquet(path / "flows.parquet").set_index("flow")
+
+
+@pytest.mark.vm_jobs("variants-vs-cubic")
+@pytest.mark.parametrize("buffer_bdp", [0.5, 5])
+@pytest.mark.parametrize("cc", ALL_MODULES)
+def test_module_loads_carries_a_flow_and_is_recorded(vm_results, cc, buffer_bdp):
+    path = find(vm_results, "variants-vs-cubic", buffer_bdp=buffer_bdp, **{"flows.1.cc": cc})
+    meta = meta_of(path)
+    assert meta["status"] == "ok"
+    module = next(m for m in meta["modules"] if m["name"] == cc)
+    assert module["loaded_by_cctest"] and len(module["sha256"]) == 64 and module["path"].endswith(f"{cc}.ko")
+    assert flows(path).loc[1, "bytes_received"] > 1_000_000
+    ss = pd.read_parquet(path / "ss.parquet")
+    assert ss[ss["flow"] == 1]["bbr_bw_bps"].notna().any(), "ss -ti shows no bbr:(...) block"
+    assert len(state(path, "cwnd", flow=1)) > 5, "no state trace from the module's tracepoint"
+
+
+@pytest.mark.vm_jobs("variants-vs-cubic")
+def test_modules_are_unloaded_after_each_run(vm_results):
+    lsmod = vm_results["variants-vs-cubic"]["leftovers"]["lsmod"].split()
+    assert not set(ALL_MODULES) & set(lsmod)
+
+
+@pytest.mark.vm_jobs("core-vs-kernel-bbr")
+def test_core_alone_behaves_like_kernel_bbr(vm_results):
+    kernel = find(vm_results, "core-vs-kernel-bbr", **{"flows.0.cc": "bbr"})
+    core = find(vm_results, "core-vs-kernel-bbr", **{"flows.0.cc": "bbr1"})
+    k_bytes, c_bytes = flows(kernel).loc[0, "bytes_received"], flows(core).loc[0, "bytes_received"]
+    assert c_bytes == pytest.approx(k_bytes, rel=0.05)
+    srtt = [pd.read_parquet(p / "ss.parquet")["srtt_ms"].mean() for p in (kernel, core)]
+    assert srtt[1] == pytest.approx(srtt[0], rel=0.15)
+
+
+@pytest.mark.vm_jobs("variants-vs-cubic")
+def test_cws_scales_down_and_retransmits_less_than_bbr_in_a_shallow_buffer(vm_results):
+    cws = find(vm_results, "variants-vs-cubic", buffer_bdp=0.5, **{"flows.1.cc": "bbr_cws"})
+    bbr = find(vm_results, "variants-vs-cubic", buffer_bdp=0.5, **{"flows.1.cc": "bbr"})
+    assert state(cws, "usf", flow=1).min() < 1.0
+    assert flows(cws).loc[1, "retransmits"] < flows(bbr).loc[1, "retransmits"]
+
+
+@pytest.mark.vm_jobs("variants-vs-cubic")
+def test_shallow_uses_cwnd_gain_one_and_a_half_in_probe_bw(vm_results):
+    path = find(vm_results, "variants-vs-cubic", buffer_bdp=5, **{"flows.1.cc": "bbr_shallow"})
+    table = pd.read_parquet(path / "cc_state.parquet")
+    wide = table[table["flow"] == 1].pivot_table(index="t_s", columns="key", values="value")
+    probe_bw = wide[wide["mode"] == 2]
+    assert len(probe_bw) > 0 and (probe_bw["cwnd_gain"] == 1.5).all()
+    ss = pd.read_parquet(path / "ss.parquet")
+    assert (ss[ss["flow"] == 1]["bbr_cwnd_gain"] == 1.5).any()
+
+
+@pytest.mark.vm_jobs("variants-vs-cubic")
+def test_modest_enters_search_after_losses(vm_results):
+    path = find(vm_results, "variants-vs-cubic", buffer_bdp=0.5, **{"flows.1.cc": "bbr_modest"})
+    assert flows(path).loc[1, "retransmits"] > 0
+    assert (state(path, "phase", flow=1) == 1).any()
+
+
+@pytest.mark.vm_jobs("acw-rtt-mix")
+def test_acw_moves_cwnd_gain_away_from_two_with_mixed_rtts(vm_results):
+    (path,) = runs_of(vm_results, "acw-rtt-mix")
+    gains = state(path, "cwnd_gain")
+    assert (gains.round(3) != 2.0).any() and gains.notna().all()
+    for key in ("alpha", "beta"):
+        assert len(state(path, key)) > 0
+
+
+@pytest.mark.vm_jobs("acw-rtt-mix")
+def test_module_parameter_from_the_scenario_reaches_sysfs_and_meta(vm_results):
+    (path,) = runs_of(vm_results, "acw-rtt-mix")
+    module = next(m for m in meta_of(path)["modules"] if m["name"] == "bbr_acw")
+    assert module["params"] == {"rate_rounds": 8}
+    assert module["effective_params"]["rate_rounds"] == "8"  # read from /sys/module during the run
+
+
+@pytest.mark.vm_jobs("variants-vs-cubic", "core-vs-kernel-bbr", "acw-rtt-mix")
+def test_kernel_log_is_clean_after_every_module(vm_results):
+    assert vm_results["_dmesg"], "no dmesg captured"
+    assert dmesg_problems(vm_results["_dmesg"]) == []

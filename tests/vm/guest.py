@@ -1,0 +1,115 @@
+"""Runs inside the VM: real cctest runs for the integration tests, then what the host asserts on.
+
+usage: guest.py OUT_DIR JOB [JOB ...]
+A job is a scenario name in tests/vm/scenarios.yaml (run to completion), or
+`interrupt:<scenario>` (SIGINT once flows are running, then record what is left on the system), or
+`kill9:<scenario>` (SIGKILL mid-flow, try a second run, then `cctest clean`).
+Writes OUT_DIR/results.json and OUT_DIR/dmesg.txt. Tables are made on the host afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCENARIOS = HERE / "scenarios.yaml"
+STATE_DIR = Path("/run/cctest")
+
+
+def cctest(scenario: str, out: Path, manifest: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "cctest", "run", scenario, "-f", str(SCENARIOS), "--out", str(out),
+           "--native", "--in-vm", "--no-ingest", "--manifest", str(manifest)]
+    return subprocess.Popen(cmd, cwd=HERE.parent.parent)
+
+
+def run_dirs(manifest: Path) -> list[str]:
+    return manifest.read_text().split() if manifest.exists() else []
+
+
+def system_leftovers() -> dict:
+    """Everything a run could leave behind, as the host test will check it."""
+    def sh(cmd: str) -> str:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout
+
+    return {
+        "links": sh("ip -o link show | awk -F': ' '{print $2}' | grep '^cc' || true").split(),
+        "netns_shells": sh("pgrep -f '[m]ininet:cc' || true").split(),
+        "iperf3": sh("pgrep -x iperf3 || true").split(),
+        "bpftrace": sh("pgrep -x bpftrace || true").split(),
+        "qdiscs": [line for line in sh("tc qdisc show").splitlines() if " dev cc" in line],
+        "journal_left": (STATE_DIR / "active.json").exists(),
+        "lsmod": sh("lsmod"),
+    }
+
+
+def wait_for_flows(proc: subprocess.Popen, manifest: Path) -> bool:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        dirs = run_dirs(manifest)
+        if dirs:
+            meta = json.loads((Path(dirs[0]) / "meta.json").read_text())
+            if all(f.get("launched_s") is not None for f in meta["flows"]):
+                time.sleep(5)  # mid-flow: let some samples accumulate
+                return True
+        time.sleep(0.5)
+    return False
+
+
+def interrupt(scenario: str, out: Path, manifest: Path) -> dict:
+    proc = cctest(scenario, out, manifest)
+    started = wait_for_flows(proc, manifest)
+    proc.send_signal(signal.SIGINT)
+    try:
+        code = proc.wait(timeout=180)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = "hung"
+    return {"exit_code": code, "flows_were_running": started, "leftovers": system_leftovers()}
+
+
+def kill9(scenario: str, out: Path, manifest: Path) -> dict:
+    """SIGKILL mid-flow (no teardown possible), then `cctest clean` must remove the leftovers."""
+    proc = cctest(scenario, out, manifest)
+    started = wait_for_flows(proc, manifest)
+    proc.kill()
+    proc.wait()
+    before = system_leftovers()
+    refused = subprocess.run([sys.executable, "-m", "cctest", "run", scenario, "-f", str(SCENARIOS), "--native",
+                              "--in-vm", "--out", str(out / "refused")], capture_output=True, text=True)
+    clean = subprocess.run([sys.executable, "-m", "cctest", "clean"], capture_output=True, text=True)
+    return {"flows_were_running": started, "before_clean": before, "leftovers": system_leftovers(),
+            "clean_exit_code": clean.returncode, "clean_output": clean.stdout,
+            "second_run_exit_code": refused.returncode, "second_run_stderr": refused.stderr}
+
+
+JOB_KINDS = {"interrupt": interrupt, "kill9": kill9}
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for job in sys.argv[2:]:
+        kind, _, scenario = job.rpartition(":")
+        manifest = out / f"{job.replace(':', '_')}.manifest"
+        manifest.unlink(missing_ok=True)
+        started = time.monotonic()
+        if kind:
+            result = JOB_KINDS[kind](scenario, out, manifest)
+        else:
+            proc = cctest(scenario, out, manifest)
+            result = {"exit_code": proc.wait(), "leftovers": system_leftovers()}
+        result["run_dirs"] = run_dirs(manifest)
+        result["wall_s"] = round(time.monotonic() - started, 1)
+        results[job] = result
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+    (out / "dmesg.txt").write_text(subprocess.run(["dmesg"], capture_output=True, text=True).stdout)
+
+
+if __name__ == "__main__":
+    main()
