@@ -1,0 +1,490 @@
+"""Metrics: pure functions on the tidy tables of a run directory.
+
+Every function here takes pandas DataFrames shaped as docs/run-directory.md describes (one row per
+sample, long format) plus plain numbers, and returns numbers or new tidy DataFrames. Nothing reads
+files, nothing plots: `cctest.report` does both, so every number in a report can be unit-tested on
+hand-computed tables.
+
+Conventions
+- Throughput is in Mbit/s (1e6 bit/s), time in seconds, delays in milliseconds.
+- A flow's *active period* is the span of its iperf3 intervals: from the start of its first interval
+  to the end of its last one (the throughput table's `t_s` is the interval end).
+- Jain's fairness index (Jain, Chiu, Hawe 1984; Eq. 5 of 001):
+  J = (sum x_i)^2 / (n * sum x_i^2); 1 = perfectly fair, 1/n = one flow takes everything.
+- Cumulative qdisc counters (drops, sent_pkts, sent_bytes) are differenced; a counter that goes
+  backwards (qdisc re-created) restarts from its new value.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+DEFAULT_BIN_MS = 100.0  # display/analysis bin, same as iperf3's reporting interval in cctest
+DEFAULT_SKIP_S = 10.0  # steady state starts this long after time zero (BBR startup + a few cycles)
+DEFAULT_JAIN_WINDOW_S = 1.0  # sliding window of the Jain-over-time series
+RUN_TAIL_S = 1.0  # qdisc samples up to this long after the last flow ends still count
+SHARE_BIN_S = 0.5  # 004 Fig. 10: shares "averaged over half second intervals"
+TABLE_BIN_S = 1.0  # 003 Table 1: max/min/avg throughput over 1 s intervals
+
+# ---------------------------------------------------------------------------------------------
+# Fairness and statistics
+# ---------------------------------------------------------------------------------------------
+
+
+def jain_index(values: Iterable[float]) -> float:
+    """Jain's fairness index of `values` (NaNs dropped); NaN when empty or all zero."""
+    x = np.asarray([v for v in values], dtype=float)
+    x = x[~np.isnan(x)]
+    if x.size == 0:
+        return float("nan")
+    denom = x.size * float(np.sum(x * x))
+    if denom == 0.0:
+        return float("nan")
+    return float(np.sum(x)) ** 2 / denom
+
+
+# Two-sided 95 % Student-t quantiles t_{0.975, df} for df = 1..30 (standard tables).
+_T975 = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+]
+
+
+def t_quantile_975(df: int) -> float:
+    """t_{0.975} with `df` degrees of freedom: table up to 30, Cornish-Fisher expansion above."""
+    if df < 1:
+        return float("nan")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = 1.959963984540054
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    return z + g1 / df + g2 / df**2 + g3 / df**3
+
+
+def mean_ci95(samples: Sequence[float]) -> tuple[float, float, int]:
+    """(mean, half-width of the 95 % Student-t confidence interval, n); NaNs dropped.
+
+    half-width = t_{0.975, n-1} * s / sqrt(n) with s the sample standard deviation; NaN for n < 2.
+    """
+    x = np.asarray(samples, dtype=float)
+    x = x[~np.isnan(x)]
+    n = int(x.size)
+    if n == 0:
+        return float("nan"), float("nan"), 0
+    mean = float(x.mean())
+    if n < 2:
+        return mean, float("nan"), n
+    s = float(x.std(ddof=1))
+    return mean, t_quantile_975(n - 1) * s / math.sqrt(n), n
+
+
+# ---------------------------------------------------------------------------------------------
+# Throughput
+# ---------------------------------------------------------------------------------------------
+
+
+def _cumulative_points(g: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Piecewise-linear cumulative bytes of one flow: bytes spread evenly inside each interval."""
+    g = g.sort_values("t_s")
+    end = g["t_s"].to_numpy(float)
+    start = end - g["interval_s"].to_numpy(float)
+    b = g["bytes"].to_numpy(float)
+    cum_after = np.cumsum(b)
+    cum_before = cum_after - b
+    t = np.empty(2 * len(end))
+    c = np.empty(2 * len(end))
+    t[0::2], t[1::2] = start, end
+    c[0::2], c[1::2] = cum_before, cum_after
+    # np.interp needs non-decreasing x; gaps or overlaps of a few microseconds are harmless.
+    t = np.maximum.accumulate(t)
+    return t, c
+
+
+def flow_spans(throughput: pd.DataFrame) -> pd.DataFrame:
+    """Active period per flow: columns flow, t_start, t_end (seconds)."""
+    if throughput.empty:
+        return pd.DataFrame(columns=["flow", "t_start", "t_end"])
+    end = throughput["t_s"].to_numpy(float)
+    start = end - throughput["interval_s"].to_numpy(float)
+    flows, inv = np.unique(throughput["flow"].to_numpy(), return_inverse=True)
+    t_start = np.full(flows.size, np.inf)
+    t_end = np.full(flows.size, -np.inf)
+    np.minimum.at(t_start, inv, start)
+    np.maximum.at(t_end, inv, end)
+    return pd.DataFrame({"flow": flows, "t_start": t_start, "t_end": t_end})
+
+
+def binned_throughput(throughput: pd.DataFrame, bin_s: float = DEFAULT_BIN_MS / 1000.0,
+                      t_end: float | None = None) -> pd.DataFrame:
+    """Per-flow throughput in fixed bins from iperf3 intervals.
+
+    Bytes of an interval are spread evenly over it, so re-binning conserves bytes exactly.
+    Returns tidy rows: flow, t_s (bin start), bytes, mbps, active (bin overlaps the flow's active
+    period). Bins cover [0, t_end) for every flow, zero outside its active period.
+    """
+    cols = ["flow", "t_s", "bytes", "mbps", "active"]
+    if throughput.empty:
+        return pd.DataFrame(columns=cols)
+    spans = flow_spans(throughput).set_index("flow")
+    if t_end is None:
+        t_end = float(spans["t_end"].max())
+    nbins = max(1, int(math.ceil(t_end / bin_s - 1e-9)))
+    edges = np.round(np.arange(nbins + 1) * bin_s, 9)
+    parts = []
+    for flow, g in throughput.groupby("flow", sort=True):
+        t, c = _cumulative_points(g)
+        cum = np.interp(edges, t, c, left=0.0, right=c[-1])
+        b = np.diff(cum)
+        s, e = spans.loc[flow, "t_start"], spans.loc[flow, "t_end"]
+        active = (edges[1:] > s + 1e-9) & (edges[:-1] < e - 1e-9)
+        parts.append(pd.DataFrame({"flow": flow, "t_s": edges[:-1], "bytes": b,
+                                   "mbps": b * 8 / bin_s / 1e6, "active": active}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def flow_totals(throughput: pd.DataFrame, flows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per-flow totals: flow, bytes (receiver total when flows.parquet has it, else the sum of the
+    sender intervals), bytes_intervals, t_start, t_end, active_s, mean_mbps, retransmits."""
+    spans = flow_spans(throughput)
+    sums = throughput.groupby("flow").agg(bytes_intervals=("bytes", "sum"),
+                                          retrans_intervals=("retransmits", "sum")).reset_index()
+    out = spans.merge(sums, on="flow", how="outer")
+    if flows is not None and not flows.empty:
+        keep = [c for c in ("flow", "bytes_received", "bytes_sent", "retransmits") if c in flows]
+        out = out.merge(flows[keep], on="flow", how="outer")
+    else:
+        out["bytes_received"] = np.nan
+        out["retransmits"] = np.nan
+    out["bytes"] = out["bytes_received"].where(out["bytes_received"].notna(), out["bytes_intervals"])
+    out["retransmits"] = out["retransmits"].where(out["retransmits"].notna(),
+                                                  out["retrans_intervals"])
+    out["active_s"] = out["t_end"] - out["t_start"]
+    out["mean_mbps"] = out["bytes"] * 8 / out["active_s"] / 1e6
+    return out.sort_values("flow").reset_index(drop=True)
+
+
+def window_mean_mbps(binned: pd.DataFrame, t0: float, t1: float) -> pd.Series:
+    """Mean throughput per flow over its active bins starting inside [t0, t1).
+
+    A flow that starts late (staggered schedules) is averaged over the part of the window it was
+    running, so the window measures how flows share the link while they compete.
+    """
+    w = binned[(binned["t_s"] >= t0 - 1e-9) & (binned["t_s"] < t1 - 1e-9) & binned["active"]]
+    return w.groupby("flow")["mbps"].mean()
+
+
+def steady_window(spans: pd.DataFrame, skip_s: float) -> tuple[float, float]:
+    """Steady-state window [skip_s after time zero, end of the first flow to finish).
+
+    If that is empty (a short or staggered run) the window runs to the last flow's end instead.
+    """
+    if spans.empty:
+        return float("nan"), float("nan")
+    t0 = float(skip_s)
+    t1 = float(spans["t_end"].min())
+    if t1 <= t0:
+        t1 = float(spans["t_end"].max())
+    if t1 <= t0:
+        t0 = float(spans["t_start"].min())
+    return t0, t1
+
+
+def jain_series(binned: pd.DataFrame, window_s: float = DEFAULT_JAIN_WINDOW_S) -> pd.DataFrame:
+    """Jain's index over a sliding window (trailing, `window_s` long) of the binned throughput.
+
+    At each bin only flows active during that bin count. Returns t_s (window end), jain, n_flows.
+    """
+    if binned.empty:
+        return pd.DataFrame(columns=["t_s", "jain", "n_flows"])
+    bin_s = float(np.diff(np.unique(binned["t_s"]))[:1].min()) if binned["t_s"].nunique() > 1 else 1.0
+    k = max(1, int(round(window_s / bin_s)))
+    wide = binned.pivot(index="t_s", columns="flow", values="mbps").sort_index()
+    act = binned.pivot(index="t_s", columns="flow", values="active").sort_index().astype(bool)
+    # Mean over the flow's active bins within the window.
+    num = wide.where(act, 0.0).rolling(k, min_periods=1).sum()
+    cnt = act.astype(float).rolling(k, min_periods=1).sum()
+    x = (num / cnt.replace(0.0, np.nan)).where(act)
+    x_np = x.to_numpy(float)
+    n = np.sum(~np.isnan(x_np), axis=1)
+    s = np.nansum(x_np, axis=1)
+    ss = np.nansum(x_np * x_np, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        j = np.where((n > 0) & (ss > 0), s * s / (n * ss), np.nan)
+    return pd.DataFrame({"t_s": wide.index.to_numpy(float) + bin_s, "jain": j, "n_flows": n})
+
+
+def shares(values: pd.Series) -> pd.Series:
+    """Each entry's fraction of the sum (NaN when the sum is zero)."""
+    tot = float(values.sum())
+    return values / tot if tot > 0 else values * np.nan
+
+
+def group_share_series(binned: pd.DataFrame, flow_cc: dict, bin_s: float = SHARE_BIN_S,
+                       t0: float = 0.0, t1: float = float("inf")) -> pd.DataFrame:
+    """Throughput share of each CC group per `bin_s` interval within [t0, t1).
+
+    `binned` is from binned_throughput at a finer bin; it is re-summed into `bin_s` intervals.
+    Returns tidy rows: t_s, cc, share. Intervals with no traffic at all are dropped.
+    """
+    if binned.empty:
+        return pd.DataFrame(columns=["t_s", "cc", "share"])
+    b = binned[(binned["t_s"] >= t0 - 1e-9) & (binned["t_s"] < t1 - 1e-9)].copy()
+    b["cc"] = b["flow"].map(flow_cc)
+    b["slot"] = np.floor(b["t_s"] / bin_s + 1e-9) * bin_s
+    g = b.groupby(["slot", "cc"])["bytes"].sum().unstack("cc").fillna(0.0)
+    tot = g.sum(axis=1)
+    g = g[tot > 0].div(tot[tot > 0], axis=0)
+    out = g.stack().rename("share").reset_index().rename(columns={"slot": "t_s"})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Link: utilisation, drops, queue
+# ---------------------------------------------------------------------------------------------
+
+
+def utilisation(total_bytes: float, rate_mbps: float, duration_s: float) -> float:
+    """Channel utilisation eta = sum bytes_i * 8 / (cap * duration) (001 Eq. 3)."""
+    if not rate_mbps or not duration_s or duration_s <= 0:
+        return float("nan")
+    return float(total_bytes) * 8 / (rate_mbps * 1e6 * duration_s)
+
+
+def counter_increments(values: np.ndarray) -> np.ndarray:
+    """Per-sample increments of a cumulative counter (first sample 0, resets restart)."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        return v
+    d = np.diff(v, prepend=v[0])
+    reset = d < 0
+    d[reset] = v[reset]
+    return np.nan_to_num(d)
+
+
+# Queueing disciplines that hold the packets themselves (the buffer), as opposed to shapers
+# (htb, tbf) whose counters aggregate their children's.
+BUFFER_KINDS = ("bfifo", "pfifo", "pfifo_fast", "fq_codel", "codel", "fq", "sfq", "pie", "red", "cake")
+
+
+def bottleneck(qdisc: pd.DataFrame) -> pd.DataFrame:
+    """Samples of the one qdisc that is the bottleneck buffer, by time.
+
+    Among qdiscs with role "bottleneck" (cctest's dumbbell installs htb root 1: + bfifo leaf 10:,
+    both so labelled) take the buffer-holding leaf when there is one, else the root, else the
+    first; never mix two qdiscs' cumulative counters in one series.
+    """
+    if qdisc is None or qdisc.empty or "role" not in qdisc:
+        return pd.DataFrame(columns=list(qdisc.columns) if qdisc is not None else [])
+    b = qdisc[qdisc["role"] == "bottleneck"]
+    if b.empty:
+        return b
+    keys = [c for c in ("iface", "handle") if c in b]
+    groups = list(b.groupby(keys, sort=False, dropna=False)) if keys else [((), b)]
+
+    def rank(item):
+        _, g = item
+        kind = str(g["kind"].iloc[0]) if "kind" in g else ""
+        parent = str(g["parent"].iloc[0]) if "parent" in g else ""
+        return (0 if kind in BUFFER_KINDS else 1 if parent == "root" else 2)
+
+    _, best = min(enumerate(groups), key=lambda ig: (rank(ig[1]), ig[0]))[1]
+    return best.sort_values("t_s").reset_index(drop=True)
+
+
+def drop_stats(bq: pd.DataFrame) -> dict:
+    """Drops and loss rate at the bottleneck over the run.
+
+    loss_rate = dropped packets / (sent packets + dropped packets) over the sampled span.
+    """
+    if bq is None or bq.empty:
+        return {"drops": float("nan"), "sent_pkts": float("nan"), "loss_rate": float("nan")}
+    drops = float(counter_increments(bq["drops"].to_numpy()).sum())
+    sent = float(counter_increments(bq["sent_pkts"].to_numpy()).sum())
+    tot = drops + sent
+    return {"drops": drops, "sent_pkts": sent, "loss_rate": drops / tot if tot > 0 else float("nan")}
+
+
+def drops_series(bq: pd.DataFrame, bin_s: float) -> pd.DataFrame:
+    """Bottleneck drops per `bin_s` bin: t_s (bin start), drops."""
+    if bq is None or bq.empty:
+        return pd.DataFrame(columns=["t_s", "drops"])
+    inc = counter_increments(bq["drops"].to_numpy())
+    slot = np.floor(bq["t_s"].to_numpy(float) / bin_s + 1e-9) * bin_s
+    return (pd.DataFrame({"t_s": slot, "drops": inc}).groupby("t_s", as_index=False)["drops"].sum())
+
+
+def queue_delay_ms(backlog_bytes, rate_mbps: float):
+    """Queueing delay implied by a backlog drained at the link rate: backlog * 8 / rate (ms)."""
+    return np.asarray(backlog_bytes, dtype=float) * 8 / (rate_mbps * 1e6) * 1e3
+
+
+def queue_bdp(backlog_bytes, bdp_bytes: float):
+    """Queue occupancy in multiples of the bandwidth-delay product."""
+    return np.asarray(backlog_bytes, dtype=float) / float(bdp_bytes)
+
+
+def srtt_queueing_delay(ss: pd.DataFrame) -> pd.DataFrame:
+    """Per-sample queueing delay seen by each flow: srtt - min RTT (ms).
+
+    min RTT is the flow's lowest min_rtt_ms (falling back to its lowest srtt) over the run, the
+    best estimate of its propagation delay. Returns flow, t_s, qdelay_ms.
+    """
+    if ss is None or ss.empty:
+        return pd.DataFrame(columns=["flow", "t_s", "qdelay_ms"])
+    s = ss[["flow", "t_s", "srtt_ms"]].copy()
+    base = ss.groupby("flow")["min_rtt_ms"].min() if "min_rtt_ms" in ss else pd.Series(dtype=float)
+    base2 = ss.groupby("flow")["srtt_ms"].min()
+    base = base.reindex(base2.index).fillna(base2)
+    s["qdelay_ms"] = s["srtt_ms"] - s["flow"].map(base)
+    return s[["flow", "t_s", "qdelay_ms"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-run summary
+# ---------------------------------------------------------------------------------------------
+
+
+def run_metrics(meta: dict, tables: dict[str, pd.DataFrame], *, bin_s: float = DEFAULT_BIN_MS / 1000,
+                skip_s: float = DEFAULT_SKIP_S) -> dict:
+    """All scalar metrics of one run.
+
+    Returns {"run": {...}, "flows": [{...} per flow], "groups": [{...} per CC group],
+    "series": {...}} where "series" holds the tidy time series the report plots.
+    """
+    link = meta.get("link") or {}
+    rate = float(link.get("rate_mbps") or float("nan"))
+    bdp = float(link.get("bdp_bytes") or float("nan"))
+    tp = tables.get("throughput")
+    flows_t = tables.get("flows")
+    ss = tables.get("ss")
+    qd = tables.get("qdisc")
+    mflows = [f for f in meta.get("flows") or [] if isinstance(f, dict)]
+    flow_cc = {int(f.get("flow", i)): f.get("cc") for i, f in enumerate(mflows)}
+    flow_rtt = {int(f.get("flow", i)): f.get("rtt_ms") for i, f in enumerate(mflows)}
+    if flows_t is not None and not flows_t.empty:
+        for r in flows_t.itertuples():
+            flow_cc.setdefault(int(r.flow), getattr(r, "cc", None))
+            flow_rtt.setdefault(int(r.flow), getattr(r, "rtt_ms", None))
+
+    run: dict = {}
+    series: dict = {}
+    if tp is None or tp.empty:
+        tp = pd.DataFrame(columns=["flow", "t_s", "interval_s", "bytes", "retransmits"])
+    totals = flow_totals(tp, flows_t)
+    spans = flow_spans(tp)
+    binned = binned_throughput(tp, bin_s)
+    series["binned"] = binned
+    t_first = float(spans["t_start"].min()) if len(spans) else float("nan")
+    t_last = float(spans["t_end"].max()) if len(spans) else float("nan")
+    duration = t_last - t_first
+    s0, s1 = steady_window(spans, skip_s)
+    run["steady_t0_s"], run["steady_t1_s"] = s0, s1
+    steady = window_mean_mbps(binned, s0, s1) if len(binned) else pd.Series(dtype=float)
+
+    totals["cc"] = totals["flow"].map(flow_cc)
+    totals["rtt_ms"] = totals["flow"].map(flow_rtt)
+    totals["steady_mbps"] = totals["flow"].map(steady)
+    totals["share"] = shares(totals["bytes"])
+    totals["steady_share"] = shares(totals["steady_mbps"].fillna(0.0))
+    # 003 Table 1: max/min/avg over 1 s intervals of the flow's active period.
+    b1 = binned_throughput(tp, TABLE_BIN_S) if len(tp) else binned
+    full = b1[b1["active"]].copy()
+    if len(full):
+        # Only whole 1 s intervals inside the active period (the edges would read low).
+        sp = spans.set_index("flow")
+        full = full[(full["t_s"] >= full["flow"].map(sp["t_start"]) - 1e-9)
+                    & (full["t_s"] + TABLE_BIN_S <= full["flow"].map(sp["t_end"]) + 1e-9)]
+    agg = full.groupby("flow")["mbps"].agg(["max", "min", "mean"]) if len(full) else None
+    for k, name in (("max", "max_mbps_1s"), ("min", "min_mbps_1s"), ("mean", "avg_mbps_1s")):
+        totals[name] = totals["flow"].map(agg[k]) if agg is not None else np.nan
+
+    # Per-flow ss figures.
+    if ss is not None and not ss.empty:
+        qd_flow = srtt_queueing_delay(ss)
+        series["qdelay_srtt"] = qd_flow
+        g = ss.groupby("flow")
+        totals["mean_cwnd_pkts"] = totals["flow"].map(g["cwnd"].mean())
+        totals["mean_srtt_ms"] = totals["flow"].map(g["srtt_ms"].mean())
+        totals["min_rtt_ms"] = totals["flow"].map(g["min_rtt_ms"].min())
+        totals["mean_qdelay_ms"] = totals["flow"].map(qd_flow.groupby("flow")["qdelay_ms"].mean())
+    else:
+        for c in ("mean_cwnd_pkts", "mean_srtt_ms", "min_rtt_ms", "mean_qdelay_ms"):
+            totals[c] = np.nan
+
+    # Run level.
+    total_bytes = float(totals["bytes"].sum()) if len(totals) else float("nan")
+    run["flows"] = int(len(totals))
+    run["bytes"] = total_bytes
+    run["duration_s"] = duration
+    run["throughput_mbps"] = total_bytes * 8 / duration / 1e6 if duration > 0 else float("nan")
+    run["jain"] = jain_index(totals["mean_mbps"]) if len(totals) else float("nan")
+    run["jain_steady"] = jain_index(steady.to_numpy()) if len(steady) else float("nan")
+    run["utilisation"] = utilisation(total_bytes, rate, duration)
+    run["retransmits"] = float(totals["retransmits"].sum()) if len(totals) else float("nan")
+    run["retransmits_per_mb"] = run["retransmits"] / (total_bytes / 1e6) if total_bytes else float("nan")
+    js = jain_series(binned)
+    series["jain"] = js
+    # Retransmissions over time (iperf3 sender intervals).
+    if len(tp):
+        r = tp[["t_s", "retransmits", "flow"]].copy()
+        r["t_s"] = np.floor((r["t_s"] - 1e-9) / bin_s) * bin_s
+        series["retrans"] = r.groupby(["flow", "t_s"], as_index=False)["retransmits"].sum()
+
+    bq = bottleneck(qd) if qd is not None else None
+    if bq is not None and not bq.empty and t_last == t_last:
+        # Only the run itself: samplers start before time zero and stop after the flows.
+        inc_drops = counter_increments(bq["drops"].to_numpy())
+        inc_sent = counter_increments(bq["sent_pkts"].to_numpy())
+        keep = ((bq["t_s"] >= min(0.0, t_first) - 1e-9) & (bq["t_s"] <= t_last + RUN_TAIL_S)).to_numpy()
+        bq = bq[keep].assign(drops=np.cumsum(inc_drops[keep]), sent_pkts=np.cumsum(inc_sent[keep]))
+    if bq is not None and not bq.empty:
+        ds = drop_stats(bq)
+        run["bottleneck_drops"] = ds["drops"]
+        run["bottleneck_loss_rate"] = ds["loss_rate"]
+        qdel = queue_delay_ms(bq["backlog_bytes"], rate)
+        qbdp = queue_bdp(bq["backlog_bytes"], bdp)
+        series["queue"] = pd.DataFrame({"t_s": bq["t_s"].to_numpy(float),
+                                        "backlog_bytes": bq["backlog_bytes"].to_numpy(float),
+                                        "qdelay_ms": qdel, "queue_bdp": qbdp})
+        series["drops"] = drops_series(bq, bin_s)
+        run["mean_queue_delay_ms"] = float(np.nanmean(qdel)) if len(qdel) else float("nan")
+        run["p95_queue_delay_ms"] = float(np.nanpercentile(qdel, 95)) if len(qdel) else float("nan")
+        run["mean_queue_bdp"] = float(np.nanmean(qbdp)) if len(qbdp) else float("nan")
+        run["max_queue_bdp"] = float(np.nanmax(qbdp)) if len(qbdp) else float("nan")
+    else:
+        for k in ("bottleneck_drops", "bottleneck_loss_rate", "mean_queue_delay_ms",
+                  "p95_queue_delay_ms", "mean_queue_bdp", "max_queue_bdp"):
+            run[k] = float("nan")
+    run["mean_srtt_qdelay_ms"] = (float(series["qdelay_srtt"]["qdelay_ms"].mean())
+                                  if "qdelay_srtt" in series and len(series["qdelay_srtt"])
+                                  else float("nan"))
+
+    # CC groups: share of bytes, retransmissions, percentile band of the 0.5 s shares.
+    groups = []
+    if len(totals):
+        gshare = group_share_series(binned, flow_cc, SHARE_BIN_S, s0, s1)
+        series["group_share"] = group_share_series(binned, flow_cc, SHARE_BIN_S)
+        for cc, g in totals.groupby("cc", sort=False):
+            gs = gshare[gshare["cc"] == cc]["share"] if len(gshare) else pd.Series(dtype=float)
+            groups.append({
+                "cc": cc, "flows": int(len(g)), "bytes": float(g["bytes"].sum()),
+                "share": float(g["bytes"].sum()) / total_bytes if total_bytes else float("nan"),
+                "steady_share": float(g["steady_share"].sum()),
+                "steady_share_p25": float(gs.quantile(0.25)) if len(gs) else float("nan"),
+                "steady_share_p75": float(gs.quantile(0.75)) if len(gs) else float("nan"),
+                "retransmits": float(g["retransmits"].sum()),
+                "mean_mbps": float(g["mean_mbps"].mean()),
+            })
+    # Utilisation over time.
+    if len(binned) and rate == rate:
+        agg_t = binned.groupby("t_s", as_index=False)["mbps"].sum()
+        agg_t["utilisation"] = agg_t["mbps"] / rate
+        series["aggregate"] = agg_t
+    return {"run": run, "flows": totals.to_dict("records"), "groups": groups, "series": series}

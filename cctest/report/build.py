@@ -1,0 +1,284 @@
+"""Assemble a report: runs -> metrics -> summary files + one HTML page."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .. import metrics as M
+from . import figures as F
+from .html import Page, esc, fmt, table
+from .load import Run, load_runs
+from .summary import (RUN_METRICS, Summary, compare, summarize, summary_frame, summary_json,
+                      unmatched_groups)
+
+
+NO_BOTTLENECK_NOTE = ("qdisc.parquet has no bottleneck samples while the flows ran: no drops, queue "
+                      "occupancy or backlog delay")
+MANY_RUNS = 12  # above this the overview table folds and per-run traces get fewer points
+MIN_POINTS_MANY = 300
+
+
+@dataclass
+class Options:
+    bin_ms: float = M.DEFAULT_BIN_MS
+    skip_s: float = M.DEFAULT_SKIP_S
+    jain_window_s: float = M.DEFAULT_JAIN_WINDOW_S
+    max_points: int = F.DEFAULT_MAX_POINTS
+    title: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"bin_ms": self.bin_ms, "skip_s": self.skip_s, "jain_window_s": self.jain_window_s,
+                "max_points": self.max_points}
+
+
+@dataclass
+class Result:
+    html: Path
+    csv: Path
+    json: Path
+    runs: int
+    figures: int
+    regressions: int = 0
+    compare: pd.DataFrame | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _finite(o):
+    """JSON-safe copy: NaN/inf become null, numpy scalars become Python numbers."""
+    if isinstance(o, dict):
+        return {str(k): _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    if hasattr(o, "item") and not isinstance(o, (str, bytes)):
+        try:
+            o = o.item()
+        except (ValueError, AttributeError):
+            return str(o)
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    return o
+
+
+def analyse(runs: list[Run], opts: Options) -> tuple[list[dict], Summary]:
+    results = []
+    for run in runs:
+        res = M.run_metrics(run.meta, run.tables, bin_s=opts.bin_ms / 1000.0, skip_s=opts.skip_s)
+        if opts.jain_window_s != M.DEFAULT_JAIN_WINDOW_S and len(res["series"].get("binned", [])):
+            res["series"]["jain"] = M.jain_series(res["series"]["binned"], opts.jain_window_s)
+        results.append(res)
+    return results, summarize(runs, results)
+
+
+def _verdict_badge(checks: dict | None) -> str:
+    v = (checks or {}).get("verdict") or "unknown"
+    return f"<span class='badge {esc(v if v in ('pass', 'warn', 'fail') else 'unknown')}'>{esc(v)}</span>"
+
+
+def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, index: int = 0) -> None:
+    meta = run.meta
+    link = meta.get("link") or {}
+    r = res["run"]
+    matrix = ", ".join(f"{k}={v}" for k, v in (meta.get("matrix") or {}).items())
+    head = (f"{esc(run.run_id)} — {esc(meta.get('scenario', '?'))}"
+            f"{' [' + esc(matrix) + ']' if matrix else ''} rep {esc(meta.get('repetition', '?'))} "
+            f"{_verdict_badge(run.checks)} <span class='kv'>J={fmt(r.get('jain'))}, "
+            f"util={fmt(100 * r.get('utilisation', float('nan')), 1)} %</span>")
+    side = f"[{esc(run.side)}] " if run.side else ""
+    out = [f"<details class='run' id='run-{index}'{' open' if open_ else ''}><summary>{side}{head}</summary>"]
+    out.append(
+        f"<p class='kv'>path <b>{esc(run.path)}</b> · status <b>{esc(meta.get('status'))}</b> · "
+        f"mode <b>{esc(meta.get('mode'))}</b> · kernel <b>{esc((meta.get('kernel') or {}).get('release'))}</b>"
+        f" · link <b>{fmt(link.get('rate_mbps'))} Mbit/s</b>, RTT <b>{fmt(link.get('rtt_ms'))} ms</b>, "
+        f"buffer <b>{fmt(link.get('buffer_bdp'))} BDP</b> ({fmt(link.get('buffer_bytes'))} B; BDP "
+        f"{fmt(link.get('bdp_bytes'))} B), loss <b>{fmt(link.get('loss_pct'))} %</b> · duration "
+        f"<b>{fmt(meta.get('duration_s'))} s</b> · started {esc(meta.get('start_time'))}</p>")
+    notes = list(run.notes)
+    if "qdisc" in run.tables and "queue" not in res["series"]:
+        notes.append(NO_BOTTLENECK_NOTE)
+    if notes:
+        out.append("<ul class='notes'>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
+    # Emulation health.
+    if run.checks:
+        ch = pd.DataFrame(run.checks.get("checks") or [])
+        if not ch.empty:
+            ch = ch.reindex(columns=["name", "ok", "measured", "expected", "detail"])
+            out.append(f"<h3>Emulation health {_verdict_badge(run.checks)}</h3>")
+            out.append(table(ch, left={"name", "detail"},
+                             cls_rows=["" if ok else "reg" for ok in ch["ok"]]))
+    # Metrics.
+    rm = pd.DataFrame([{"metric": v[0], "value": r.get(k), "unit": v[1]} for k, v in RUN_METRICS.items()])
+    out.append("<h3>Run metrics</h3>")
+    out.append(f"<p class='note'>Steady-state window {fmt(r.get('steady_t0_s'))}–{fmt(r.get('steady_t1_s'))} s "
+               f"(skip {opts.skip_s:g} s, until the first flow ends).</p>")
+    out.append(table(rm, left={"metric", "unit"}))
+    fl = pd.DataFrame(res["flows"])
+    if not fl.empty:
+        cols = ["flow", "cc", "rtt_ms", "t_start", "t_end", "bytes", "mean_mbps", "steady_mbps", "share",
+                "steady_share", "retransmits", "max_mbps_1s", "min_mbps_1s", "avg_mbps_1s",
+                "mean_cwnd_pkts", "mean_srtt_ms", "min_rtt_ms", "mean_qdelay_ms"]
+        out.append("<h3>Per flow</h3>")
+        out.append(table(fl.reindex(columns=cols), left={"cc"}, headers={
+            "bytes": "bytes (receiver)", "mean_mbps": "mean Mbit/s", "steady_mbps": "steady Mbit/s",
+            "max_mbps_1s": "max (1 s)", "min_mbps_1s": "min (1 s)", "avg_mbps_1s": "avg (1 s)",
+            "mean_qdelay_ms": "srtt−minRTT ms"}))
+    if res["groups"] and len(res["groups"]) > 1:
+        out.append("<h3>Per CC group</h3>")
+        out.append(table(pd.DataFrame(res["groups"]), left={"cc"}))
+    page.add("".join(out))
+    figs = F.run_figures(run, res, max_points=opts.max_points, jain_window_s=opts.jain_window_s)
+    page.add("<div class='grid'>" + "".join(page.fig_html(f) for f in figs) + "</div></details>")
+
+
+def _reps_section(page: Page, s: Summary) -> None:
+    if s.reps.empty:
+        return
+    multi = s.reps[s.reps["runs"] > 1]
+    if multi.empty:
+        return
+    page.h2("Repetitions: mean ± 95 % CI", "reps")
+    page.add("<p class='note'>Runs identical except <code>repetition</code>; CI half-width from Student's t "
+             "with n−1 degrees of freedom.</p>")
+    rows = []
+    for g, d in multi.groupby("group", sort=False):
+        row = {"configuration": d["group_label"].iloc[0], "algorithms": d["algos"].iloc[0],
+               "n": int(d["runs"].iloc[0])}
+        for rr in d.itertuples():
+            if rr.metric in RUN_METRICS or rr.metric == "short_rtt_flow_share":
+                label = RUN_METRICS.get(rr.metric, ("short-RTT flow share",))[0]
+                row[label] = f"{fmt(rr.mean)} ± {fmt(rr.ci95)}"
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    page.add("<div style='overflow-x:auto'>" + table(df, left=set(df.columns)) + "</div>")
+
+
+def _sweep_section(page: Page, s: Summary, runs: list[Run]) -> None:
+    if len(runs) < 2:
+        return
+    figs = F.sweep_figures(s)
+    page.h2("Across runs", "sweep")
+    varying = [k for k in s.matrix_keys if s.runs.get(f"matrix.{k}") is not None
+               and s.runs[f"matrix.{k}"].astype(str).nunique() > 1]
+    page.add(f"<p class='kv'>{len(runs)} runs, {s.runs['group'].nunique()} configurations; matrix keys "
+             f"varying: <b>{esc(', '.join(varying) or 'none')}</b>.</p>")
+    if figs:
+        page.add("".join(page.fig_html(f) for f in figs))
+    else:
+        page.add("<p class='note'>No sweep figure applies: the runs do not vary the buffer, the flows' RTTs "
+                 "or the random loss rate.</p>")
+    t = F.throughput_table(s)
+    if not t.empty:
+        page.add("<h3>Throughput per flow and algorithm (003 Table 1)</h3>"
+                 "<p class='note'>Max/min/avg of 1 s intervals within each flow's active period (Mbit/s), "
+                 "mean over repetitions.</p>")
+        fold = len(t) > 24
+        page.add((f"<details><summary>{len(t)} rows (click to show)</summary>" if fold else "")
+                 + table(t, left={"group_label", "cc"}, headers={
+                     "group_label": "configuration", "max_mbps_1s": "max", "min_mbps_1s": "min",
+                     "avg_mbps_1s": "avg"}) + ("</details>" if fold else ""))
+
+
+def _runs_table(page: Page, s: Summary) -> None:
+    cols = ["run_id", "group_label", "repetition", "algos", "rate_mbps", "rtt_ms", "buffer_bdp", "loss_pct",
+            "verdict", "throughput_mbps", "utilisation", "jain", "jain_steady", "retransmits",
+            "bottleneck_drops", "mean_queue_delay_ms"]
+    df = s.runs.reindex(columns=cols).copy()
+    df["run_id"] = df["run_id"].astype(str)
+    page.add(table(df, left={"run_id", "group_label", "algos", "verdict"}, headers={
+        "group_label": "configuration",
+        "throughput_mbps": "Mbit/s", "mean_queue_delay_ms": "queue delay ms", "jain_steady": "jain steady",
+        "bottleneck_drops": "drops"}))
+
+
+def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
+                 threshold_pct: float = 5.0) -> Result:
+    output = Path(output)
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    if compare_paths:
+        base_runs, cand_runs = load_runs([compare_paths[0]]), load_runs([compare_paths[1]])
+        base_res, base_s = analyse(base_runs, opts)
+        cand_res, cand_s = analyse(cand_runs, opts)
+        for r in base_runs:
+            r.side = "baseline"
+        for r in cand_runs:
+            r.side = "candidate"
+        runs, results = base_runs + cand_runs, base_res + cand_res
+        summary = summarize(runs, results)
+        cmp = compare(base_s, cand_s, threshold_pct)
+    else:
+        runs = load_runs(paths)
+        results, summary = analyse(runs, opts)
+        cmp = None
+    title = opts.title or ("cctest comparison" if cmp is not None else "cctest report")
+    scen = sorted({str(r.meta.get("scenario")) for r in runs})
+    page = Page(title, f"{len(runs)} run(s) of {', '.join(scen)} · generated {now} · bin {opts.bin_ms:g} ms · "
+                       f"steady state after {opts.skip_s:g} s · Jain window {opts.jain_window_s:g} s")
+    warnings: list[str] = []
+    regressions = 0
+    if cmp is not None:
+        page.h2("Comparison", "compare")
+        page.add(f"<p class='kv'>baseline <b>{esc(compare_paths[0])}</b> vs candidate "
+                 f"<b>{esc(compare_paths[1])}</b>; regression = change in the worse direction by more than "
+                 f"<b>{threshold_pct:g} %</b> of the baseline mean.</p>")
+        ub, uc = unmatched_groups(base_s, cand_s)
+        for g in ub:
+            warnings.append(f"baseline configuration without candidate: {g}")
+        for g in uc:
+            warnings.append(f"candidate configuration without baseline: {g}")
+        if warnings:
+            page.add("<ul class='notes'>" + "".join(f"<li>{esc(w)}</li>" for w in warnings) + "</ul>")
+        if cmp.empty:
+            warnings.append("no configuration present on both sides: nothing compared")
+            page.add("<p class='bad'>No configuration present on both sides.</p>")
+        else:
+            regressions = int(cmp["regression"].sum())
+            page.add(f"<p class='{'bad' if regressions else 'ok'}'>{regressions} regression(s).</p>")
+            page.add("<p class='note'>± CI: 95 % Student-t half-width over repetitions; significant: the "
+                     "difference exceeds the two half-widths combined (informational; only the threshold "
+                     "decides a regression).</p>")
+            show = cmp[["group", "label", "better", "n_baseline", "baseline", "baseline_ci95", "n_candidate",
+                        "candidate", "candidate_ci95", "delta", "delta_pct", "significant", "regression"]]
+            page.add(table(show, left={"group", "label", "better"}, cls_rows=[
+                "reg" if x else "" for x in cmp["regression"]], headers={
+                "group": "configuration", "label": "metric", "baseline_ci95": "± CI", "candidate_ci95": "± CI ",
+                "n_baseline": "n", "n_candidate": "n ",
+                "delta_pct": "Δ %", "delta": "Δ"}))
+
+    _sweep_section(page, summary, runs)
+    _reps_section(page, summary)
+    page.h2("Runs overview", "overview")
+    if len(runs) > MANY_RUNS:
+        page.add(f"<details><summary>{len(runs)} runs (click to show the table)</summary>")
+    _runs_table(page, summary)
+    if len(runs) > MANY_RUNS:
+        page.add("</details>")
+    page.h2("Per run", "runs")
+    # Many runs: fewer display points per trace so the page stays small (metrics are unaffected).
+    per_run = opts
+    if len(runs) > MANY_RUNS:
+        per_run = Options(**{**opts.__dict__, "max_points": max(MIN_POINTS_MANY,
+                                                                 opts.max_points * MANY_RUNS // len(runs))})
+    if len(runs) > 1:
+        page.add("<p class='note'>Click a run to expand it; figures render when they scroll into view"
+                 + (f"; traces show at most {per_run.max_points} points each" if per_run is not opts else "")
+                 + ".</p>")
+    for i, (run, res) in enumerate(zip(runs, results)):
+        _run_section(page, run, res, per_run, open_=(i == 0), index=i)
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(page.render(), encoding="utf-8")
+    stem = output.parent
+    csv_path, json_path = stem / "summary.csv", stem / "summary.json"
+    summary_frame(summary).to_csv(csv_path, index=False)
+    js = summary_json(summary, opts.as_dict())
+    if cmp is not None:
+        js["compare"] = {"baseline": str(compare_paths[0]), "candidate": str(compare_paths[1]),
+                         "threshold_pct": threshold_pct, "regressions": regressions,
+                         "rows": json.loads(cmp.to_json(orient="records")) if not cmp.empty else []}
+    json_path.write_text(json.dumps(_finite(js), indent=1, default=str, allow_nan=False))
+    return Result(output, csv_path, json_path, len(runs), len(page.figs), regressions, cmp, warnings)

@@ -1,0 +1,75 @@
+"""`cctest report`: the Click command (registered by cctest.cli with cli.add_command)."""
+
+from __future__ import annotations
+
+import time
+import webbrowser
+from pathlib import Path
+
+import click
+
+from .. import metrics as M
+from .build import Options, write_report
+from .figures import DEFAULT_MAX_POINTS
+from .load import ReportInputError
+
+
+@click.command("report")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
+              show_default=True, help="HTML file to write; summary.csv and summary.json go beside it.")
+@click.option("--open", "open_", is_flag=True, help="Open the report in a web browser.")
+@click.option("--bin-ms", type=click.FloatRange(min=1), default=M.DEFAULT_BIN_MS, show_default=True,
+              help="Throughput bin width.")
+@click.option("--skip-s", type=click.FloatRange(min=0), default=M.DEFAULT_SKIP_S, show_default=True,
+              help="Steady state starts this many seconds after time zero.")
+@click.option("--jain-window-s", type=click.FloatRange(min=0.01), default=M.DEFAULT_JAIN_WINDOW_S,
+              show_default=True, help="Sliding window of the Jain-over-time series.")
+@click.option("--max-points", type=click.IntRange(min=100), default=DEFAULT_MAX_POINTS, show_default=True,
+              help="Display points per trace (metrics always use every sample).")
+@click.option("--compare", "compare_paths", nargs=2, type=click.Path(path_type=Path),
+              metavar="BASELINE CANDIDATE", help="Compare two sets of runs; exit 1 on any regression.")
+@click.option("--threshold", type=click.FloatRange(min=0), default=5.0, show_default=True,
+              help="With --compare: % change in the worse direction that counts as a regression.")
+@click.option("--title", help="Page title.")
+@click.pass_context
+def report_command(ctx, paths, output, open_, bin_ms, skip_s, jain_window_s, max_points, compare_paths,
+                   threshold, title):
+    """Write one self-contained HTML report (plus summary.csv/json) from run directories.
+
+    PATHS are run directories (holding meta.json) or any directories containing run directories
+    at any depth.
+    """
+    if compare_paths and paths:
+        raise click.UsageError("give either PATHS or --compare BASELINE CANDIDATE, not both")
+    if not compare_paths and not paths:
+        raise click.UsageError("give at least one run, scenario or sweep directory")
+    opts = Options(bin_ms=bin_ms, skip_s=skip_s, jain_window_s=jain_window_s, max_points=max_points,
+                   title=title)
+    t = time.perf_counter()
+    try:
+        res = write_report(paths, output, opts, compare_paths=compare_paths, threshold_pct=threshold)
+    except ReportInputError as e:
+        click.echo(f"error: {e}", err=True)
+        ctx.exit(2)
+    dt = time.perf_counter() - t
+    for w in res.warnings:
+        click.echo(f"warning: {w}", err=True)
+    if res.compare is not None and not res.compare.empty:
+        for r in res.compare.itertuples():
+            mark = "REGRESSION" if r.regression else "ok"
+            click.echo(f"{mark:10s} {r.group}: {r.label}: {r.baseline:.4g} -> {r.candidate:.4g} "
+                       f"({r.delta_pct:+.1f} %, {r.better} is better)")
+    size = res.html.stat().st_size / 1e6
+    click.echo(f"wrote {res.html} ({size:.1f} MB, {res.runs} run(s), {res.figures} figure(s), {dt:.1f} s), "
+               f"{res.csv.name}, {res.json.name}")
+    if open_:
+        webbrowser.open(res.html.resolve().as_uri())
+    if res.compare is not None:
+        if res.compare.empty:
+            click.echo(f"error: no configuration (scenario + matrix) present in both {compare_paths[0]} and "
+                       f"{compare_paths[1]}: nothing compared", err=True)
+            ctx.exit(2)
+        if res.regressions:
+            click.echo(f"{res.regressions} regression(s) beyond {threshold:g} %", err=True)
+            ctx.exit(1)

@@ -1,0 +1,575 @@
+"""Plotly figures of one run and of a sweep.
+
+Figures are plain plotly figures; the page (html.py) serialises them once and renders them lazily.
+Long traces are decimated for display only (min/max per bucket, so spikes survive); metrics are
+computed from all samples in cctest.metrics. Traces with many points use Scattergl.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .. import metrics as M
+
+DEFAULT_MAX_POINTS = 2000  # per trace, after decimation
+GL_THRESHOLD = 6000  # a figure with more displayed points than this uses WebGL traces
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+           "#17becf", "#bcbd22", "#7f7f7f"]
+
+# Enumerated cc_state keys: (cc, key) -> labels by value.
+ENUMS = {
+    ("bbr_modest", "phase"): {0: "none", 1: "search", 2: "linear"},
+    ("bbr3", "mode"): {0: "STARTUP", 1: "DRAIN", 2: "PROBE_BW", 3: "PROBE_RTT"},
+    ("bbr3", "phase"): {0: "DOWN", 1: "CRUISE", 2: "REFILL", 3: "UP"},
+}
+STATE_UNITS = {"max_bw_bps": "bit/s", "bw_lo_bps": "bit/s", "upper_cwnd": "packets",
+               "inflight_hi": "packets", "inflight_lo": "packets", "min_win": "packets",
+               "max_win": "packets"}
+
+
+def decimate(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Keep at most ~max_points samples: per bucket the minimum and the maximum of y, in order."""
+    x = np.asarray(x)
+    y = np.asarray(y, dtype=float)
+    n = y.size
+    if n <= max_points or max_points < 4:
+        return x, y
+    nb = max_points // 2
+    k = int(np.ceil(n / nb))
+    pad = nb * k - n
+    yy = np.concatenate([y, np.full(pad, np.nan)]).reshape(nb, k)
+    lo = np.argmin(np.where(np.isnan(yy), np.inf, yy), axis=1)
+    hi = np.argmax(np.where(np.isnan(yy), -np.inf, yy), axis=1)
+    base = np.arange(nb) * k
+    idx = np.unique(np.concatenate([base + lo, base + hi]))
+    idx = idx[idx < n]
+    return x[idx], y[idx]
+
+
+class DFig:
+    """A plotly figure as plain dicts: the small part of go.Figure's API the run figures use.
+
+    Building go.Figure objects validates every property and costs ~0.3 s per run; a sweep of 100
+    runs would spend most of its time there. Rows stack subplots sharing the x axis.
+    """
+
+    def __init__(self, data=None, rows: int = 1, row_heights=None, vertical_spacing: float = 0.08,
+                 subplot_titles=None):
+        self.data = list(data or [])
+        self.rows = rows
+        self.layout: dict = {"shapes": [], "annotations": []}
+        heights = row_heights or [1.0 / rows] * rows
+        tot = sum(heights)
+        avail = 1.0 - vertical_spacing * (rows - 1)
+        top = 1.0
+        for i in range(1, rows + 1):
+            h = avail * heights[i - 1] / tot
+            ya, xa = self._ax("y", i), self._ax("x", i)
+            self.layout[ya] = {"domain": [max(0.0, top - h), top], "anchor": self._ref("x", i)}
+            self.layout[xa] = {"anchor": self._ref("y", i)}
+            if i > 1:
+                self.layout[xa]["matches"] = "x"
+            if i < rows:
+                self.layout[xa]["showticklabels"] = False
+            if subplot_titles:
+                self.layout["annotations"].append(dict(
+                    text=subplot_titles[i - 1], x=0.5, y=top, xref="paper", yref="paper", xanchor="center",
+                    yanchor="bottom", showarrow=False, font=dict(size=12)))
+            top -= h + vertical_spacing
+
+    @staticmethod
+    def _ax(kind: str, i: int) -> str:
+        return f"{kind}axis" if i == 1 else f"{kind}axis{i}"
+
+    @staticmethod
+    def _ref(kind: str, i: int) -> str:
+        return kind if i == 1 else f"{kind}{i}"
+
+    def add_trace(self, trace: dict, row: int = 1, col: int = 1) -> "DFig":
+        if row > 1:
+            trace = dict(trace, xaxis=self._ref("x", row), yaxis=self._ref("y", row))
+        self.data.append(trace)
+        return self
+
+    def _axes(self, kind: str, row: int | None):
+        rows = [row] if row else range(1, self.rows + 1)
+        return [self.layout[self._ax(kind, i)] for i in rows]
+
+    def _update_axes(self, kind: str, row=None, col=None, title_text=None, **kw):
+        for ax in self._axes(kind, row):
+            if title_text is not None:
+                ax["title"] = {"text": title_text}
+            ax.update({k: v for k, v in kw.items() if v is not None})
+        return self
+
+    def update_xaxes(self, row=None, col=None, **kw):
+        return self._update_axes("x", row, col, **kw)
+
+    def update_yaxes(self, row=None, col=None, **kw):
+        return self._update_axes("y", row, col, **kw)
+
+    def update_layout(self, **kw):
+        self.layout.update(kw)
+        return self
+
+    def add_hline(self, y, line=None, annotation_text=None, annotation_position="top right"):
+        self.layout["shapes"].append(dict(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=y, y1=y,
+                                          line=line or {}))
+        if annotation_text:
+            left = "left" in annotation_position
+            below = "bottom" in annotation_position
+            self.layout["annotations"].append(dict(
+                text=annotation_text, xref="x domain", x=0 if left else 1, yref="y", y=y, showarrow=False,
+                xanchor="left" if left else "right", yanchor="top" if below else "bottom",
+                font=dict(size=11, color="#555")))
+        return self
+
+    def add_vrect(self, x0, x1, fillcolor="#888", opacity=0.1, line_width=0):
+        self.layout["shapes"].append(dict(type="rect", xref="x", x0=x0, x1=x1, yref="y domain", y0=0, y1=1,
+                                          fillcolor=fillcolor, opacity=opacity, line={"width": line_width},
+                                          layer="below"))
+        return self
+
+    def to_plotly_json(self) -> dict:
+        return {"data": self.data, "layout": self.layout}
+
+
+class Fig:
+    """A titled figure for the page; `note` is shown under it."""
+
+    def __init__(self, title: str, fig: go.Figure, note: str = "", key: str = ""):
+        self.title, self.fig, self.note, self.key = title, fig, note, key
+
+
+def _layout(fig, ytitle: str = "", xtitle: str = "time (s)", height: int = 340):
+    named = sum(1 for t in fig.data if (t.get("showlegend", True) if isinstance(t, dict) else True))
+    legend_rows = -(-named // 2)
+    fig.update_layout(height=height + 20 * legend_rows, margin=dict(l=60, r=20, t=30, b=40),
+                      legend=dict(orientation="h", yanchor="top", y=-60 / height, x=0, font=dict(size=11)),
+                      hovermode="x unified")
+    fig.update_xaxes(title_text=xtitle)
+    if ytitle:
+        fig.update_yaxes(title_text=ytitle)
+    return fig
+
+
+def _lines(traces: list[dict], max_points: int, shape: str | None = None) -> list:
+    """traces: dicts with x, y, name, color, and optional dash/width/legendgroup/showlegend."""
+    dec = []
+    total = 0
+    for t in traces:
+        x, y = decimate(t["x"], t["y"], max_points)
+        total += len(x)
+        dec.append((t, x, y))
+    kind = "scattergl" if total > GL_THRESHOLD else "scatter"
+    out = []
+    for t, x, y in dec:
+        line = {k: v for k, v in (("color", t.get("color")), ("width", t.get("width", 1.4)),
+                                  ("dash", t.get("dash"))) if v is not None}
+        if shape and kind == "scatter":
+            line["shape"] = shape
+        tr = {"type": kind, "x": np.asarray(x, dtype=np.float32), "y": np.asarray(y, dtype=np.float32),
+              "name": t["name"], "mode": "lines", "line": line, "showlegend": t.get("showlegend", True)}
+        if t.get("legendgroup") is not None:
+            tr["legendgroup"] = t["legendgroup"]
+        out.append(tr)
+    return out
+
+
+def flow_names(meta: dict) -> dict[int, str]:
+    out = {}
+    for i, f in enumerate(meta.get("flows") or []):
+        if not isinstance(f, dict):
+            continue
+        fl = int(f.get("flow", i))
+        rtt = f.get("rtt_ms")
+        out[fl] = f"flow {fl} · {f.get('cc')}" + (f" · {rtt:g} ms" if isinstance(rtt, (int, float)) else "")
+    return out
+
+
+def flow_color(i: int) -> str:
+    return PALETTE[int(i) % len(PALETTE)]
+
+
+def run_figures(run, res: dict, *, max_points: int = DEFAULT_MAX_POINTS,
+                jain_window_s: float = M.DEFAULT_JAIN_WINDOW_S) -> list[Fig]:
+    meta = run.meta
+    link = meta.get("link") or {}
+    rate = link.get("rate_mbps")
+    names = flow_names(meta)
+    s = res["series"]
+    r = res["run"]
+    figs: list[Fig] = []
+    binned = s.get("binned")
+    t0, t1 = r.get("steady_t0_s"), r.get("steady_t1_s")
+
+    def steady_band(fig):
+        if t0 == t0 and t1 == t1 and t1 > t0:
+            fig.add_vrect(x0=t0, x1=t1, fillcolor="#888", opacity=0.07, line_width=0)
+
+    if binned is not None and len(binned):
+        bin_s = float(np.diff(np.unique(binned["t_s"]))[:1].min()) if binned["t_s"].nunique() > 1 else 0.1
+        tr = []
+        for fl, g in binned.groupby("flow"):
+            g = g[g["active"]]
+            tr.append(dict(x=g["t_s"].to_numpy() + bin_s, y=g["mbps"].to_numpy(),
+                           name=names.get(fl, f"flow {fl}"), color=flow_color(fl)))
+        agg = binned.groupby("t_s")["mbps"].sum()
+        if len(tr) > 1:
+            tr.append(dict(x=agg.index.to_numpy() + bin_s, y=agg.to_numpy(), name="aggregate",
+                           color="#444", dash="dot", width=1))
+        fig = DFig(_lines(tr, max_points))
+        if rate:
+            fig.add_hline(y=rate, line=dict(color="#999", dash="dash", width=1),
+                          annotation_text=f"link {rate:g} Mbit/s", annotation_position="top left")
+        steady_band(fig)
+        figs.append(Fig("Throughput per flow", _layout(fig, "Mbit/s"),
+                        f"{bin_s * 1000:g} ms bins of iperf3 sender intervals; shaded: steady-state window "
+                        f"{t0:.1f}–{t1:.1f} s.", "throughput"))
+
+        js = s.get("jain")
+        if js is not None and len(js) and len(names) > 1:
+            fig = DFig(_lines([dict(x=js["t_s"].to_numpy(), y=js["jain"].to_numpy(),
+                                         name=f"Jain ({jain_window_s:g} s window)", color="#333")],
+                                   max_points))
+            fig.add_hline(y=r["jain"], line=dict(color=PALETTE[0], dash="dash", width=1),
+                          annotation_text=f"whole run {r['jain']:.3f}", annotation_position="bottom left")
+            if r.get("jain_steady") == r.get("jain_steady"):
+                fig.add_hline(y=r["jain_steady"], line=dict(color=PALETTE[1], dash="dot", width=1),
+                              annotation_text=f"steady {r['jain_steady']:.3f}",
+                              annotation_position="bottom right")
+            steady_band(fig)
+            fig.update_yaxes(range=[0, 1.02])
+            figs.append(Fig("Jain's fairness index", _layout(fig, "J"),
+                            "Sliding window over the flows active in it; 1 = equal shares, "
+                            "1/n = one flow takes all.", "jain"))
+
+        gs = s.get("group_share")
+        ccs = {f.get("cc") for f in meta.get("flows") or [] if isinstance(f, dict)}
+        if gs is not None and len(gs) and len(ccs) > 1:
+            fig = DFig()
+            for i, (cc, g) in enumerate(gs.groupby("cc", sort=False)):
+                x, y = decimate(g["t_s"].to_numpy() + M.SHARE_BIN_S, g["share"].to_numpy() * 100,
+                                max_points)
+                fig.add_trace(dict(type="scatter", x=x.astype(np.float32), y=y.astype(np.float32),
+                                   name=str(cc), mode="lines", stackgroup="share", line=dict(width=0.5)))
+            steady_band(fig)
+            fig.update_yaxes(range=[0, 100])
+            shares = ", ".join(f"{g['cc']} {100 * g['share']:.1f} %" for g in res["groups"])
+            figs.append(Fig("Throughput share per CC group", _layout(fig, "% of delivered bytes"),
+                            f"{M.SHARE_BIN_S:g} s intervals. Whole run: {shares}.", "group_share"))
+
+    # Retransmissions and drops.
+    rt = s.get("retrans")
+    dr = s.get("drops")
+    if (rt is not None and len(rt)) or (dr is not None and len(dr)):
+        fig = DFig(rows=2, vertical_spacing=0.08, row_heights=[0.55, 0.45])
+        if rt is not None and len(rt):
+            for fl, g in rt.groupby("flow"):
+                for t in _lines([dict(x=g["t_s"].to_numpy(), y=g["retransmits"].to_numpy(),
+                                      name=names.get(fl, f"flow {fl}"), color=flow_color(fl))],
+                                max_points):
+                    fig.add_trace(t, row=1, col=1)
+        if dr is not None and len(dr):
+            x, y = decimate(dr["t_s"].to_numpy(), dr["drops"].to_numpy(), max_points)
+            fig.add_trace(dict(type="bar", x=x.astype(np.float32), y=y.astype(np.float32),
+                               name="bottleneck drops", marker=dict(color="#555")), row=2, col=1)
+        fig.update_yaxes(title_text="retrans / bin", row=1, col=1)
+        fig.update_yaxes(title_text="drops / bin", row=2, col=1)
+        _layout(fig, height=400, xtitle="")
+        fig.update_xaxes(title_text="time (s)", row=2, col=1)
+        figs.append(Fig("Retransmissions and bottleneck drops", fig,
+                        f"Total: {r.get('retransmits', float('nan')):.0f} retransmitted segments "
+                        f"(iperf3), {r.get('bottleneck_drops', float('nan')):.0f} bottleneck drops, "
+                        f"loss rate {100 * r.get('bottleneck_loss_rate', float('nan')):.3f} %.",
+                        "retrans"))
+
+    ag = s.get("aggregate")
+    if ag is not None and len(ag):
+        bin_s = float(ag["t_s"].diff().min()) if len(ag) > 1 else 0.1
+        fig = DFig(_lines([dict(x=ag["t_s"].to_numpy() + bin_s, y=100 * ag["utilisation"].to_numpy(),
+                                     name="utilisation", color="#2ca02c")], max_points))
+        fig.update_yaxes(rangemode="tozero")
+        figs.append(Fig("Link utilisation", _layout(fig, "% of link rate"),
+                        f"Whole run (001 Eq. 3): {100 * r.get('utilisation', float('nan')):.1f} %.",
+                        "utilisation"))
+
+    q = s.get("queue")
+    qs = s.get("qdelay_srtt")
+    if (q is not None and len(q)) or (qs is not None and len(qs)):
+        tr = []
+        if qs is not None and len(qs):
+            for fl, g in qs.groupby("flow"):
+                tr.append(dict(x=g["t_s"].to_numpy(), y=g["qdelay_ms"].to_numpy(),
+                               name=f"{names.get(fl, fl)}: srtt − min RTT", color=flow_color(fl), width=1))
+        if q is not None and len(q):
+            tr.append(dict(x=q["t_s"].to_numpy(), y=q["qdelay_ms"].to_numpy(),
+                           name="bottleneck backlog ÷ rate", color="#000", width=1.6))
+        fig = DFig(_lines(tr, max_points))
+        figs.append(Fig("Queueing delay", _layout(fig, "ms"),
+                        "Per flow from ss (srtt minus the flow's lowest min_rtt); at the bottleneck "
+                        "from the qdisc backlog drained at the link rate.", "qdelay"))
+    if q is not None and len(q):
+        fig = DFig(_lines([dict(x=q["t_s"].to_numpy(), y=q["queue_bdp"].to_numpy(),
+                                     name="backlog", color="#9467bd")], max_points))
+        if link.get("buffer_bdp"):
+            fig.add_hline(y=float(link["buffer_bdp"]), line=dict(color="#999", dash="dash", width=1),
+                          annotation_text=f"buffer {float(link['buffer_bdp']):g} BDP")
+        fig.update_yaxes(rangemode="tozero")
+        figs.append(Fig("Bottleneck queue occupancy", _layout(fig, "× BDP"),
+                        f"BDP = {link.get('bdp_bytes')} bytes; mean {r.get('mean_queue_bdp', float('nan')):.2f}, "
+                        f"max {r.get('max_queue_bdp', float('nan')):.2f} BDP.", "queue"))
+
+    ss = run.tables.get("ss")
+    tp = run.tables.get("tcp_probe")
+    if ss is not None and len(ss):
+        tr = []
+        for fl, g in ss.groupby("flow"):
+            tr.append(dict(x=g["t_s"].to_numpy(), y=g["cwnd"].to_numpy(), name=f"{names.get(fl, fl)} (ss)",
+                           color=flow_color(fl), legendgroup=str(fl)))
+        if tp is not None and len(tp):
+            for fl, g in tp.groupby("flow"):
+                tr.append(dict(x=g["t_s"].to_numpy(), y=g["snd_cwnd"].to_numpy(),
+                               name=f"{names.get(fl, fl)} (tcp_probe)", color=flow_color(fl), dash="dot",
+                               width=0.8, legendgroup=str(fl)))
+        fig = DFig(_lines(tr, max_points))
+        figs.append(Fig("Congestion window", _layout(fig, "packets"),
+                        "ss -tin samples" + (", dotted: tcp:tcp_probe per-ACK samples" if tp is not None
+                                             and len(tp) else "") + ".", "cwnd"))
+        tr = []
+        for fl, g in ss.groupby("flow"):
+            tr.append(dict(x=g["t_s"].to_numpy(), y=g["min_rtt_ms"].to_numpy(),
+                           name=f"{names.get(fl, fl)} min_rtt", color=flow_color(fl), legendgroup=str(fl)))
+            if "bbr_mrtt_ms" in g and g["bbr_mrtt_ms"].notna().any():
+                gg = g[g["bbr_mrtt_ms"].notna()]
+                tr.append(dict(x=gg["t_s"].to_numpy(), y=gg["bbr_mrtt_ms"].to_numpy(),
+                               name=f"{names.get(fl, fl)} BBR RTprop", color=flow_color(fl), dash="dot",
+                               legendgroup=str(fl)))
+        fig = DFig(_lines(tr, max_points, shape="hv"))
+        figs.append(Fig("RTprop (min RTT)", _layout(fig, "ms"),
+                        "ss min_rtt per flow; dotted: BBR's own RTprop estimate (ss bbr:mrtt).", "rtprop"))
+
+    st = run.tables.get("cc_state")
+    if st is not None and len(st):
+        figs.append(cc_state_figure(st, names, max_points))
+    return figs
+
+
+def cc_state_figure(st: pd.DataFrame, names: dict, max_points: int) -> Fig:
+    st = st.assign(cc=st["cc"].astype(object), key=st["key"].astype(object))
+    keys = [tuple(k) for k in st[["cc", "key"]].drop_duplicates().itertuples(index=False)]
+    by_key = dict(iter(st.groupby(["cc", "key"], sort=False)))
+    n = len(keys)
+    fig = DFig(rows=n, vertical_spacing=min(0.06, 0.3 / max(n, 1)),
+               subplot_titles=[f"{cc}: {k}" + (f" ({STATE_UNITS[k]})" if k in STATE_UNITS else "")
+                                        for cc, k in keys])
+    shown = set()
+    for i, (cc, key) in enumerate(keys, start=1):
+        d = by_key[(cc, key)]
+        enum = ENUMS.get((cc, key))
+        for fl, g in d.groupby("flow"):
+            g = g.sort_values("t_s")
+            for t in _lines([dict(x=g["t_s"].to_numpy(), y=g["value"].to_numpy(),
+                                  name=names.get(fl, f"flow {fl}"), color=flow_color(fl),
+                                  legendgroup=str(fl), showlegend=fl not in shown)],
+                            max_points, shape="hv" if enum else None):
+                fig.add_trace(t, row=i, col=1)
+            shown.add(fl)
+        if enum:
+            fig.update_yaxes(tickvals=list(enum), ticktext=list(enum.values()),
+                             range=[min(enum) - 0.3, max(enum) + 0.3], row=i, col=1)
+    _layout(fig, xtitle="", height=max(260, 170 * n))
+    fig.update_xaxes(title_text="time (s)", row=n, col=1)
+    enums = "; ".join(f"{cc} {k}: " + ", ".join(f"{v}={lab}" for v, lab in e.items())
+                      for (cc, k), e in ENUMS.items() if (cc, k) in keys)
+    return Fig("Variant internal state (cc_state)", fig,
+               "One subplot per state key, one line per flow." + (f" Enumerations: {enums}." if enums else ""),
+               "cc_state")
+
+
+# ---------------------------------------------------------------------------------------------
+# Sweep figures (several runs)
+# ---------------------------------------------------------------------------------------------
+
+
+def _varies(df: pd.DataFrame, col: str) -> bool:
+    return col in df and df[col].dropna().nunique() > 1
+
+
+def _mean_ci(df: pd.DataFrame, by: list[str], y: str) -> pd.DataFrame:
+    rows = []
+    for k, g in df.groupby(by, dropna=False, sort=True):
+        mean, ci, n = M.mean_ci95(pd.to_numeric(g[y], errors="coerce"))
+        rows.append(dict(zip(by, k if isinstance(k, tuple) else (k,)), mean=mean, ci=ci, n=n))
+    return pd.DataFrame(rows)
+
+
+def _other_label(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
+    """A label of the remaining varying parameters (so lines never silently mix conditions)."""
+    cand = ["rate_mbps", "rtt_ms", "buffer_bdp", "loss_pct"] + [c for c in df.columns
+                                                                 if c.startswith("matrix.")]
+    cols = [c for c in cand if c not in exclude and _varies(df, c)]
+    # matrix keys that merely restate a link field are covered by that field.
+    cols = [c for c in cols if not (c.startswith("matrix.") and any(
+        c[7:] in (lf, lf.replace("_ms", "").replace("_pct", "").replace("_bdp", ""))
+        for lf in ("rate_mbps", "rtt_ms", "buffer_bdp", "loss_pct")))]
+    if not cols:
+        return pd.Series("", index=df.index)
+    return df[cols].astype(str).apply(lambda r: ", ".join(f"{c.replace('matrix.', '')}={v}"
+                                                          for c, v in r.items()), axis=1)
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    h = hex_color.lstrip("#")
+    return f"rgba({int(h[0:2], 16)},{int(h[2:4], 16)},{int(h[4:6], 16)},{alpha})"
+
+
+MAX_FACET_COLS = 4
+
+
+def _line_fig(df: pd.DataFrame, x: str, y: str, facet: str, line: str, xtitle: str, ytitle: str,
+              yscale: float = 1.0, band: tuple[str, str] | None = None, yrange=None,
+              xlog: bool = False) -> go.Figure:
+    """Mean +- 95 % CI of `y` vs `x`: one panel per `facet` value (wrapped), one line per `line`.
+
+    Panels where `x` takes fewer than two values are left out (nothing to plot against); None
+    when no panel remains.
+    """
+    df = df[df[y].notna()] if y in df else df
+    nx = df.groupby(facet)[x].nunique()
+    df = df[df[facet].isin(nx[nx >= 2].index)]
+    if df.empty:
+        return None
+    facets = list(dict.fromkeys(df[facet]))
+    ncols = min(MAX_FACET_COLS, len(facets))
+    nrows = -(-len(facets) // ncols)
+    fig = make_subplots(rows=nrows, cols=ncols, shared_yaxes=True, subplot_titles=[str(f) for f in facets],
+                        horizontal_spacing=0.03, vertical_spacing=0.18 / nrows + 0.05)
+    lines = list(dict.fromkeys(df[line]))
+    shown = set()
+    for fi, fv in enumerate(facets):
+        row, col = fi // ncols + 1, fi % ncols + 1
+        for li, lv in enumerate(lines):
+            d = df[(df[facet] == fv) & (df[line] == lv)]
+            if d.empty:
+                continue
+            agg = _mean_ci(d, [x], y).sort_values(x)
+            color = PALETTE[li % len(PALETTE)]
+            xs = agg[x].to_numpy(float)
+            if band:
+                lo = d.groupby(x)[band[0]].mean().reindex(agg[x]).to_numpy(float) * yscale
+                hi = d.groupby(x)[band[1]].mean().reindex(agg[x]).to_numpy(float) * yscale
+                fig.add_trace(go.Scatter(x=xs, y=hi, mode="lines", line=dict(width=0.6, color=color),
+                                         showlegend=False, legendgroup=str(lv), hoverinfo="skip"),
+                              row=row, col=col)
+                fig.add_trace(go.Scatter(x=xs, y=lo, mode="lines", line=dict(width=0.6, color=color),
+                                         fill="tonexty", fillcolor=_rgba(color, 0.18), showlegend=False,
+                                         legendgroup=str(lv), hoverinfo="skip"), row=row, col=col)
+            fig.add_trace(go.Scatter(
+                x=xs, y=agg["mean"].to_numpy(float) * yscale, mode="lines+markers", name=str(lv),
+                legendgroup=str(lv), showlegend=lv not in shown, line=dict(color=color, width=2),
+                customdata=agg["n"].to_numpy(), hovertemplate="%{y:.3g} (n=%{customdata})",
+                error_y=dict(type="data", array=(agg["ci"].fillna(0) * yscale).to_numpy(float), visible=True,
+                             thickness=1)), row=row, col=col)
+            shown.add(lv)
+        fig.update_xaxes(title_text=xtitle if row == nrows or fi + ncols >= len(facets) else None,
+                         type="log" if xlog else None, row=row, col=col)
+    for r in range(1, nrows + 1):
+        fig.update_yaxes(title_text=ytitle, row=r, col=1)
+    if yrange:
+        fig.update_yaxes(range=yrange)
+    fig.update_annotations(font_size=12)
+    fig.update_layout(height=120 + 290 * nrows, margin=dict(l=60, r=20, t=40, b=50),
+                      legend=dict(orientation="h", y=-0.08 - 0.3 / (nrows + 1), x=0), hovermode="closest")
+    return fig
+
+
+def _add(figs: list[Fig], f: Fig) -> None:
+    if f.fig is not None:
+        figs.append(f)
+
+
+def sweep_figures(summary) -> list[Fig]:
+    runs = summary.runs
+    groups = summary.groups
+    flows = summary.flows
+    figs: list[Fig] = []
+    if runs.empty or len(runs) < 2:
+        return figs
+    ci_note = "Points: mean over repetitions; error bars: 95 % Student-t CI."
+
+    if _varies(runs, "buffer_bdp"):
+        d = runs.copy()
+        other = _other_label(d, {"buffer_bdp", "rtt_ms"})
+        d["line"] = "RTT " + d["rtt_ms"].map(lambda v: f"{v:g} ms") + other.map(lambda s: f" ({s})" if s else "")
+        if (d["flows"] > 1).any():
+            _add(figs, Fig("Jain's index vs bottleneck buffer (000 Fig. 13)",
+                            _line_fig(d[d["flows"] > 1], "buffer_bdp", "jain_steady", "algos", "line",
+                                      "buffer (× BDP)", "Jain's index (steady state)", yrange=[0, 1.05]),
+                            "One panel per algorithm mix, one line per RTT. " + ci_note, "sweep_jain_buffer"))
+        if not groups.empty and groups.groupby("run_id")["cc"].nunique().max() > 1:
+            g = groups[groups["run_id"].isin(groups.groupby("run_id")["cc"].nunique().loc[lambda s: s > 1].index)]
+            g = g.merge(runs[["run_id"] + [c for c in runs.columns if c.startswith("matrix.")]], on="run_id")
+            other = _other_label(g, {"buffer_bdp"})
+            g = g.assign(facet=g["algos"] + other.map(lambda s: f" · {s}" if s else ""))
+            _add(figs, Fig("Throughput share per CC group vs buffer (004 Fig. 10)",
+                            _line_fig(g, "buffer_bdp", "steady_share", "facet", "cc", "buffer (× BDP)",
+                                      "% of throughput", yscale=100,
+                                      band=("steady_share_p25", "steady_share_p75"), yrange=[0, 100]),
+                            "Thick lines: mean share (steady state); bands: 25th–75th percentile of the "
+                            f"{M.SHARE_BIN_S:g} s interval shares (mean over repetitions). " + ci_note,
+                            "sweep_share_buffer"))
+        if not groups.empty:
+            g = groups.merge(runs[["run_id"] + [c for c in runs.columns if c.startswith("matrix.")]],
+                             on="run_id")
+            other = _other_label(g, {"buffer_bdp"})
+            g = g.assign(line=g["cc"] + other.map(lambda s: f" ({s})" if s else ""))
+            _add(figs, Fig("Retransmissions vs buffer (000 Fig. 8, 001 Fig. 9)",
+                            _line_fig(g, "buffer_bdp", "retransmits", "algos", "line", "buffer (× BDP)",
+                                      "retransmitted segments"),
+                            "Sum over the flows of each algorithm (iperf3 sender totals). " + ci_note,
+                            "sweep_retrans_buffer"))
+
+    two = runs[(runs["flows"] == 2) & (runs["flow_rtt_min_ms"] < runs["flow_rtt_max_ms"])]
+    if len(two) > 1 and _varies(two, "flow_rtt_max_ms"):
+        d = two.copy()
+        other = _other_label(d, {"rtt_ms", "flow_rtt_max_ms"})
+        d["line"] = d["algos"] + d["buffer_bdp"].map(lambda v: f", {v:g} BDP") + other.map(
+            lambda s: f" ({s})" if s else "")
+        d["facet"] = d["flow_rtt_min_ms"].map(lambda v: f"{v:g} ms flow")
+        _add(figs, Fig("Throughput share of the short-RTT flow vs the other flow's RTT (001 Fig. 7)",
+                        _line_fig(d, "flow_rtt_max_ms", "short_rtt_flow_share", "facet", "line",
+                                  "other flow's RTT (ms)", "% of throughput", yscale=100, yrange=[0, 100]),
+                        "Steady-state share of the flow with the smaller RTT; 50 % is fair. " + ci_note,
+                        "sweep_share_rtt"))
+        d["facet"] = d["rate_mbps"].map(lambda v: f"{v:g} Mbit/s")
+        _add(figs, Fig("Jain's index vs RTT ratio (001 Fig. 8)",
+                        _line_fig(d, "rtt_ratio", "jain_steady", "facet", "line", "RTT ratio (long / short)",
+                                  "Jain's index (steady state)", yrange=[0, 1.05]),
+                        "One panel per bottleneck rate. " + ci_note, "sweep_jain_rtt"))
+
+    if _varies(runs, "loss_pct"):
+        d = runs.copy()
+        other = _other_label(d, {"loss_pct", "buffer_bdp"})
+        d["line"] = d["algos"] + other.map(lambda s: f" ({s})" if s else "")
+        d["facet"] = d["buffer_bdp"].map(lambda v: f"buffer {v:g} BDP")
+        _add(figs, Fig("Utilisation vs random loss rate (001 Fig. 4)",
+                        _line_fig(d, "loss_pct", "utilisation", "facet", "line", "random loss (%)",
+                                  "utilisation (%)", yscale=100),
+                        "Delivered bytes ÷ (link rate × duration). " + ci_note, "sweep_util_loss"))
+    return figs
+
+
+def throughput_table(summary) -> pd.DataFrame:
+    """003 Table 1: max/min/avg throughput (1 s intervals) per configuration, flow and algorithm,
+    averaged over repetitions."""
+    f = summary.flows
+    if f.empty:
+        return f
+    cols = ["max_mbps_1s", "min_mbps_1s", "avg_mbps_1s"]
+    t = (f.groupby(["group_label", "flow", "cc"], sort=False)[cols].mean().reset_index())
+    t["runs"] = f.groupby(["group_label", "flow", "cc"], sort=False).size().to_numpy()
+    return t
