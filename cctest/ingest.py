@@ -630,6 +630,12 @@ def ingest_run(run_dir: str | Path) -> dict[str, pd.DataFrame]:
     """
     run_dir = Path(run_dir)
     meta = json.loads((run_dir / "meta.json").read_text())
-    tables = build_tables(meta, load_raw(run_dir, meta))
+    raw = load_raw(run_dir, meta)
+    if meta.get("t0_monotonic_ns") is None:
+        # The run ended before time zero (failed or interrupted during set-up): no sample has a
+        # time to be placed at, so only the flows' identities are kept.
+        raw = {name: None for name in raw}
+        meta = {**meta, "t0_monotonic_ns": 0}
+    tables = build_tables(meta, raw)
     write_tables(run_dir, tables)
     return tables

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,7 +40,7 @@ def _vm_unavailable() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def vm_results(request, tmp_path_factory):
+def vm_results(request):
     """Boot one VM, run every needed job, ingest the run dirs on the host; return results.json."""
     reason = _vm_unavailable()
     if reason:
@@ -52,7 +52,9 @@ def vm_results(request, tmp_path_factory):
     from rich.console import Console
 
     jobs = _jobs_of(request.session.items)
-    out = tmp_path_factory.mktemp("vm")
+    # Kept after the session (pytest's tmp dirs are pruned), so a failure can be inspected.
+    out = REPO / "build" / "vm-tests" / time.strftime("%Y%m%d-%H%M%S")
+    out.mkdir(parents=True)
     kernel = vm.pick_kernel(os.environ.get("CCTEST_KERNEL"))
     if kmod.source_trees():
         kmod.build(vm.guest_release(kernel))
@@ -66,9 +68,6 @@ def vm_results(request, tmp_path_factory):
             finalize(Path(run_dir), console)
     results["_dmesg"] = (out / "dmesg.txt").read_text() if (out / "dmesg.txt").exists() else None
     results["_out"] = str(out)
-    keep = os.environ.get("CCTEST_KEEP_VM_RUNS")
-    if keep:
-        shutil.copytree(out, Path(keep) / out.name, dirs_exist_ok=True)
     return results
 
 

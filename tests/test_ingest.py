@@ -354,3 +354,17 @@ def test_throughput_falls_back_to_scheduled_start_without_launch_time():
     iperf = raw("iperf3-0.json")
     tp = build_tables(meta, {"iperf3-0.json": iperf})["throughput"]
     assert tp["t_s"].iloc[0] == pytest.approx(3.0 + 0.103136)
+
+
+def test_run_that_ended_before_time_zero_keeps_only_flows(tmp_path):
+    """A run that failed or was interrupted during set-up has no t0: no sample can be placed."""
+    src = Path(__file__).parent / "fixtures" / "raw"
+    run = tmp_path / "run"
+    (run / "raw").mkdir(parents=True)
+    meta = json.loads((src / "meta.json").read_text())
+    meta["t0_monotonic_ns"] = None
+    (run / "meta.json").write_text(json.dumps(meta))
+    tables = ingest_run(run)
+    assert sorted(tables) == ["flows"]
+    assert list(tables["flows"]["flow"]) == [0, 1]
+    assert (run / "flows.parquet").exists() and not (run / "ss.parquet").exists()

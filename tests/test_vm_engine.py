@@ -75,6 +75,10 @@ def test_cubic_vs_bbr_both_carry_data_and_tables_agree_with_iperf3(vm_results):
         assert group["bytes"].sum() == pytest.approx(sent, rel=0.02)
         assert flows.loc[flow, "bytes_received"] == iperf["end"]["sum_received"]["bytes"]
     ss = table(path, "ss")
+    # An independent measurement: the sender's own bytes_acked (ss) against what iperf3's server received.
+    acked = ss.groupby("flow")["bytes_acked"].max()
+    for flow in flows.index:
+        assert acked[flow] == pytest.approx(flows.loc[flow, "bytes_received"], rel=0.02)
     bbr = ss[ss["flow"] == 1]
     assert bbr["bbr_bw_bps"].notna().any() and bbr["bbr_cwnd_gain"].dropna().isin([2.0]).any()
 
