@@ -38,7 +38,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1, help="report this many times, print the best")
     args = ap.parse_args()
 
-    from cctest.report import Options, write_report
+    from cctest.report.build import Options, write_report
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="cctest-bench-"))
     work.mkdir(parents=True, exist_ok=True)

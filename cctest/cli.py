@@ -12,6 +12,7 @@ from rich.table import Table
 
 from . import __version__, doctor, journal, kmod
 from .plan import expand
+from .report.command import report_command
 from .scenario import ScenarioError, load_experiments
 
 DEFAULT_EXPERIMENTS = "experiments.yaml"
@@ -202,12 +203,4 @@ def ingest(run_dirs) -> None:
         finalize(Path(run_dir), console)
 
 
-def _register_report() -> None:
-    try:
-        from .report.command import report_command
-    except ImportError:
-        return
-    main.add_command(report_command)
-
-
-_register_report()
+main.add_command(report_command)

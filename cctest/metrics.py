@@ -23,9 +23,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-DEFAULT_BIN_MS = 100.0  # display/analysis bin, same as iperf3's reporting interval in cctest
-DEFAULT_SKIP_S = 10.0  # steady state starts this long after time zero (BBR startup + a few cycles)
-DEFAULT_JAIN_WINDOW_S = 1.0  # sliding window of the Jain-over-time series
+from .report.defaults import DEFAULT_BIN_MS, DEFAULT_JAIN_WINDOW_S, DEFAULT_SKIP_S  # noqa: F401 (re-exported)
 RUN_TAIL_S = 1.0  # qdisc samples up to this long after the last flow ends still count
 SHARE_BIN_S = 0.5  # 004 Fig. 10: shares "averaged over half second intervals"
 TABLE_BIN_S = 1.0  # 003 Table 1: max/min/avg throughput over 1 s intervals

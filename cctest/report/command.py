@@ -8,10 +8,8 @@ from pathlib import Path
 
 import click
 
-from .. import metrics as M
-from .build import Options, write_report
-from .figures import DEFAULT_MAX_POINTS
-from .load import ReportInputError
+from . import defaults as M
+from .defaults import DEFAULT_MAX_POINTS
 
 
 @click.command("report")
@@ -44,6 +42,10 @@ def report_command(ctx, paths, output, open_, bin_ms, skip_s, jain_window_s, max
         raise click.UsageError("give either PATHS or --compare BASELINE CANDIDATE, not both")
     if not compare_paths and not paths:
         raise click.UsageError("give at least one run, scenario or sweep directory")
+    # Imported here: pandas and plotly take seconds to import, and `cctest run` shares this CLI.
+    from .build import Options, write_report
+    from .load import ReportInputError
+
     opts = Options(bin_ms=bin_ms, skip_s=skip_s, jain_window_s=jain_window_s, max_points=max_points,
                    title=title)
     t = time.perf_counter()

@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 
 from .. import metrics as M
 
-DEFAULT_MAX_POINTS = 2000  # per trace, after decimation
+from .defaults import DEFAULT_MAX_POINTS  # noqa: E402,F401 (re-exported)
 GL_THRESHOLD = 6000  # a figure with more displayed points than this uses WebGL traces
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
            "#17becf", "#bcbd22", "#7f7f7f"]
