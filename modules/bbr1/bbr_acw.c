@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * bbr_acw - BBR Adaptive Congestion Window (Pan, Tan, Li, Li, "BBR-ACW:
+ * Improved RTT Fairness of BBR", Electronics 2021; seed 001, Algorithm 1
+ * and Eq. 1-2).  Decisions on the paper's ambiguities follow
+ * /work/shared/ALGORITHMS.md ("bbr_acw").
+ *
+ * Idea.  With BBRv1's fixed cwnd gain of 2, a long-RTT flow's 2 BDP cap is
+ * far larger in packets than a short-RTT flow's, so in a shared buffer the
+ * long flow keeps more packets queued and takes most of the bandwidth.
+ * BBR-ACW picks the ProbeBW cwnd gain per ACK from the link state the flow
+ * sees, with d = this ACK's delivery rate, p = RTprop, T = this ACK's RTT,
+ * I = d*T (what is in flight) and Q = d*p (what the pipe holds):
+ *
+ *   I <= 1.25 Q (little queue; i.e. T <= 1.25 p):
+ *       gain = 2 * alpha if no RTT in the last 3 rounds reached RTprop
+ *       (line 6-7), else 2 (line 9)
+ *   I > 1.25 Q and a loss in this round (overload): gain = 2 * beta (12)
+ *   otherwise: gain = 2 (line 14)
+ *
+ *   alpha = max(1, 2 (d - d_min) / (d_max - d_min))      (Eq. 1), in [1,2]
+ *   beta  = T / (T + p)                                   (Eq. 2), in [.5,1)
+ *
+ * so a flow with a large share (high d) may keep a larger window while the
+ * pipe is not overloaded, and under overload beta = (q + p) / (q + 2p),
+ * with q the queueing delay, is near 0.5 for a long-RTT flow (q << p) and
+ * near 1 for a short-RTT one: the long flow's window is cut the most.
+ *
+ * Decisions (ALGORITHMS.md): Startup, Drain and ProbeRTT keep BBR's gains;
+ * d_max / d_min are the max / min delivery-rate samples over the last 10
+ * rounds; min_rtt3 is the min RTT sample over the last 3 rounds; T falls
+ * back to srtt when the ACK has no RTT sample; "2" is the core's ProbeBW
+ * gain (cwnd_gain_x1000).  Ours: app-limited rate samples do not enter
+ * d_max / d_min, d is clamped into [d_min, d_max] (so alpha stays in
+ * [1, 2]), and ACKs without a valid rate sample keep the previous gain.
+ */
+#define BBR1_CC_NAME "bbr_acw"
+#define BBR1_DEFAULT_CWND_GAIN_X1000 2000	/* the "2" of 001 Alg. 1 */
+#include "bbr1_core.c"
+
+#define CREATE_TRACE_POINTS
+#include "bbr_acw_trace.h"
+
+/* Queue threshold: I <= thresh * Q, x1000 (001 Alg. 1 lines 5, 11: 1.25). */
+static int queue_thresh_x1000 = 1250;
+module_param(queue_thresh_x1000, int, 0644);
+MODULE_PARM_DESC(queue_thresh_x1000, "I <= thresh*Q test x1000 (001 Alg.1 l.5: 1.25)");
+
+/* Multiplier in alpha = max(1, k (d-dmin)/(dmax-dmin)), x1000 (001 Eq. 1: 2). */
+static int alpha_scale_x1000 = 2000;
+module_param(alpha_scale_x1000, int, 0644);
+MODULE_PARM_DESC(alpha_scale_x1000, "alpha scale x1000 (001 Eq.1: 2)");
+
+/* Window of the min RTT compared with RTprop, rounds (001 Alg. 1 l.4: 3). */
+static int min_rtt_rounds = 3;
+module_param(min_rtt_rounds, int, 0644);
+MODULE_PARM_DESC(min_rtt_rounds, "min_rtt window, rounds (001 Alg.1 l.4: 3)");
+
+/* Window of d_max / d_min, rounds (001 Eq. 1; ALGORITHMS.md: 10). */
+static int rate_rounds = 10;
+module_param(rate_rounds, int, 0644);
+MODULE_PARM_DESC(rate_rounds, "d_max/d_min window, rounds (001 Eq.1: 10)");
+
+/* Min filters are max filters over the bitwise complement (only
+ * minmax_running_max is exported by the kernel); an empty filter reads
+ * as U32_MAX.
+ */
+struct acw {
+	struct minmax rtt_min_c;	/* ~RTT samples, min_rtt_rounds */
+	struct minmax rate_max;		/* delivery rate, rate_rounds */
+	struct minmax rate_min_c;	/* ~delivery rate, rate_rounds */
+	u32 gain;			/* chosen ProbeBW gain, BBR_UNIT */
+	u32 alpha_x1000;
+	u32 beta_x1000;
+	u8 loss_in_round;		/* has_loss (Alg. 1 line 11) */
+};
+
+static u32 acw_param(int v, int lo, int hi)
+{
+	return clamp_t(int, v, lo, hi);
+}
+
+static void acw_init(struct sock *sk, void *ext)
+{
+	struct acw *a = ext;
+
+	a->alpha_x1000 = 1000;
+	a->beta_x1000 = 1000;
+}
+
+/* Eq. 1 with d clamped into [d_min, d_max]. */
+static u32 acw_alpha_x1000(u32 d, u32 dmin, u32 dmax)
+{
+	u64 a;
+
+	if (dmax <= dmin || dmax == 0 || dmin == U32_MAX)
+		return 1000;
+	d = clamp(d, dmin, dmax);
+	a = div_u64((u64)acw_param(alpha_scale_x1000, 0, 4000) * (d - dmin),
+		    dmax - dmin);
+	return max_t(u32, 1000, a);
+}
+
+/* Per ACK, after the model: Algorithm 1. */
+static void acw_on_model(struct sock *sk, const struct rate_sample *rs,
+			 void *ext)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct bbr1 *b = bbr1_ca(sk);
+	struct acw *a = ext;
+	u32 base = b->cwnd_gain;	/* the state machine's gain */
+	u32 d = bbr1_rs_bw(rs), p = b->min_rtt_us, t, rtt3;
+	u32 thresh = acw_param(queue_thresh_x1000, 1000, 100000);
+	u32 gain;
+
+	if (b->round_start)
+		a->loss_in_round = 0;
+	if (rs->losses > 0)
+		a->loss_in_round = 1;
+
+	if (rs->rtt_us >= 0)
+		minmax_running_max(&a->rtt_min_c,
+				   acw_param(min_rtt_rounds, 1, 1000),
+				   b->rtt_cnt, ~(u32)rs->rtt_us);
+	if (d && !rs->is_app_limited) {
+		u32 win = acw_param(rate_rounds, 1, 1000);
+
+		minmax_running_max(&a->rate_max, win, b->rtt_cnt, d);
+		minmax_running_max(&a->rate_min_c, win, b->rtt_cnt, ~d);
+	}
+
+	if (b->mode != BBR1_PROBE_BW) {
+		a->gain = 0;
+		return;				/* BBR's own gains */
+	}
+	if (!d || p == ~0U || !p) {		/* no sample: keep the gain */
+		if (a->gain)
+			b->cwnd_gain = a->gain;
+		return;
+	}
+
+	t = rs->rtt_us >= 0 ? (u32)rs->rtt_us : tp->srtt_us >> 3;
+	rtt3 = ~minmax_get(&a->rtt_min_c);
+	a->alpha_x1000 = acw_alpha_x1000(d, ~minmax_get(&a->rate_min_c),
+					 minmax_get(&a->rate_max));
+	a->beta_x1000 = t ? div_u64((u64)t * 1000, (u64)t + p) : 1000;
+
+	if ((u64)t * 1000 <= (u64)p * thresh)		/* I <= 1.25 Q */
+		gain = rtt3 > p ? base * a->alpha_x1000 / 1000 : base;
+	else if (a->loss_in_round)			/* overload + loss */
+		gain = base * a->beta_x1000 / 1000;
+	else
+		gain = base;
+
+	a->gain = clamp_t(u32, gain, 1, 2047);
+	b->cwnd_gain = a->gain;
+}
+
+static void acw_trace(const struct sock *sk, const struct bbr1_tv *tv,
+		      void *ext)
+{
+	const struct acw *a = ext;
+
+	trace_state(sk, tv, a ? a->alpha_x1000 : 1000,
+		    a ? a->beta_x1000 : 1000);
+}
+
+static const struct bbr1_hooks bbr1_variant = {
+	.ext_size = sizeof(struct acw),
+	.init = acw_init,
+	.on_model = acw_on_model,
+	.trace = acw_trace,
+};
+
+MODULE_DESCRIPTION("cctest BBR-ACW: BBRv1 with adaptive ProbeBW cwnd gain");

@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * bbr_cws - BBR Congestion Window Scaling (Song, Kim, Cho, "BBR-CWS:
+ * Improving the Inter-Protocol Fairness of BBR", Electronics 2020;
+ * seed 000, Algorithm 1).  Decisions on the paper's ambiguities follow
+ * /work/shared/ALGORITHMS.md ("bbr_cws").
+ *
+ * Idea.  Against CUBIC, BBRv1 keeps up to 2 BDP in flight whatever the
+ * buffer; in a shallow buffer that is a standing overflow, and in a deep
+ * one the queue CUBIC builds inflates BBR's RTprop.  BBR-CWS treats loss
+ * as a sign of a wrong operating point:
+ *
+ *  - entering fast recovery it cuts cwnd to a third of what is in flight
+ *    and holds packet conservation until recovery ends (lines 1-14), so
+ *    the queue drains and, in a deep buffer, a lower RTprop appears;
+ *  - an upper scaling factor usf in [0.2, 1] caps cwnd at usf * BBR's
+ *    target (lines 16-21);
+ *  - 3 RTTs after a loss: if no lower RTprop was measured, the buffer is
+ *    shallow and BBR itself overfills it, so usf *= 0.9; if one was, usf
+ *    goes back to 1 and the corrected RTprop does the work (lines 23-32);
+ *  - every 3 loss-free RTTs usf grows by 0.01 to keep probing (33-37).
+ *
+ * Decisions (ALGORITHMS.md): "rtt" is the smoothed RTT; the recovery cut
+ * replaces BBR's own recovery step (no loss subtraction, no restore of the
+ * pre-recovery cwnd); conservation lasts until Recovery ends, not one
+ * round; cwnd never goes below 4 packets; the reported/traced cwnd gain is
+ * the state machine's gain times usf (the scale applied to the target).
+ * Timestamps use the socket's microsecond clock (tp->tcp_mstamp) instead
+ * of the paper's jiffies.
+ */
+#define BBR1_CC_NAME "bbr_cws"
+#define BBR1_DEFAULT_CWND_GAIN_X1000 2000	/* BBRv1 ProbeBW cwnd gain */
+#include "bbr1_core.c"
+
+#define CREATE_TRACE_POINTS
+#include "bbr_cws_trace.h"
+
+/* usf decrease factor on an unexplained loss, x1000 (000 Alg. 1 line 26,
+ * beta; text: default 0.9).
+ */
+static int beta_x1000 = 900;
+module_param(beta_x1000, int, 0644);
+MODULE_PARM_DESC(beta_x1000, "usf decrease factor x1000 (000 Alg.1 l.26: 0.9)");
+
+/* usf increase per loss-free wait, x1000 (000 Alg. 1 line 35, delta;
+ * text: 0.01).
+ */
+static int delta_x1000 = 10;
+module_param(delta_x1000, int, 0644);
+MODULE_PARM_DESC(delta_x1000, "usf increase step x1000 (000 Alg.1 l.35: 0.01)");
+
+/* Lower bound of usf, x1000 (000 Alg. 1 lines 28-29: 0.2). */
+static int usf_floor_x1000 = 200;
+module_param(usf_floor_x1000, int, 0644);
+MODULE_PARM_DESC(usf_floor_x1000, "usf lower bound x1000 (000 Alg.1 l.28: 0.2)");
+
+/* Wait before judging a loss / between increases, in smoothed RTTs
+ * (000 Alg. 1 lines 25 and 34: 3).
+ */
+static int wait_rtts = 3;
+module_param(wait_rtts, int, 0644);
+MODULE_PARM_DESC(wait_rtts, "wait in smoothed RTTs (000 Alg.1 l.25,34: 3)");
+
+/* Recovery cut: cwnd = inflight / recovery_div (000 Alg. 1 line 7: 3). */
+static int recovery_div = 3;
+module_param(recovery_div, int, 0644);
+MODULE_PARM_DESC(recovery_div, "cwnd = inflight/div entering Recovery (000 Alg.1 l.7: 3)");
+
+struct cws {
+	u64 loss_detected_us;	/* 0 = no loss pending (Alg. 1 l.5) */
+	u64 last_action_us;	/* last usf change (l.27, l.37) */
+	u32 usf_x1000;		/* upper_scaling_factor x1000 */
+	u32 upper_cwnd;		/* cap on cwnd, packets (l.6, l.19) */
+	u8 is_rtt_min_updated;	/* lower RTprop seen since the loss */
+	u8 conserving;		/* packet_conservation (l.8, l.12) */
+};
+
+static u32 cws_param(int v, u32 lo, u32 hi)
+{
+	return clamp_t(int, v, lo, hi);
+}
+
+static void cws_init(struct sock *sk, void *ext)
+{
+	struct cws *c = ext;
+
+	c->usf_x1000 = 1000;
+	c->last_action_us = tcp_sk(sk)->tcp_mstamp;
+}
+
+/* Lines 1-14: replaces BBR's recovery step.  True = skip the target. */
+static bool cws_recovery(struct sock *sk, const struct rate_sample *rs,
+			 void *ext, u32 acked, u32 *cwnd)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct cws *c = ext;
+	u8 prev = bbr1_ca(sk)->prev_ca_state;
+	u8 now = inet_csk(sk)->icsk_ca_state;
+	u32 div = cws_param(recovery_div, 1, 100);
+
+	if (now == TCP_CA_Recovery && prev != TCP_CA_Recovery) {
+		if (!c->loss_detected_us)
+			c->loss_detected_us = max_t(u64, tp->tcp_mstamp, 1);
+		c->upper_cwnd = tcp_packets_in_flight(tp);
+		*cwnd = c->upper_cwnd / div;
+		c->conserving = 1;
+		bbr1_trace_request(sk);
+	} else if (now < TCP_CA_Recovery && prev >= TCP_CA_Recovery) {
+		c->conserving = 0;
+		bbr1_trace_request(sk);
+	}
+	return c->conserving;
+}
+
+/* Lines 18-21: upper_cwnd = target * usf; cwnd = min(cwnd + acked,
+ * upper_cwnd).  Outside conservation the core already applied
+ * min(cwnd + acked, target), so only the usf cap remains.
+ */
+static u32 cws_cwnd_cap(struct sock *sk, void *ext, u32 cwnd, u32 target,
+			u32 acked)
+{
+	struct cws *c = ext;
+
+	if (!acked)
+		return cwnd;
+	if (c->conserving) {
+		cwnd = min(cwnd + acked, c->upper_cwnd);
+	} else if (target) {
+		c->upper_cwnd = div_u64((u64)target * c->usf_x1000, 1000);
+		cwnd = min(cwnd, c->upper_cwnd);
+	}
+	return max(cwnd, bbr1_cwnd_min_target);
+}
+
+/* Lines 23-37, once per ACK after cwnd was set. */
+static void cws_scale(struct sock *sk, const struct rate_sample *rs,
+		      void *ext)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct cws *c = ext;
+	u64 now = tp->tcp_mstamp;
+	u32 rtt = tp->srtt_us >> 3;
+	u32 floor = cws_param(usf_floor_x1000, 1, 1000);
+	u64 wait;
+
+	if (!rtt)
+		rtt = bbr1_ca(sk)->min_rtt_us == ~0U ? USEC_PER_MSEC :
+						      bbr1_ca(sk)->min_rtt_us;
+	wait = (u64)cws_param(wait_rtts, 0, 1000) * rtt;
+
+	if (c->loss_detected_us) {
+		if (now > c->loss_detected_us + wait) {
+			if (!c->is_rtt_min_updated) {
+				c->usf_x1000 = max_t(u32, floor,
+					c->usf_x1000 *
+					cws_param(beta_x1000, 0, 1000) /
+					1000);
+				c->last_action_us = now;
+			} else {
+				c->usf_x1000 = 1000;	/* "resets ... to 1" */
+			}
+			c->loss_detected_us = 0;
+			c->is_rtt_min_updated = 0;
+			bbr1_trace_request(sk);
+		}
+	} else if (now > c->last_action_us + wait) {
+		c->usf_x1000 = min_t(u32, 1000, c->usf_x1000 +
+				     cws_param(delta_x1000, 0, 1000));
+		c->last_action_us = now;
+	}
+}
+
+/* Footnote to Alg. 1: a lower RTprop while a loss is pending. */
+static void cws_min_rtt_lowered(struct sock *sk, void *ext)
+{
+	struct cws *c = ext;
+
+	if (c->loss_detected_us)
+		c->is_rtt_min_updated = 1;
+}
+
+/* The scale applied to BBR's target: gain * usf. */
+static u32 cws_report_cwnd_gain(const struct sock *sk, void *ext, u32 gain)
+{
+	const struct cws *c = ext;
+
+	return DIV_ROUND_CLOSEST(gain * c->usf_x1000, 1000);
+}
+
+static void cws_trace(const struct sock *sk, const struct bbr1_tv *tv,
+		      void *ext)
+{
+	const struct cws *c = ext;
+
+	trace_state(sk, tv, c ? c->usf_x1000 : 1000, c ? c->upper_cwnd : 0,
+		    c ? c->conserving : 0);
+}
+
+static const struct bbr1_hooks bbr1_variant = {
+	.ext_size = sizeof(struct cws),
+	.init = cws_init,
+	.recovery = cws_recovery,
+	.cwnd_cap = cws_cwnd_cap,
+	.after_cwnd = cws_scale,
+	.min_rtt_lowered = cws_min_rtt_lowered,
+	.report_cwnd_gain = cws_report_cwnd_gain,
+	.trace = cws_trace,
+};
+
+MODULE_DESCRIPTION("cctest BBR-CWS: BBRv1 with loss-driven cwnd upper scaling");

@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * bbr_modest - Modest BBR (Zhang, Cui, Tso, "Modest BBR: Enabling Better
+ * Fairness for BBR Congestion Control", ISCC 2018; seed 002, Algorithm 1;
+ * also re-stated as Algorithm 2 of seed 000).  Decisions on the paper's
+ * ambiguities follow /work/shared/ALGORITHMS.md ("bbr_modest").
+ *
+ * Idea.  BBRv1 ignores retransmissions, so next to CUBIC (or in a shallow
+ * buffer) it keeps overflowing the queue.  Modest BBR takes retransmission
+ * as yes/no feedback on whether its window is too aggressive and, in
+ * ProbeBW only, searches for a window BIC-style:
+ *
+ *  - binary search (lines 1-19): on the first retransmission remember
+ *    last_cwnd = cwnd, set min_win = Wmin * cwnd, max_win = midpoint of
+ *    cwnd and min_win, cwnd = max_win.  Then once per round: retransmission
+ *    -> max_win = midpoint, cwnd = max_win; none -> min_win = midpoint,
+ *    cwnd = min_win; stop when max_win - min_win <= Smin;
+ *  - linear increase (lines 20-24): cwnd += Smin per round while
+ *    cwnd <= last_cwnd; a retransmission goes back to binary search.
+ *
+ * The searched window only ever caps BBR's own cwnd (line 20: never above
+ * what BBR estimates), and the pacing rate is scaled by the same proportion
+ * P = cwnd / BBR target, clamped to [Wmin, Wmax] (Eq. 1).
+ *
+ * Decisions (ALGORITHMS.md): feedback is evaluated once per packet-timed
+ * round, "retransmission occurs" = tp->total_retrans or tp->lost grew during
+ * the round; line 7's "bin_p = 0" is a typo for 1 (seed 000); the linear
+ * step is once per round (like BIC), not per ACK; leaving ProbeBW restores
+ * last_cwnd (as the cwnd ProbeRTT returns to) and resets the search.
+ * Ours: "cwnd" at the start of a search is BBR's pre-recovery cwnd when
+ * the connection is in loss recovery (BBR's own recovery step shrinks cwnd
+ * to the packets in flight for a round, which would start the search from
+ * a transient value); once linear increase passes last_cwnd the search is
+ * over and the cap is released (phase 0) - the paper's cwnd is BBR's,
+ * which BBR rewrites on every ACK once the algorithm stops touching it;
+ * P is applied only
+ * while a search/linear phase holds a cap (otherwise BBR paces as usual);
+ * the reported cwnd gain is BBR's gain times min(cap, target) / target.
+ */
+#define BBR1_CC_NAME "bbr_modest"
+#define BBR1_DEFAULT_CWND_GAIN_X1000 2000	/* BBRv1 ProbeBW cwnd gain */
+#include "bbr1_core.c"
+
+#define CREATE_TRACE_POINTS
+#include "bbr_modest_trace.h"
+
+/* Upper bound of the proportion P, x1000 (002 section C / Table I: 1). */
+static int wmax_x1000 = 1000;
+module_param(wmax_x1000, int, 0644);
+MODULE_PARM_DESC(wmax_x1000, "max window/pacing proportion x1000 (002 Tab.I: 1)");
+
+/* Lower bound of P and search start min_win = Wmin * cwnd, x1000
+ * (002 section C, Alg. 1 line 4: 0.75).
+ */
+static int wmin_x1000 = 750;
+module_param(wmin_x1000, int, 0644);
+MODULE_PARM_DESC(wmin_x1000, "min window proportion x1000 (002 Alg.1 l.4: 0.75)");
+
+/* Search resolution and linear step, packets (002 Alg. 1 l.15, l.22: 1). */
+static int smin_pkts = 1;
+module_param(smin_pkts, int, 0644);
+MODULE_PARM_DESC(smin_pkts, "min step, packets (002 Alg.1 l.15,22: 1)");
+
+enum modest_phase {
+	MODEST_NONE = 0,	/* BBR as is */
+	MODEST_SEARCH = 1,	/* bin_p = 1 */
+	MODEST_LINEAR = 2,	/* add_p = 1 */
+};
+
+struct modest {
+	u32 phase;		/* enum modest_phase */
+	u32 last_cwnd;		/* cwnd when the search began (line 3) */
+	u32 min_win;		/* packets (lines 4, 12) */
+	u32 max_win;		/* packets (lines 5, 9) */
+	u32 cap;		/* the algorithm's cwnd, packets */
+	u32 target;		/* BBR's last cwnd target, packets */
+	u32 retrans_seen;	/* tp->total_retrans at the round start */
+	u32 lost_seen;		/* tp->lost at the round start */
+};
+
+static u32 modest_param(int v, int lo, int hi)
+{
+	return clamp_t(int, v, lo, hi);
+}
+
+static bool modest_capping(const struct sock *sk, const struct modest *m)
+{
+	return m->phase != MODEST_NONE && bbr1_ca(sk)->mode == BBR1_PROBE_BW;
+}
+
+/* P = cap / target, clamped to [Wmin, Wmax]; 1 when not capping. */
+static u32 modest_proportion_x1000(const struct sock *sk,
+				   const struct modest *m)
+{
+	u32 lo = modest_param(wmin_x1000, 0, 1000);
+	u32 hi = modest_param(wmax_x1000, lo, 4000);
+
+	if (!modest_capping(sk, m) || !m->target)
+		return 1000;
+	return clamp_t(u32, div_u64((u64)m->cap * 1000, m->target), lo, hi);
+}
+
+static void modest_set_phase(struct sock *sk, struct modest *m, u32 phase)
+{
+	if (m->phase != phase)
+		bbr1_trace_request(sk);
+	m->phase = phase;
+}
+
+static void modest_init(struct sock *sk, void *ext)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct modest *m = ext;
+
+	m->retrans_seen = tp->total_retrans;
+	m->lost_seen = tp->lost;
+}
+
+/* Once per round, in ProbeBW: Algorithm 1. */
+static void modest_on_model(struct sock *sk, const struct rate_sample *rs,
+			    void *ext)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct modest *m = ext;
+	u32 smin = modest_param(smin_pkts, 1, 1000);
+	u32 cwnd = bbr1_cwnd(tp);
+	bool retrans;
+
+	/* In loss recovery BBR's cwnd is transiently cut to the packets in
+	 * flight; the window the search starts from is the one BBR ran at
+	 * before the loss (prior_cwnd, saved by the core on entry).
+	 */
+	if (inet_csk(sk)->icsk_ca_state >= TCP_CA_Recovery)
+		cwnd = max(cwnd, bbr1_ca(sk)->prior_cwnd);
+
+	if (!bbr1_ca(sk)->round_start)
+		return;
+	retrans = tp->total_retrans != m->retrans_seen ||
+		  tp->lost != m->lost_seen;
+	m->retrans_seen = tp->total_retrans;
+	m->lost_seen = tp->lost;
+	if (bbr1_ca(sk)->mode != BBR1_PROBE_BW)
+		return;
+
+	if (m->phase != MODEST_SEARCH && retrans) {		/* lines 1-6 */
+		m->last_cwnd = cwnd;
+		m->min_win = div_u64((u64)cwnd *
+				     modest_param(wmin_x1000, 0, 1000), 1000);
+		m->max_win = (cwnd + m->min_win) / 2;
+		m->cap = m->max_win;
+		modest_set_phase(sk, m, MODEST_SEARCH);
+	} else if (m->phase == MODEST_SEARCH) {			/* lines 7-19 */
+		u32 mid = (m->max_win + m->min_win) / 2;
+
+		if (retrans) {
+			m->max_win = mid;
+			m->cap = m->max_win;
+		} else {
+			m->min_win = mid;
+			m->cap = m->min_win;
+		}
+		if (m->max_win <= m->min_win + smin)
+			modest_set_phase(sk, m, MODEST_LINEAR);
+		bbr1_trace_request(sk);
+	}
+	if (m->phase == MODEST_LINEAR) {			/* lines 20-24 */
+		if (m->cap <= m->last_cwnd)
+			m->cap += smin;
+		else
+			modest_set_phase(sk, m, MODEST_NONE);	/* done */
+	}
+}
+
+/* Line 20: the searched window caps BBR's cwnd, never raises it. */
+static u32 modest_cwnd_cap(struct sock *sk, void *ext, u32 cwnd, u32 target,
+			   u32 acked)
+{
+	struct modest *m = ext;
+
+	if (target)
+		m->target = target;
+	if (!modest_capping(sk, m))
+		return cwnd;
+	return max(min(cwnd, m->cap), bbr1_cwnd_min_target);
+}
+
+/* Eq. 1: pace at P times BBR's rate. */
+static u32 modest_pacing_gain(const struct sock *sk, void *ext, u32 gain)
+{
+	return gain * modest_proportion_x1000(sk, ext) / 1000;
+}
+
+static u32 modest_report_cwnd_gain(const struct sock *sk, void *ext, u32 gain)
+{
+	const struct modest *m = ext;
+
+	if (!modest_capping(sk, m) || !m->target || m->cap >= m->target)
+		return gain;
+	return div_u64((u64)gain * m->cap, m->target);
+}
+
+/* Leaving ProbeBW: ProbeRTT returns to last_cwnd; the search restarts. */
+static void modest_mode_change(struct sock *sk, void *ext, u32 from, u32 to)
+{
+	struct bbr1 *b = bbr1_ca(sk);
+	struct modest *m = ext;
+
+	if (from != BBR1_PROBE_BW || m->phase == MODEST_NONE)
+		return;
+	b->prior_cwnd = max(b->prior_cwnd, m->last_cwnd);
+	modest_set_phase(sk, m, MODEST_NONE);
+}
+
+static void modest_trace(const struct sock *sk, const struct bbr1_tv *tv,
+			 void *ext)
+{
+	const struct modest *m = ext;
+
+	if (!m) {
+		trace_state(sk, tv, 0, 0, 0, 1000);
+		return;
+	}
+	trace_state(sk, tv, m->phase, m->min_win, m->max_win,
+		    modest_proportion_x1000(sk, m));
+}
+
+static const struct bbr1_hooks bbr1_variant = {
+	.ext_size = sizeof(struct modest),
+	.init = modest_init,
+	.on_model = modest_on_model,
+	.cwnd_cap = modest_cwnd_cap,
+	.pacing_gain = modest_pacing_gain,
+	.report_cwnd_gain = modest_report_cwnd_gain,
+	.mode_change = modest_mode_change,
+	.trace = modest_trace,
+};
+
+MODULE_DESCRIPTION("cctest Modest BBR: BBRv1 with retransmission-driven window search");
