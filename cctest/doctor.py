@@ -27,7 +27,7 @@ class Check:
     needed_for: str = "native"  # native | vm | modules | capture
 
 
-def _probe_qdisc(spec: str) -> bool:
+def probe_qdisc(spec: str) -> bool:
     ns = f"cctest-doctor-{uuid.uuid4().hex[:8]}"
     if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode != 0:
         return False
@@ -38,14 +38,14 @@ def _probe_qdisc(spec: str) -> bool:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
-def _which(tool: str) -> str | None:
+def which(tool: str) -> str | None:
     # The venv's bin (where pip puts vng) may not be on PATH when cctest is called by its full path.
     places = (f"/usr/sbin/{tool}", f"/sbin/{tool}", str(Path(sys.executable).with_name(tool)))
     return shutil.which(tool) or next((p for p in places if os.path.exists(p)), None)
 
 
 def _tool(name: str, package: str, needed_for: str = "native") -> Check:
-    path = _which(name)
+    path = which(name)
     return Check(name, path is not None, path or "not found", f"apt-get install {package}", needed_for)
 
 
@@ -65,7 +65,7 @@ def mininet() -> Check:
     except ImportError:
         return Check("mininet", False, "python module not importable",
                      "apt-get install mininet bridge-utils; use a venv made with --system-site-packages")
-    missing = [t for t in ("mnexec", "brctl") if not _which(t)]
+    missing = [t for t in ("mnexec", "brctl") if not which(t)]
     if missing:
         return Check("mininet", False, f"{', '.join(missing)} not found", "apt-get install mininet bridge-utils")
     return Check("mininet", True, f"mininet {mininet_version()}")
@@ -89,7 +89,7 @@ def checks() -> list[Check]:
                                    ("sch_tbf", "tbf rate 1mbit burst 10k latency 10ms", "native"),
                                    ("sch_fq", "fq", "capture")):
         if root:
-            ok = _probe_qdisc(spec)
+            ok = probe_qdisc(spec)
             result.append(Check(name, ok, "works" if ok else "cannot be created on this kernel",
                                 "use --vm, or a kernel with this qdisc", needed_for))
         else:
@@ -106,7 +106,7 @@ def checks() -> list[Check]:
                                       ("bpftrace", "bpftrace", "capture")):
         result.append(_tool(name, package, needed_for))
     result.append(_tool("qemu-system-x86_64", "qemu-system-x86", "vm"))
-    vng = _which("vng")
+    vng = which("vng")
     result.append(Check("vng", vng is not None, vng or "not found", "pip install virtme-ng", "vm"))
     kvm = os.access("/dev/kvm", os.R_OK | os.W_OK)
     result.append(Check("kvm", kvm, "/dev/kvm present (used only with --kvm)" if kvm else "no /dev/kvm (software emulation is used)",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -43,6 +44,7 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+@functools.cache  # the same for every run of a session; each probe is a process start
 def tool_versions() -> dict[str, str]:
     versions = {}
     for name, cmd in TOOL_VERSION_COMMANDS.items():
@@ -61,6 +63,7 @@ def tool_versions() -> dict[str, str]:
     return versions
 
 
+@functools.cache
 def git_commit() -> str | None:
     try:
         result = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
@@ -108,7 +111,7 @@ def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
         "mode": mode,
         "host": {"cpus": os.cpu_count()},
         "cctest": {"version": __version__, "git_commit": git_commit()},
-        "tools": tool_versions(),
+        "tools": dict(tool_versions()),
         "sysctls": {},
         "qdiscs": {},
         "offloads": {},

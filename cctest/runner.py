@@ -183,11 +183,15 @@ class Run:
         deadline = duration + FLOW_GRACE_S
         while True:
             now = (time.monotonic_ns() - t0) / 1e9
+            launched_now = False
             while pending and pending[0].start_s <= now:
                 flow = pending.pop(0)
                 traffic.trigger(clients[flow.index])
                 started.add(flow.index)
                 self.meta["flows"][flow.index]["launched_s"] = round((time.monotonic_ns() - t0) / 1e9, 4)
+                launched_now = True
+            if launched_now:
+                write_meta(self.dir, self.meta)  # the run directory says which flows are running
             for index in started:
                 code = clients[index].poll()
                 if code is not None and self.meta["flows"][index]["exit_code"] is None:
