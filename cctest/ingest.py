@@ -7,7 +7,7 @@ parquet tables described in docs/run-directory.md.  It has two layers:
   the run: timestamps stay raw CLOCK_MONOTONIC nanoseconds (``t_ns``) and sockets stay identified
   by their ports.  They never raise on malformed input; unreadable lines are skipped.
 
-      parse_ss_log         raw/ss.log          `ss -tinH` blocks headed by ``@<t_ns> flow=<i>``
+      parse_sock_diag      raw/ss.jsonl        tcp_info + bbr_info per socket per sample (sock_diag)
       parse_qdisc_log      raw/qdisc.log       ``@<t_ns> iface=<n> role=<r> <tc -s -j qdisc JSON>``
       parse_tcp_probe      raw/bpftrace.log    ``P <t_ns> <sport> <dport> <cwnd> ...`` lines
       parse_cc_state       raw/bpftrace.log    ``S <cc> <t_ns> <sport> <dport> k=v ...`` lines
@@ -21,7 +21,7 @@ Socket -> flow mapping: flow i's data connection is the socket whose local port 
 ``start.connected[0].local_port`` and whose remote port is the flow's ``server_port``.  The
 iperf3 control connection shares the remote port and is dropped.  If iperf3's JSON is missing
 (interrupted run) the data connection is taken to be the socket to ``server_port`` that
-acknowledged the most bytes in ss.log (the control connection carries a few hundred bytes).
+acknowledged the most bytes in ss.jsonl (the control connection carries a few hundred bytes).
 """
 
 from __future__ import annotations
@@ -65,22 +65,6 @@ SS_METRICS = COLUMNS["ss"][3:]
 # --------------------------------------------------------------------------------------------
 # Units
 
-_RATE_RE = re.compile(r"^([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)([KMGT]?)bps$")
-_RATE_PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
-
-
-def parse_rate(text: str) -> float:
-    """ss's bit rates -> bit/s: ``19.2Mbps`` -> 19.2e6, ``1.2Gbps``, ``840Kbps``, ``123bps``.
-
-    ss prints decimal prefixes (sprint_bw divides by 1000), or the raw number when it was built
-    or run without name resolution.  Returns NaN for anything else.
-    """
-    m = _RATE_RE.match(text.strip())
-    if not m:
-        return math.nan
-    return float(m.group(1)) * _RATE_PREFIX[m.group(2)]
-
-
 def _num(text: str) -> float:
     try:
         return float(text)
@@ -91,97 +75,64 @@ def _num(text: str) -> float:
 # --------------------------------------------------------------------------------------------
 # ss
 
-_SS_HEADER_RE = re.compile(r"^@(\d+)\s+flow=(\d+)\s*$")
-
-# `key:value` fields of the ss info line whose value is a plain number -> ss column.
-_SS_PLAIN = {"cwnd": "cwnd", "ssthresh": "ssthresh", "mss": "mss", "bytes_acked": "bytes_acked",
-             "bytes_retrans": "bytes_retrans", "lost": "lost", "minrtt": "min_rtt_ms"}
-# `key value` fields (rate in the next token) -> ss column.
-_SS_RATES = {"delivery_rate": "delivery_rate_bps", "pacing_rate": "pacing_rate_bps"}
+_TCP_INFINITE_SSTHRESH = 0x7FFFFFFF
+_U32_MAX = 0xFFFFFFFF
+_BBR_UNIT = 256  # BBR's gain fixed point
 
 
-def _split_host_port(text: str) -> tuple[str, int | None]:
-    """``10.0.1.1:40668`` / ``[::1]:5201`` / ``10.0.1.1%eth0:40668`` -> (host, port)."""
-    host, _, port = text.rpartition(":")
-    try:
-        return host.strip("[]"), int(port)
-    except ValueError:
-        return text, None
+def _or_nan(value, invalid=()) -> float:
+    return math.nan if value is None or value in invalid else float(value)
 
 
-def parse_ss_info(line: str) -> dict[str, float]:
-    """One ``ss -i`` info line -> {ss column: value}; only the fields present are returned.
-
-    Handles ``rtt:<srtt>/<rttvar>`` (ms), ``retrans:<now>/<total>`` (total is kept),
-    ``delivery_rate 19.2Mbps``, ``pacing_rate ...`` and
-    ``bbr:(bw:19.6Mbps,mrtt:10.2,pacing_gain:1.25,cwnd_gain:2)``.
-    """
-    out: dict[str, float] = {}
-    tokens = line.split()
-    for i, tok in enumerate(tokens):
-        if tok in _SS_RATES and i + 1 < len(tokens):
-            out[_SS_RATES[tok]] = parse_rate(tokens[i + 1])
-            continue
-        key, sep, value = tok.partition(":")
-        if not sep:
-            continue
-        if key in _SS_PLAIN:
-            out[_SS_PLAIN[key]] = _num(value)
-        elif key == "rtt":
-            srtt, _, rttvar = value.partition("/")
-            out["srtt_ms"] = _num(srtt)
-            out["rttvar_ms"] = _num(rttvar)
-        elif key == "retrans":
-            _, _, total = value.partition("/")
-            out["retrans_total"] = _num(total)
-        elif key == "bbr" and value.startswith("(") and value.endswith(")"):
-            for item in value[1:-1].split(","):
-                k, _, v = item.partition(":")
-                if k == "bw":
-                    out["bbr_bw_bps"] = parse_rate(v)
-                elif k == "mrtt":
-                    out["bbr_mrtt_ms"] = _num(v)
-                elif k == "pacing_gain":
-                    out["bbr_pacing_gain"] = _num(v)
-                elif k == "cwnd_gain":
-                    out["bbr_cwnd_gain"] = _num(v)
+def sock_diag_metrics(info: dict | None, bbr: dict | None) -> dict[str, float]:
+    """The kernel's tcp_info / tcp_bbr_info (as the sampler recorded them) -> ss columns, in the
+    units `ss -ti` prints: RTTs in ms, rates in bit/s, BBR gains as plain factors."""
+    out = {name: math.nan for name in SS_METRICS}
+    if info:
+        out.update(
+            cwnd=_or_nan(info.get("tcpi_snd_cwnd")),
+            ssthresh=_or_nan(info.get("tcpi_snd_ssthresh"), (_TCP_INFINITE_SSTHRESH,)),
+            srtt_ms=_or_nan(info.get("tcpi_rtt")) / US_PER_MS,
+            rttvar_ms=_or_nan(info.get("tcpi_rttvar")) / US_PER_MS,
+            min_rtt_ms=_or_nan(info.get("tcpi_min_rtt"), (0, _U32_MAX)) / US_PER_MS,
+            mss=_or_nan(info.get("tcpi_snd_mss")),
+            bytes_acked=_or_nan(info.get("tcpi_bytes_acked")),
+            bytes_retrans=_or_nan(info.get("tcpi_bytes_retrans")),
+            retrans_total=_or_nan(info.get("tcpi_total_retrans")),
+            lost=_or_nan(info.get("tcpi_lost")),
+            delivery_rate_bps=_or_nan(info.get("tcpi_delivery_rate")) * 8,
+            # ~0 means "no pacing rate set" (the kernel's initial sk_pacing_rate)
+            pacing_rate_bps=_or_nan(info.get("tcpi_pacing_rate"), (2**64 - 1,)) * 8,
+        )
+    if bbr:
+        bw_bytes = (int(bbr.get("bbr_bw_hi", 0)) << 32) | int(bbr.get("bbr_bw_lo", 0))
+        out.update(
+            bbr_bw_bps=bw_bytes * 8.0,
+            bbr_mrtt_ms=_or_nan(bbr.get("bbr_min_rtt"), (_U32_MAX,)) / US_PER_MS,
+            bbr_pacing_gain=_or_nan(bbr.get("bbr_pacing_gain")) / _BBR_UNIT,
+            bbr_cwnd_gain=_or_nan(bbr.get("bbr_cwnd_gain")) / _BBR_UNIT,
+        )
     return out
 
 
-def parse_ss_log(text: str) -> pd.DataFrame:
-    """raw/ss.log -> one row per socket per sample.
+def parse_sock_diag(text: str) -> pd.DataFrame:
+    """raw/ss.jsonl (one JSON object per socket per sample) -> one row per socket per sample.
 
-    Columns: t_ns, flow (the block's flow), local_ip, local_port, peer_ip, peer_port, then
-    SS_METRICS (NaN where ss did not report the field).  Both the iperf3 control and data
-    connections appear; mapping to the data connection is done by the caller.
+    Columns: t_ns, flow, local_ip, local_port, peer_ip, peer_port, then SS_METRICS (NaN where
+    the kernel reported nothing, e.g. no BBR block for CUBIC). Both the iperf3 control and data
+    connections appear; mapping to the data connection is done by the caller. Unreadable lines
+    (a sampler killed mid-write) are skipped.
     """
     rows: list[dict] = []
-    t_ns = flow = None
-    sock: dict | None = None
     for line in text.splitlines():
-        if not line.strip():
+        try:
+            rec = json.loads(line)
+            row = {"t_ns": int(rec["t_ns"]), "flow": int(rec["flow"]), "local_ip": rec.get("src"),
+                   "local_port": int(rec["sport"]), "peer_ip": rec.get("dst"), "peer_port": int(rec["dport"])}
+        except (ValueError, KeyError, TypeError):
             continue
-        m = _SS_HEADER_RE.match(line)
-        if m:
-            t_ns, flow = int(m.group(1)), int(m.group(2))
-            sock = None
-            continue
-        if t_ns is None:
-            continue
-        if line[0].isspace():  # info line of the preceding socket line
-            if sock is not None:
-                sock.update(parse_ss_info(line))
-            continue
-        parts = line.split()
-        # -H with a state filter: Recv-Q Send-Q Local:Port Peer:Port [Process]
-        if len(parts) < 4:
-            sock = None
-            continue
-        local_ip, local_port = _split_host_port(parts[2])
-        peer_ip, peer_port = _split_host_port(parts[3])
-        sock = {"t_ns": t_ns, "flow": flow, "local_ip": local_ip, "local_port": local_port,
-                "peer_ip": peer_ip, "peer_port": peer_port}
-        rows.append(sock)
+        row.update(sock_diag_metrics(rec.get("info"), rec.get("bbr")))
+        rows.append(row)
     cols = ["t_ns", "flow", "local_ip", "local_port", "peer_ip", "peer_port", *SS_METRICS]
     df = pd.DataFrame(rows, columns=cols)
     df[SS_METRICS] = df[SS_METRICS].astype("float64")
@@ -506,7 +457,7 @@ def _map_by_ports(df: pd.DataFrame, meta_flows: list[dict], ports: dict[int, int
 def build_tables(meta: dict, raw: dict[str, str | None]) -> dict[str, pd.DataFrame]:
     """meta.json content + raw file texts -> tables.  Pure: no file access.
 
-    ``raw`` maps raw file names ("ss.log", "iperf3-0.json", ...) to their text or None.
+    ``raw`` maps raw file names ("ss.jsonl", "iperf3-0.json", ...) to their text or None.
     """
     run_id = str(meta["run_id"])
     t0 = int(meta["t0_monotonic_ns"])
@@ -517,7 +468,7 @@ def build_tables(meta: dict, raw: dict[str, str | None]) -> dict[str, pd.DataFra
 
     iperf = {int(f["flow"]): parse_iperf3_json(raw[f"iperf3-{f['flow']}.json"])
              for f in mflows if raw.get(f"iperf3-{f['flow']}.json") is not None}
-    ss_raw = parse_ss_log(raw["ss.log"]) if raw.get("ss.log") is not None else None
+    ss_raw = parse_sock_diag(raw["ss.jsonl"]) if raw.get("ss.jsonl") is not None else None
     ports = _data_ports(mflows, iperf, ss_raw)
     tables: dict[str, pd.DataFrame] = {}
 
@@ -611,7 +562,7 @@ def build_tables(meta: dict, raw: dict[str, str | None]) -> dict[str, pd.DataFra
 def load_raw(run_dir: str | Path, meta: dict) -> dict[str, str | None]:
     """Read the raw files build_tables needs; absent files map to None."""
     raw_dir = Path(run_dir) / "raw"
-    names = ["ss.log", "qdisc.log", "bpftrace.log"]
+    names = ["ss.jsonl", "qdisc.log", "bpftrace.log"]
     for f in meta.get("flows", []):
         names += [f"iperf3-{f['flow']}.json", f"ping-{f['flow']}.txt"]
     return {n: _read(raw_dir / n) for n in names}

@@ -124,7 +124,7 @@ class Run:
 
     def _start_samplers(self, net: Dumbbell, undo: "Teardown") -> None:
         capture_cfg = self.spec.scenario.capture
-        ss_log = open(self.raw / "ss.log", "w")
+        ss_log = open(self.raw / "ss.jsonl", "w")
         qdisc_log = open(self.raw / "qdisc.log", "w")
         undo.callback(qdisc_log.close)
         undo.callback(ss_log.close)
@@ -134,7 +134,7 @@ class Run:
                                  capture_cfg.qdisc_interval_ms / 1000, qdisc_log, qdisc_lock)
         ]
         for flow in self.spec.flows:
-            samplers.append(capture.SsSampler(flow.index, net.host(flow.sender).pid, flow.server_port,
+            samplers.append(capture.SockDiagSampler(flow.index, net.host(flow.sender).pid, flow.server_port,
                                               capture_cfg.ss_interval_ms / 1000, ss_log, ss_lock))
         for sampler in samplers:
             sampler.start()

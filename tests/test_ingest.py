@@ -11,10 +11,12 @@ import pytest
 
 from cctest import ingest
 from cctest.ingest import (COLUMNS, build_tables, ingest_run, parse_cc_state, parse_iperf3_json,
-                           parse_ping, parse_qdisc_log, parse_rate, parse_ss_info, parse_ss_log,
-                           parse_tcp_probe)
+                           parse_ping, parse_qdisc_log, parse_sock_diag, parse_tcp_probe, sock_diag_metrics)
 
 RAW = Path(__file__).parent / "fixtures" / "raw"
+# Recorded on the host with cctest's own SockDiagSampler and real iperf3 flows (cubic, bbr)
+# through a 20 Mbit/s htb; see tests/fixtures/sockdiag/README.md.
+SOCKDIAG = Path(__file__).parent / "fixtures" / "sockdiag"
 
 
 def raw(name: str) -> str:
@@ -36,43 +38,31 @@ def meta():
 
 
 # --------------------------------------------------------------------------------------------
-# units and ss info lines (hand-written)
+# tcp_info / bbr_info -> ss columns (hand-written)
 
-@pytest.mark.parametrize("text,bps", [
-    ("19.2Mbps", 19.2e6), ("1.2Gbps", 1.2e9), ("840Kbps", 840e3), ("123bps", 123.0),
-    ("26214390624bps", 26214390624.0),
-])
-def test_parse_rate_units(text, bps):
-    assert parse_rate(text) == pytest.approx(bps)
-
-
-@pytest.mark.parametrize("text", ["", "19.2", "Mbps", "fast"])
-def test_parse_rate_rejects_garbage(text):
-    assert math.isnan(parse_rate(text))
-
-
-def test_ss_info_fields_and_units():
-    line = ("\t bbr wscale:7,7 rto:224 rtt:10.5/2.1 ato:40 mss:1448 cwnd:90 ssthresh:30 "
-            "bytes_acked:1000 bytes_retrans:2896 "
-            "bbr:(bw:19.6Mbps,mrtt:10.2,pacing_gain:1.25,cwnd_gain:2) send 45.1Mbps "
-            "pacing_rate 1.2Gbps delivery_rate 19.2Mbps busy:252ms rwnd_limited:4ms(1.6%) "
-            "retrans:0/5 lost:2 minrtt:10.1")
-    got = parse_ss_info(line)
+def test_sock_diag_metrics_units():
+    info = {"tcpi_snd_cwnd": 90, "tcpi_snd_ssthresh": 30, "tcpi_rtt": 10500, "tcpi_rttvar": 2100,
+            "tcpi_min_rtt": 10100, "tcpi_snd_mss": 1448, "tcpi_bytes_acked": 1000, "tcpi_bytes_retrans": 2896,
+            "tcpi_total_retrans": 5, "tcpi_lost": 2, "tcpi_delivery_rate": 2_400_000, "tcpi_pacing_rate": 150_000_000}
+    bbr = {"bbr_bw_lo": 2_450_000, "bbr_bw_hi": 0, "bbr_min_rtt": 10200, "bbr_pacing_gain": 320, "bbr_cwnd_gain": 512}
+    got = sock_diag_metrics(info, bbr)
     assert got == pytest.approx({
-        "srtt_ms": 10.5, "rttvar_ms": 2.1, "mss": 1448, "cwnd": 90, "ssthresh": 30,
-        "bytes_acked": 1000, "bytes_retrans": 2896, "bbr_bw_bps": 19.6e6, "bbr_mrtt_ms": 10.2,
-        "bbr_pacing_gain": 1.25, "bbr_cwnd_gain": 2.0, "pacing_rate_bps": 1.2e9,
-        "delivery_rate_bps": 19.2e6, "retrans_total": 5, "lost": 2, "min_rtt_ms": 10.1})
+        "cwnd": 90, "ssthresh": 30, "srtt_ms": 10.5, "rttvar_ms": 2.1, "min_rtt_ms": 10.1, "mss": 1448,
+        "bytes_acked": 1000, "bytes_retrans": 2896, "retrans_total": 5, "lost": 2,
+        "delivery_rate_bps": 19.2e6, "pacing_rate_bps": 1.2e9, "bbr_bw_bps": 19.6e6, "bbr_mrtt_ms": 10.2,
+        "bbr_pacing_gain": 1.25, "bbr_cwnd_gain": 2.0})
 
 
-def test_ss_info_missing_fields_are_absent():
-    got = parse_ss_info("\t cubic wscale:7,7 rto:204 rtt:0.047/0.034 mss:32768 cwnd:10")
-    assert set(got) == {"srtt_ms", "rttvar_ms", "mss", "cwnd"}
-    assert "send_bps" not in got and got["cwnd"] == 10
+def test_sock_diag_metrics_sentinels_and_missing_blocks():
+    got = sock_diag_metrics({"tcpi_snd_cwnd": 10, "tcpi_snd_ssthresh": 0x7FFFFFFF, "tcpi_min_rtt": 0xFFFFFFFF,
+                             "tcpi_pacing_rate": 2**64 - 1}, None)
+    assert got["cwnd"] == 10
+    assert math.isnan(got["ssthresh"]) and math.isnan(got["min_rtt_ms"]) and math.isnan(got["pacing_rate_bps"])
+    assert math.isnan(got["bbr_bw_bps"]) and math.isnan(got["bytes_acked"])
+    big = sock_diag_metrics(None, {"bbr_bw_lo": 0, "bbr_bw_hi": 1, "bbr_min_rtt": 5, "bbr_pacing_gain": 256,
+                                   "bbr_cwnd_gain": 256})
+    assert big["bbr_bw_bps"] == 2**32 * 8 and math.isnan(big["cwnd"])
 
-
-# --------------------------------------------------------------------------------------------
-# cc_state (hand-written: no module with a <cc>:state tracepoint exists to record from yet)
 
 def test_cc_state_lines_long_format_and_x1000():
     text = ("Attaching 2 probes...\n"
@@ -98,19 +88,22 @@ def test_tcp_probe_ignores_other_lines_and_converts_srtt():
 # --------------------------------------------------------------------------------------------
 # flow mapping (hand-written ss text: a control and a data connection in each block)
 
-SS_TWO_SOCKETS = """\
-@2000000000 flow=0
-0      0      10.0.1.1:40660 10.0.2.1:5201
-\t cubic wscale:7,7 rto:224 rtt:22.1/5 mss:1448 cwnd:10 bytes_acked:165
-0      87000  10.0.1.1:40668 10.0.2.1:5201
-\t bbr rtt:30.5/2.5 mss:1448 cwnd:45 bytes_acked:900000 delivery_rate 19.1Mbps
-@2500000000 flow=0
-0      0      10.0.1.1:40660 10.0.2.1:5201
-\t cubic rtt:22.1/5 mss:1448 cwnd:10 bytes_acked:165
-0      87000  10.0.1.1:40668 10.0.2.1:5201
-\t bbr rtt:31.0/2.0 mss:1448 cwnd:50 bytes_acked:1900000 delivery_rate 19.3Mbps
-@3000000000 flow=1
-"""
+def _sock(t_ns, sport, cc, cwnd, acked, srtt_us, rate=None):
+    info = {"tcpi_snd_cwnd": cwnd, "tcpi_bytes_acked": acked, "tcpi_rtt": srtt_us, "tcpi_snd_mss": 1448}
+    if rate is not None:
+        info["tcpi_delivery_rate"] = rate
+    return json.dumps({"t_ns": t_ns, "flow": 0, "src": "10.0.1.1", "sport": sport, "dst": "10.0.2.1",
+                       "dport": 5201, "cc": cc, "info": info, "bbr": None})
+
+
+# two samples, each with the iperf3 control connection (40660) and the data connection (40668)
+SS_TWO_SOCKETS = "\n".join([
+    _sock(2_000_000_000, 40660, "cubic", 10, 165, 22100),
+    _sock(2_000_000_000, 40668, "bbr", 45, 900_000, 30500, rate=2_387_500),
+    _sock(2_500_000_000, 40660, "cubic", 10, 165, 22100),
+    _sock(2_500_000_000, 40668, "bbr", 50, 1_900_000, 31000, rate=2_412_500),
+    '{"t_ns": 3000000000, "flow": 1, "trunc',  # a sampler killed mid-write
+]) + "\n"
 
 
 def hand_meta(**flow0):
@@ -122,7 +115,7 @@ def hand_meta(**flow0):
 
 def test_ss_mapping_keeps_only_the_data_connection():
     iperf = json.dumps({"start": {"connected": [{"local_port": 40668, "remote_port": 5201}]}})
-    tables = build_tables(hand_meta(), {"ss.log": SS_TWO_SOCKETS, "iperf3-0.json": iperf})
+    tables = build_tables(hand_meta(), {"ss.jsonl": SS_TWO_SOCKETS, "iperf3-0.json": iperf})
     ss = tables["ss"]
     assert list(ss.columns) == COLUMNS["ss"]
     assert ss["cwnd"].tolist() == [45.0, 50.0]            # never the control socket's 10
@@ -133,7 +126,7 @@ def test_ss_mapping_keeps_only_the_data_connection():
 
 
 def test_ss_mapping_without_iperf3_json_picks_busiest_socket():
-    tables = build_tables(hand_meta(), {"ss.log": SS_TWO_SOCKETS, "iperf3-0.json": None})
+    tables = build_tables(hand_meta(), {"ss.jsonl": SS_TWO_SOCKETS, "iperf3-0.json": None})
     assert tables["ss"]["cwnd"].tolist() == [45.0, 50.0]
     assert tables["flows"]["local_port"].tolist() == [40668]
     assert "throughput" not in tables
@@ -181,28 +174,17 @@ def test_iperf3_truncated_inside_start_gives_nothing_but_no_crash():
 # --------------------------------------------------------------------------------------------
 # parsers on the recorded captures
 
-def test_ss_log_recorded_values():
-    df = parse_ss_log(raw("ss.log"))
-    # six blocks; flows 0 and 1 had two sockets each in their first two blocks, then none
-    assert len(df) == 6
-    assert df.groupby("t_ns").size().to_dict() == {217401909950: 2, 235482668500: 2,
-                                                   249785880590: 2}
-    first = df.iloc[0]
-    assert (first["flow"], first["local_ip"], first["local_port"], first["peer_ip"],
-            first["peer_port"]) == (0, "10.0.1.1", 40820, "10.0.2.1", 5201)
-    assert first[SS_VALUES].to_dict() == pytest.approx({
-        "cwnd": 28, "ssthresh": 28, "srtt_ms": 47.194, "rttvar_ms": 8.967, "min_rtt_ms": 21.653,
-        "mss": 1448, "bytes_acked": 2393582, "bytes_retrans": 47784, "retrans_total": 33,
-        "delivery_rate_bps": 1253136, "pacing_rate_bps": 2502664, "bbr_bw_bps": 2022352,
-        "bbr_mrtt_ms": 21.653, "bbr_pacing_gain": 1.25, "bbr_cwnd_gain": 2})
-    assert math.isnan(first["lost"])
-    # the iperf3 control connection (cubic, 185 bytes acked) is parsed too, without bbr fields
-    ctrl = df.iloc[1]
-    assert ctrl["local_port"] == 40810 and ctrl["bytes_acked"] == 185
-    assert math.isnan(ctrl["bbr_bw_bps"]) and math.isnan(ctrl["ssthresh"])
-
-
-SS_VALUES = [c for c in ingest.SS_METRICS if c != "lost"]
+def test_sock_diag_recorded_values():
+    df = parse_sock_diag((SOCKDIAG / "raw" / "ss.jsonl").read_text())
+    assert len(df) > 20 and set(df["flow"]) == {0, 1}
+    assert set(df["peer_port"]) == {5201, 5202}
+    data = df[df["bytes_acked"] > 10_000]  # the control connections carry a few hundred bytes
+    # the data connections: cwnd, RTT and delivery rate present; bbr block only on the bbr flow
+    assert (data["cwnd"] >= 2).all() and (data["srtt_ms"] > 0).all()
+    assert data[data["flow"] == 1]["bbr_bw_bps"].notna().any()
+    assert data[data["flow"] == 0]["bbr_bw_bps"].isna().all()
+    assert data[data["flow"] == 0]["delivery_rate_bps"].median() < 25e6  # through the 20 Mbit/s htb
+    assert df["t_ns"].is_monotonic_increasing
 
 
 def test_qdisc_log_recorded_values():
@@ -284,7 +266,7 @@ def test_ping_recorded_values():
 
 def test_ingest_run_writes_contract_tables(run_dir, meta):
     tables = ingest_run(run_dir)
-    assert list(tables) == ["flows", "throughput", "ss", "tcp_probe", "qdisc", "ping"]
+    assert list(tables) == ["flows", "throughput", "tcp_probe", "qdisc", "ping"]
     for name, df in tables.items():
         on_disk = pd.read_parquet(run_dir / f"{name}.parquet")
         assert list(on_disk.columns) == COLUMNS[name], name
@@ -312,24 +294,43 @@ def test_ingest_run_throughput_time_is_launch_plus_interval_end(run_dir):
     assert len(tp) == 12
 
 
-def test_ingest_run_maps_ss_and_probe_to_data_connections(run_dir, meta):
-    tables = ingest_run(run_dir)
-    ss = tables["ss"]
-    t0 = meta["t0_monotonic_ns"]
-    # one data-connection row per block that had sockets; control connections dropped
-    assert ss["flow"].tolist() == [0, 1, 0]
-    assert ss["t_s"].tolist() == pytest.approx([(217401909950 - t0) / 1e9,
-                                                (235482668500 - t0) / 1e9,
-                                                (249785880590 - t0) / 1e9])
-    assert ss["bytes_acked"].tolist() == [2393582, 2021446, 5987518]
-    probe = tables["tcp_probe"]
+def test_ingest_run_maps_probe_to_data_connections(run_dir):
+    probe = ingest_run(run_dir)["tcp_probe"]
     assert probe.groupby("flow").size().to_dict() == {0: 15, 1: 15}  # not the 15 + 8 control
     assert probe["t_s"].min() > 0
 
 
+@pytest.fixture
+def sockdiag_run(tmp_path):
+    run = tmp_path / "sockdiag"
+    shutil.copytree(SOCKDIAG, run)
+    return run
+
+
+def test_ingest_run_maps_sock_diag_to_data_connections(sockdiag_run):
+    tables = ingest_run(sockdiag_run)
+    ss, flows = tables["ss"], tables["flows"].set_index("flow")
+    for flow in (0, 1):
+        rows = ss[ss["flow"] == flow]
+        # only the data connection: its bytes grow to what iperf3's server received
+        assert rows["bytes_acked"].is_monotonic_increasing and rows["bytes_acked"].min() > 185
+        # the last sample precedes the flow's end by at most one 100 ms interval (20 Mbit/s: 250 kB);
+        # bytes_acked also counts the SYN and iperf3's 37-byte cookie, which iperf3 does not count
+        assert -38 <= flows.loc[flow, "bytes_received"] - rows["bytes_acked"].max() <= 20e6 / 8 * 0.1
+    assert set(flows["local_port"]) == set(ss.merge(flows.reset_index(), on="flow")["local_port"])
+
+
+def test_ingest_run_without_iperf3_picks_the_busiest_socket(sockdiag_run):
+    expected = ingest_run(sockdiag_run)["flows"]["local_port"].tolist()
+    for name in ("iperf3-0.json", "iperf3-1.json"):
+        (sockdiag_run / "raw" / name).unlink()
+    tables = ingest_run(sockdiag_run)
+    assert tables["flows"]["local_port"].tolist() == expected
+    assert "throughput" not in tables and len(tables["ss"]) > 0
+
+
 def test_ingest_run_without_bpftrace_or_ss(run_dir):
     (run_dir / "raw" / "bpftrace.log").unlink()
-    (run_dir / "raw" / "ss.log").unlink()
     tables = ingest_run(run_dir)
     assert "tcp_probe" not in tables and "ss" not in tables
     assert not (run_dir / "tcp_probe.parquet").exists()
@@ -343,7 +344,7 @@ def test_ingest_run_with_truncated_and_missing_iperf3(run_dir):
     (run_dir / "raw" / "iperf3-1.json").unlink()
     tables = ingest_run(run_dir)
     flows = tables["flows"]
-    assert flows["local_port"].tolist() == [40820, 57472]  # flow 1 via busiest ss socket
+    assert flows["local_port"].iloc[0] == 40820 and pd.isna(flows["local_port"].iloc[1])  # no ss here
     assert flows["bytes_sent"].isna().all()
     assert set(tables["throughput"]["flow"]) == {0}
     assert 0 < len(tables["throughput"]) < 6
