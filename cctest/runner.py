@@ -144,6 +144,9 @@ class Run:
                 sampler.stop()
             for sampler in samplers:
                 sampler.join(timeout=10)
+                if sampler.error:
+                    self.meta["warnings"].append(f"sampler {sampler.error} ({sampler.samples} samples, "
+                                                 f"{sampler.failures} failed)")
 
         undo.callback(stop_all)
         if capture_cfg.pcap:
@@ -222,13 +225,14 @@ class Run:
                 progress.update(task, description="build topology")
                 net = self._build_network(undo)
                 undo.callback(self._snapshot_qdiscs, net)
+                # Samplers first: they are running steadily by time zero (samples before it are kept).
+                self._start_samplers(net, undo)
                 progress.update(task, description="warm-up: base RTT")
                 self._measure_base_rtt(net)
                 if tracer is not None:
                     progress.update(task, description="warm-up: wait for bpftrace")
                     if not tracer.wait_for("Attaching", BPFTRACE_ATTACH_TIMEOUT_S):
                         self.meta["warnings"].append("bpftrace did not attach; no tcp_probe or module state traces")
-                self._start_samplers(net, undo)
                 self._run_flows(net, undo, progress, task)
                 status = "ok"
             except (KeyboardInterrupt, Interrupted):

@@ -17,6 +17,10 @@ import threading
 import time
 from pathlib import Path
 
+# Imported with the module, not in a sampler thread: under software emulation this import alone
+# takes ~10 s, which must not eat into the flows' time.
+from pyroute2 import DiagSocket
+
 TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 TCP_PROBE_MIN_GAP_NS = 10_000_000  # at most one tcp_probe line per socket per 10 ms
 
@@ -39,6 +43,8 @@ class PeriodicSampler(threading.Thread):
         self.lock = lock
         self._stop_event = threading.Event()
         self.samples = 0
+        self.failures = 0
+        self.error: str | None = None
 
     def setup(self) -> None:
         """Runs on the sampler's own thread before the first sample."""
@@ -50,9 +56,11 @@ class PeriodicSampler(threading.Thread):
         raise NotImplementedError
 
     def run(self) -> None:
-        self.setup()
         try:
+            self.setup()
             self._loop()
+        except Exception as exc:  # noqa: BLE001 - a dead sampler must say why, in meta.json
+            self.error = f"{self.name}: {type(exc).__name__}: {exc}"
         finally:
             self.teardown()
 
@@ -61,8 +69,10 @@ class PeriodicSampler(threading.Thread):
         while not self._stop_event.is_set():
             try:
                 text = self.sample()
-            except (OSError, subprocess.SubprocessError, ValueError):
+            except (OSError, subprocess.SubprocessError, ValueError) as exc:
                 text = ""
+                self.failures += 1
+                self.error = f"{self.name}: {type(exc).__name__}: {exc}"
             if text:
                 with self.lock:
                     self.log.write(text)
@@ -93,8 +103,6 @@ class SockDiagSampler(PeriodicSampler):
         self.diag = None
 
     def setup(self) -> None:
-        from pyroute2 import DiagSocket
-
         enter_netns(self.host_pid)
         self.diag = DiagSocket()
         self.diag.bind()
