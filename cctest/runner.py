@@ -249,6 +249,10 @@ class Run:
                     write_meta(self.dir, self.meta)
         return self.dir
 
+    @property
+    def torn_down_cleanly(self) -> bool:
+        return not any(w.startswith("teardown:") for w in self.meta["warnings"])
+
     def _snapshot_qdiscs(self, net: Dumbbell) -> None:
         with contextlib.suppress(Exception):
             self.meta["qdiscs"] = net.qdisc_snapshot()

@@ -89,6 +89,7 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
     journal = Journal()
     journal.acquire(f"pid {journal.data['pid']}: {', '.join(opts.names)}")
     run_dirs: list[Path] = []
+    leftovers = False
     try:
         if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules) and not opts.in_vm:
             kmod.build(release)
@@ -104,11 +105,16 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
             try:
                 run.execute()
             finally:
+                leftovers = leftovers or not run.torn_down_cleanly
                 if opts.ingest:
                     finalize(run.dir, console)
-        journal.finish()
     finally:
-        journal.release()
+        if leftovers:
+            # Keep the journal: `cctest clean` undoes what teardown could not.
+            console.print("[red]teardown was incomplete (see meta.json warnings); run `cctest clean`[/]")
+            journal.release()
+        else:
+            journal.finish()
     return run_dirs
 
 

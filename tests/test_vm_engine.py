@@ -29,9 +29,13 @@ def test_single_cubic_flow_fills_a_deep_buffer(vm_results):
     path = run_dir(vm_results, "cubic-deep")
     meta = json.loads((path / "meta.json").read_text())
     assert meta["status"] == "ok" and meta["mode"] == "vm"
+    # after slow start (2 s), from iperf3's own intervals; and the receiver's total over the flow
+    throughput = table(path, "throughput")
+    steady = throughput[throughput["t_s"] > meta["flows"][0]["launched_s"] + 2]
+    rate_bps = meta["link"]["rate_mbps"] * 1e6
+    assert steady["bytes"].sum() * 8 / steady["interval_s"].sum() >= 0.9 * rate_bps
     flows = table(path, "flows")
-    goodput_bps = flows["bytes_received"].iloc[0] * 8 / meta["flows"][0]["duration_s"]
-    assert goodput_bps >= 0.9 * meta["link"]["rate_mbps"] * 1e6
+    assert flows["bytes_received"].iloc[0] * 8 / meta["flows"][0]["duration_s"] >= 0.8 * rate_bps
 
 
 @pytest.mark.vm_jobs("cubic-deep")
