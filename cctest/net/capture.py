@@ -19,18 +19,10 @@ from pathlib import Path
 
 # Imported with the module, not in a sampler thread: under software emulation this import alone
 # takes ~10 s, which must not eat into the flows' time.
-from pyroute2 import DiagSocket
+from pyroute2 import DiagSocket, IPRoute
 
 TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 TCP_PROBE_MIN_GAP_NS = 10_000_000  # at most one tcp_probe line per socket per 10 ms
-
-
-def timed(cmd: list[str]) -> tuple[int, str]:
-    """Run a sampling command; stamp it at the midpoint of the call, since under load the call
-    itself can take a large part of the sampling interval."""
-    before = time.monotonic_ns()
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=5).stdout
-    return (before + time.monotonic_ns()) // 2, out
 
 
 class PeriodicSampler(threading.Thread):
@@ -158,22 +150,64 @@ def enter_netns(pid: int) -> None:
 
 
 class QdiscSampler(PeriodicSampler):
-    """One `tc -s -j qdisc show` per tick for the whole root namespace, split per interface."""
+    """Every qdisc's counters in the root namespace, per tick, over rtnetlink in-process.
+
+    Writes the same objects `tc -s -j qdisc show` prints (kind, handle, parent/root, bytes,
+    packets, drops, overlimits, requeues, backlog, qlen), one line per sampled interface. A `tc`
+    process per tick would cost a large share of a vCPU under emulation and perturb the run.
+    """
 
     def __init__(self, ifaces: dict[str, str], interval_s: float, log, lock):
         super().__init__("qdisc", interval_s, log, lock)
         self.ifaces = ifaces  # iface -> role
+        self.ipr = None
+        self.names: dict[int, str] = {}
+
+    def setup(self) -> None:
+        self.ipr = IPRoute()
+        self.names = {link["index"]: link.get_attr("IFLA_IFNAME") for link in self.ipr.get_links()}
+
+    def teardown(self) -> None:
+        if self.ipr is not None:
+            self.ipr.close()
 
     def sample(self) -> str:
-        stamp, out = timed(["tc", "-s", "-j", "qdisc", "show"])
+        before = time.monotonic_ns()
+        messages = self.ipr.get_qdiscs()
+        stamp = (before + time.monotonic_ns()) // 2
         by_dev: dict[str, list] = {}
-        for qdisc in json.loads(out or "[]"):
-            if qdisc.get("dev") in self.ifaces:
-                by_dev.setdefault(qdisc["dev"], []).append(qdisc)
+        for msg in messages:
+            dev = self.names.get(msg["index"])
+            if dev in self.ifaces:
+                by_dev.setdefault(dev, []).append(qdisc_as_tc_json(msg, dev))
         return "".join(
             f"@{stamp} iface={dev} role={self.ifaces[dev]} {json.dumps(qdiscs, separators=(',', ':'))}\n"
             for dev, qdiscs in by_dev.items()
         )
+
+
+TC_H_ROOT = 0xFFFFFFFF
+
+
+def tc_handle(value: int) -> str:
+    """A qdisc/class handle as tc prints it: 0x10000 -> '1:', 0x10001 -> '1:1'."""
+    major, minor = value >> 16, value & 0xFFFF
+    return f"{major:x}:" + (f"{minor:x}" if minor else "")
+
+
+def qdisc_as_tc_json(msg, dev: str) -> dict:
+    stats = msg.get_attr("TCA_STATS2")
+    basic = (stats.get_attr("TCA_STATS_BASIC") if stats else None) or {}
+    queue = (stats.get_attr("TCA_STATS_QUEUE") if stats else None) or {}
+    entry = {"kind": msg.get_attr("TCA_KIND"), "handle": tc_handle(msg["handle"]), "dev": dev}
+    if msg["parent"] == TC_H_ROOT:
+        entry["root"] = True
+    else:
+        entry["parent"] = tc_handle(msg["parent"])
+    entry.update(bytes=basic.get("bytes", 0), packets=basic.get("packets", 0), drops=queue.get("drops", 0),
+                 overlimits=queue.get("overlimits", 0), requeues=queue.get("requeues", 0),
+                 backlog=queue.get("backlog", 0), qlen=queue.get("qlen", 0))
+    return entry
 
 
 def tracefs() -> Path | None:
