@@ -27,6 +27,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Headers of a 6.10+ kernel too, so the tests compile the modules against the new cong_control
+# signature (Debian 12 carries 6.12; take the newest it offers).
+new_headers=$(apt-cache search --names-only '^linux-headers-6\.1[0-9]\.[0-9.]+\+deb12-amd64$' | awk '{print $1}' | sort -V | tail -1)
+if [ -n "$new_headers" ] && ! dpkg-query -W -f='${Status}' "$new_headers" 2>/dev/null | grep -q "ok installed"; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$new_headers" >/dev/null
+fi
+
 # Debian's mininet package installs its library for /usr/bin/python3 only: the venv sees it
 # through --system-site-packages.
 if [ ! -x .venv/bin/python ]; then

@@ -124,6 +124,6 @@ def test_dry_run_prints_commands_without_root():
                             capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "tc qdisc add dev ccs1-btl parent 1:1 handle 10: bfifo limit 100000" in out
+    assert "tc qdisc add dev ccs1-btl parent 1:1 handle 10: bfifo limit 50000" in out
     assert "iperf3 -c 10.0.2.2 -p 5202 -C bbr -t 20" in out
     assert "ethtool -K ccsnd0-eth0 tso off gso off gro off" in out

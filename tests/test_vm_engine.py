@@ -54,7 +54,7 @@ def test_run_directory_is_self_describing(vm_results):
     path = run_dir(vm_results, "cubic-deep")
     meta = json.loads((path / "meta.json").read_text())
     assert meta["kernel"]["release"].startswith("6.1")
-    assert meta["link"]["burst_bytes"] == 10_000 and meta["link"]["buffer_bytes"] == 500_000
+    assert meta["link"]["burst_bytes"] == 5_000 and meta["link"]["buffer_bytes"] == 250_000
     assert "bfifo" in meta["qdiscs"]["ccs1-btl"] and "netem" in meta["qdiscs"]["ccs1-snd0"]
     assert meta["offloads"]["ccs1-btl"] == {"tso": "off", "gso": "off", "gro": "off"}
     assert meta["tools"]["iperf3"].startswith("iperf 3")
