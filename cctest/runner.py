@@ -227,12 +227,13 @@ class Run:
                 undo.callback(self._snapshot_qdiscs, net)
                 # Samplers first: they are running steadily by time zero (samples before it are kept).
                 self._start_samplers(net, undo)
-                progress.update(task, description="warm-up: base RTT")
-                self._measure_base_rtt(net)
                 if tracer is not None:
                     progress.update(task, description="warm-up: wait for bpftrace")
                     if not tracer.wait_for("Attaching", BPFTRACE_ATTACH_TIMEOUT_S):
                         self.meta["warnings"].append("bpftrace did not attach; no tcp_probe or module state traces")
+                # After bpftrace has attached: attaching is CPU-heavy and would inflate the pings.
+                progress.update(task, description="warm-up: base RTT")
+                self._measure_base_rtt(net)
                 self._run_flows(net, undo, progress, task)
                 status = "ok"
             except (KeyboardInterrupt, Interrupted):
