@@ -10,7 +10,7 @@ import pytest
 
 from cctest import kmod
 
-RELEASES = sorted(p.parent.name for p in Path("/lib/modules").glob("*/build/Makefile"))
+RELEASES = sorted(p.parent.parent.name for p in Path("/lib/modules").glob("*/build/Makefile"))
 EXPECTED = {"bbr1": {"bbr1", "bbr_cws", "bbr_acw", "bbr_modest", "bbr_shallow"}, "bbr3": {"bbr3", "bbr3plus"}}
 
 
