@@ -57,7 +57,9 @@ def finalize(run_dir: Path, console: Console) -> None:
 
 
 def needs_modules(specs: list[RunSpec]) -> bool:
-    return any(cc in kmod.PROJECT_CCS or cc == "bbr" for spec in specs for cc in spec.modules)
+    """Whether the runs need module loading: this project's modules, or kernel ccs not built in."""
+    available = kmod.available_ccs()
+    return any(cc in kmod.PROJECT_CCS or cc not in available for spec in specs for cc in spec.modules)
 
 
 def choose_mode(requested: str, specs: list[RunSpec], console: Console) -> str:
