@@ -79,11 +79,20 @@ def test_core_alone_behaves_like_kernel_bbr(vm_results):
 
 
 @pytest.mark.vm_jobs("variants-vs-cubic")
-def test_cws_scales_down_and_retransmits_less_than_bbr_in_a_shallow_buffer(vm_results):
+def test_cws_scales_its_upper_bound_down_after_losses(vm_results):
+    cws = find(vm_results, "variants-vs-cubic", buffer_bdp=0.5, **{"flows.1.cc": "bbr_cws"})
+    assert flows(cws).loc[1, "retransmits"] > 0
+    usf = state(cws, "usf", flow=1)
+    assert usf.min() < 1.0 and usf.min() >= 0.2  # the paper's floor
+
+
+@pytest.mark.vm_jobs("variants-vs-cubic")
+@pytest.mark.xfail(strict=False, reason="open (issue 3): in a 20 s, 10 Mbit/s, 0.5 BDP run against CUBIC, "
+                   "bbr_cws retransmitted 63 segments vs kernel bbr's 64: no reliable difference yet")
+def test_cws_retransmits_less_than_bbr_in_a_shallow_buffer(vm_results):
     cws = find(vm_results, "variants-vs-cubic", buffer_bdp=0.5, **{"flows.1.cc": "bbr_cws"})
     bbr = find(vm_results, "variants-vs-cubic", buffer_bdp=0.5, **{"flows.1.cc": "bbr"})
-    assert state(cws, "usf", flow=1).min() < 1.0
-    assert flows(cws).loc[1, "retransmits"] < flows(bbr).loc[1, "retransmits"]
+    assert flows(cws).loc[1, "retransmits"] < 0.8 * flows(bbr).loc[1, "retransmits"]
 
 
 @pytest.mark.vm_jobs("variants-vs-cubic")
