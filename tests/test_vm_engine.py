@@ -132,9 +132,11 @@ def test_sigint_mid_flow_tears_everything_down_and_keeps_data(vm_results):
     assert left["links"] == [] and left["netns_shells"] == [] and left["iperf3"] == []
     assert left["bpftrace"] == [] and left["qdiscs"] == [] and not left["journal_left"]
     assert "tcp_bbr" not in left["lsmod"].split()
+    assert left["tcpdump"] == []
     path = Path(entry["run_dirs"][0])
     meta = json.loads((path / "meta.json").read_text())
     assert meta["status"] == "interrupted"
+    assert (path / "raw" / "ccs1-btl.pcap").stat().st_size > 10_000  # what tcpdump captured is kept
     ss = table(path, "ss")
     assert len(ss) > 0 and ss["t_s"].max() < 60
     assert (table(path, "flows")["bytes_sent"] > 0).all()
@@ -159,4 +161,5 @@ def test_clean_removes_what_a_sigkilled_run_left(vm_results):
     left = entry["leftovers"]
     assert left["links"] == [] and left["netns_shells"] == [] and left["iperf3"] == []
     assert left["bpftrace"] == [] and left["qdiscs"] == [] and not left["journal_left"]
+    assert left.get("tcpdump") == []
     assert "tcp_bbr" not in left["lsmod"].split()

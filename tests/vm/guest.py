@@ -41,6 +41,7 @@ def system_leftovers() -> dict:
         "netns_shells": sh("pgrep -f '[m]ininet:cc' || true").split(),
         "iperf3": sh("pgrep -x iperf3 || true").split(),
         "bpftrace": sh("pgrep -x bpftrace || true").split(),
+        "tcpdump": sh("pgrep -x tcpdump || true").split(),
         "qdiscs": [line for line in sh("tc qdisc show").splitlines() if " dev cc" in line],
         "journal_left": (STATE_DIR / "active.json").exists(),
         "lsmod": sh("lsmod"),
