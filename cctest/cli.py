@@ -80,7 +80,7 @@ def list_scenarios(experiments_file: str) -> None:
 def run(scenarios, experiments_file, repetitions, out, mode, kernel, kvm, dry_run, no_ingest, in_vm, manifest) -> None:
     """Run SCENARIOS for real and write one run directory per run."""
     from . import dumbbell
-    from .session import RunOptions, SessionError, choose_mode, needs_modules, run_in_vm, run_native
+    from .session import NativeUnavailable, RunOptions, SessionError, choose_mode, run_in_vm, run_native
 
     experiments = load_or_exit(experiments_file)
     try:
@@ -94,14 +94,10 @@ def run(scenarios, experiments_file, repetitions, out, mode, kernel, kvm, dry_ru
     opts = RunOptions(Path(experiments_file), list(scenarios), repetitions, Path(out), mode or "auto", kernel, kvm,
                       not no_ingest, in_vm, Path(manifest) if manifest else None)
     try:
-        chosen = choose_mode(opts.mode, specs, console)
-        if chosen == "native" and not in_vm:
-            problems = doctor.native_problems(doctor.checks(), needs_modules(specs))
-            if problems:
-                fail("cannot run natively: " + "; ".join(f"{c.name}: {c.detail} ({c.fix})" for c in problems), 2)
+        chosen = choose_mode(opts.mode, specs, console, in_vm)
         run_dirs = (run_in_vm if chosen == "vm" else run_native)(specs, opts, console)
     except (SessionError, kmod.ModuleError, journal.RunLockedError) as error:
-        fail(str(error), 2 if isinstance(error, journal.RunLockedError) else 1)
+        fail(str(error), 2 if isinstance(error, (journal.RunLockedError, NativeUnavailable)) else 1)
     except KeyboardInterrupt:
         err_console.print("interrupted: torn down; what was measured is kept")
         sys.exit(130)

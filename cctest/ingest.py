@@ -75,7 +75,7 @@ def _num(text: str) -> float:
 # --------------------------------------------------------------------------------------------
 # ss
 
-_TCP_INFINITE_SSTHRESH = 0x7FFFFFFF
+TCP_INFINITE_SSTHRESH = 0x7FFFFFFF  # include/net/tcp.h: ssthresh before the first loss
 _U32_MAX = 0xFFFFFFFF
 _BBR_UNIT = 256  # BBR's gain fixed point
 
@@ -91,7 +91,7 @@ def sock_diag_metrics(info: dict | None, bbr: dict | None) -> dict[str, float]:
     if info:
         out.update(
             cwnd=_or_nan(info.get("tcpi_snd_cwnd")),
-            ssthresh=_or_nan(info.get("tcpi_snd_ssthresh"), (_TCP_INFINITE_SSTHRESH,)),
+            ssthresh=_or_nan(info.get("tcpi_snd_ssthresh"), (TCP_INFINITE_SSTHRESH,)),
             srtt_ms=_or_nan(info.get("tcpi_rtt")) / US_PER_MS,
             rttvar_ms=_or_nan(info.get("tcpi_rttvar")) / US_PER_MS,
             min_rtt_ms=_or_nan(info.get("tcpi_min_rtt"), (0, _U32_MAX)) / US_PER_MS,
@@ -186,7 +186,6 @@ def parse_qdisc_log(text: str) -> pd.DataFrame:
 # bpftrace: tcp:tcp_probe (P lines) and <cc>:state (S lines)
 
 _PROBE_FIELDS = ["snd_cwnd", "ssthresh", "srtt_us", "snd_wnd", "rcv_wnd"]
-TCP_INFINITE_SSTHRESH = 0x7FFFFFFF  # include/net/tcp.h: ssthresh before the first loss
 _X1000 = "_x1000"  # a cc_state field `<x>_x1000` carries x scaled by 1000
 
 

@@ -62,18 +62,28 @@ def needs_modules(specs: list[RunSpec]) -> bool:
     return any(cc in kmod.PROJECT_CCS or cc not in available for spec in specs for cc in spec.modules)
 
 
-def choose_mode(requested: str, specs: list[RunSpec], console: Console) -> str:
-    if requested in ("native", "vm"):
+class NativeUnavailable(SessionError):
+    """--native was asked for on a host that lacks what the run needs (bad input: exit 2)."""
+
+
+def choose_mode(requested: str, specs: list[RunSpec], console: Console, in_vm: bool = False) -> str:
+    """native or vm, probing the host once. Inside the VM the host has already decided."""
+    if requested == "vm" or in_vm:
         return requested
     results = doctor.checks()
     problems = doctor.native_problems(results, needs_modules(specs))
+    if requested == "native":
+        if problems:
+            raise NativeUnavailable("cannot run natively: "
+                                    + "; ".join(f"{c.name}: {c.detail} ({c.fix})" for c in problems))
+        return "native"
     if not problems:
         return "native"
     if doctor.vm_problems(results):
         raise SessionError("this host cannot run the scenario natively ("
                            + "; ".join(f"{c.name}: {c.detail}" for c in problems)
                            + ") and the VM path is not set up; see `cctest doctor`")
-    console.print(f"[yellow]notice:[/] running in a virtme-ng VM: the host lacks "
+    console.print("[yellow]notice:[/] running in a virtme-ng VM: the host lacks "
                   + ", ".join(f"{c.name} ({c.detail})" for c in problems))
     return "vm"
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cctest import ingest
 from cctest.ingest import (COLUMNS, build_tables, ingest_run, parse_cc_state, parse_iperf3_json,
                            parse_ping, parse_qdisc_log, parse_sock_diag, parse_tcp_probe, sock_diag_metrics)
 

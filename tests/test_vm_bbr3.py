@@ -7,7 +7,7 @@ import pytest
 
 from conftest import dmesg_problems
 from test_vm_engine import bottleneck_utilisation
-from test_vm_modules import find, flows, runs_of, state
+from test_vm_modules import find, flows, runs_of
 
 pytestmark = pytest.mark.vm
 

@@ -495,7 +495,6 @@ def _add(figs: list[Fig], f: Fig) -> None:
 def sweep_figures(summary) -> list[Fig]:
     runs = summary.runs
     groups = summary.groups
-    flows = summary.flows
     figs: list[Fig] = []
     if runs.empty or len(runs) < 2:
         return figs
