@@ -5,11 +5,18 @@
 Where each effect lives (ENVIRONMENT.md explains why they must not share a qdisc):
 - bottleneck rate + buffer: htb (burst = cburst ≈ 4 ms of bytes) with a byte-sized bfifo leaf,
   on ccs1's port towards ccs2 (data direction). The only place that should ever drop.
+- transmit completion: the root of that port is a netem of 1 µs with the htb as its child. A veth
+  keeps a packet charged to its sending socket across namespaces, so without it TCP Small Queues
+  counts the bottleneck's queue as the sender's own and caps it at ~1 ms of the flow's pacing
+  rate (CUBIC then stalls at a cwnd it never fills and a 5 BDP buffer stays nearly empty).
+  netem with a delay releases the packet from its socket on enqueue, as a NIC's transmit
+  completion does on a real path, before the packet can wait in the bottleneck queue.
 - per-flow propagation delay: netem on ccs1's port towards that flow's sender, i.e. on the ACK
   path. Delaying ACKs instead of data gives the same RTT while keeping netem off the data path,
   so netem never queues or reorders data and the sender's qdisc stays free for fq.
 - random loss: netem on ccs2's port towards that flow's receiver (data direction only).
-- fq on each sender's interface, for pacing.
+- fq on each sender's interface, for pacing (its timestamps let a late timer catch up, which
+  TCP's internal pacing cannot do under a busy emulated CPU).
 - TSO/GSO/GRO off on every interface, so a queued "packet" is one MTU.
 """
 
@@ -73,13 +80,19 @@ def bottleneck_tc(iface: str, link: LinkRun) -> tuple[str, ...]:
     rate = f"{link.rate_bps}bit"
     burst = f"{link.burst_bytes}b"
     return (
-        f"qdisc replace dev {iface} root handle 1: htb default 1",
+        f"qdisc replace dev {iface} root handle 1: netem delay {TX_COMPLETION_DELAY} limit {link.netem_limit_pkts}",
+        f"qdisc add dev {iface} parent 1:1 handle 2: htb default 1",
         # quantum is set so htb does not derive a huge one from the rate (and log about it).
-        f"class add dev {iface} parent 1: classid 1:1 htb rate {rate} ceil {rate} "
+        f"class add dev {iface} parent 2: classid 2:1 htb rate {rate} ceil {rate} "
         f"burst {burst} cburst {burst} quantum {ETHERNET_FRAME_BYTES}",
-        f"qdisc add dev {iface} parent 1:1 handle 10: bfifo limit {link.buffer_bytes}",
+        f"qdisc add dev {iface} parent 2:1 handle 10: bfifo limit {link.buffer_bytes}",
     )
 
+
+# A token delay: netem orphans a packet only when some delay is set (see the module docstring).
+# `tc qdisc show` prints it as "delay 0us" after tc's rounding; it is not zero, as the filled
+# deep buffers show.
+TX_COMPLETION_DELAY = "1us"
 
 
 def delay_tc(iface: str, rtt_ms: float, limit_pkts: int) -> tuple[str, ...]:

@@ -274,8 +274,8 @@ BUFFER_KINDS = ("bfifo", "pfifo", "pfifo_fast", "fq_codel", "codel", "fq", "sfq"
 def bottleneck(qdisc: pd.DataFrame) -> pd.DataFrame:
     """Samples of the one qdisc that is the bottleneck buffer, by time.
 
-    Among qdiscs with role "bottleneck" (cctest's dumbbell installs htb root 1: + bfifo leaf 10:,
-    both so labelled) take the buffer-holding leaf when there is one, else the root, else the
+    Among qdiscs with role "bottleneck" (cctest's dumbbell installs netem root 1:, htb 2: and bfifo leaf 10:,
+    all so labelled) take the buffer-holding leaf when there is one, else the root, else the
     first; never mix two qdiscs' cumulative counters in one series.
     """
     if qdisc is None or qdisc.empty or "role" not in qdisc:

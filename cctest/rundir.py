@@ -95,7 +95,7 @@ def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
             "bdp_bytes": run.link.bdp_bytes, "buffer_bytes": run.link.buffer_bytes,
             "buffer_bdp": run.link.buffer_bdp, "loss_pct": run.link.loss_pct, "mtu": run.link.mtu,
             "burst_bytes": run.link.burst_bytes, "netem_limit_pkts": run.link.netem_limit_pkts,
-            "shaper": "htb+bfifo", "delay": "netem on the ACK path (switch port towards each sender)",
+            "shaper": "netem 1us (transmit completion) > htb > bfifo", "delay": "netem on the ACK path (switch port towards each sender)",
         },
         "flows": [
             {

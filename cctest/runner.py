@@ -82,6 +82,9 @@ class Run:
         self.dir = new_run_dir(out_root, spec)
         self.raw = self.dir / "raw"
         self.meta = base_meta(self.dir, spec, mode)
+        self.meta["phase_s"] = {}
+        self._phase_name: str | None = None
+        self._phase_start = 0.0
         write_meta(self.dir, self.meta)
 
     # -- phases -------------------------------------------------------------------------------
@@ -129,6 +132,8 @@ class Run:
         undo.callback(qdisc_log.close)
         undo.callback(ss_log.close)
         ss_lock, qdisc_lock = threading.Lock(), threading.Lock()
+        # The root namespace only: a sampler thread per sender namespace costs the flow launcher
+        # tens of ms (GIL) under emulation; the senders' fq counters are in meta.json's snapshot.
         samplers: list[capture.PeriodicSampler] = [
             capture.QdiscSampler({iface: role for node, iface, role in dumbbell.sampled_ifaces(self.spec) if node is None},
                                  capture_cfg.qdisc_interval_ms / 1000, qdisc_log, qdisc_lock)
@@ -181,7 +186,7 @@ class Run:
         self.meta["t0_monotonic_ns"] = t0
         self.meta["flows_started_at"] = now_iso()
         duration = self.spec.scenario.duration_s
-        progress.update(task, description="flows", total=duration, completed=0)
+        self._phase(progress, task, "flows", total=duration, completed=0)
         pending = list(schedule)
         deadline = duration + FLOW_GRACE_S
         while True:
@@ -207,9 +212,18 @@ class Run:
             if now > deadline:
                 raise RunFailed(f"flows still running {FLOW_GRACE_S:g} s after the scenario's end")
             progress.update(task, completed=min(now, duration))
-            time.sleep(0.05)
+            # Wake in time for the next start rather than on the next 50 ms tick.
+            time.sleep(min(0.05, pending[0].start_s - now) if pending else 0.05)
         progress.update(task, completed=duration)
         write_meta(self.dir, self.meta)
+
+    def _phase(self, progress: Progress, task, name: str, **fields) -> None:
+        """Show the phase, and record how long each phase took (meta.json phase_s: where time goes)."""
+        now = time.monotonic()
+        if self._phase_name is not None:
+            self.meta["phase_s"][self._phase_name] = round(now - self._phase_start, 2)
+        self._phase_name, self._phase_start = name, now
+        progress.update(task, description=name, **fields)
 
     # -- the whole run --------------------------------------------------------------------------
 
@@ -217,22 +231,23 @@ class Run:
         status, error = "failed", None
         undo = Teardown(self.meta["warnings"])
         with _progress(self.console) as progress, signals_as_interrupts():
-            task = progress.add_task("load modules", total=None)
+            task = progress.add_task("", total=None)
+            self._phase(progress, task, "load modules")
             try:
                 self._load_modules(undo)
-                progress.update(task, description="start tracing")
+                self._phase(progress, task, "start tracing")
                 tracer = self._start_bpftrace(undo)
-                progress.update(task, description="build topology")
+                self._phase(progress, task, "build topology")
                 net = self._build_network(undo)
                 undo.callback(self._snapshot_qdiscs, net)
                 # Samplers first: they are running steadily by time zero (samples before it are kept).
                 self._start_samplers(net, undo)
                 if tracer is not None:
-                    progress.update(task, description="warm-up: wait for bpftrace")
+                    self._phase(progress, task, "warm-up: wait for bpftrace")
                     if not tracer.wait_for("Attaching", BPFTRACE_ATTACH_TIMEOUT_S):
                         self.meta["warnings"].append("bpftrace did not attach; no tcp_probe or module state traces")
                 # After bpftrace has attached: attaching is CPU-heavy and would inflate the pings.
-                progress.update(task, description="warm-up: base RTT")
+                self._phase(progress, task, "warm-up: base RTT")
                 self._measure_base_rtt(net)
                 self._run_flows(net, undo, progress, task)
                 status = "ok"
@@ -243,9 +258,10 @@ class Run:
                 error = f"{type(exc).__name__}: {exc}"
                 raise
             finally:
-                progress.update(task, description="teardown")
+                self._phase(progress, task, "teardown")
                 with uninterruptible():
                     undo.close()
+                    self._phase(progress, task, "done")
                     self.meta.update(status=status, error=error, end_time=now_iso())
                     write_meta(self.dir, self.meta)
         return self.dir

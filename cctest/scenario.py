@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 # Congestion controls the kernel ships (built in or as tcp_<name>.ko) and the ones this project
 # builds from modules/. Anything else is rejected before a run starts.
 KERNEL_CCS = ("cubic", "reno", "bbr", "htcp", "vegas", "westwood", "dctcp", "bic", "illinois")
-PROJECT_CCS = ("bbr1", "bbr_cws", "bbr_acw", "bbr_modest", "bbr_shallow", "bbr3", "bbr3plus")
+PROJECT_CCS = ("bbr1", "bbr_cws", "bbr_acw", "bbr_modest", "bbr_shallow", "bbr_histmin", "bbr3", "bbr3plus")
 KNOWN_CCS = KERNEL_CCS + PROJECT_CCS
 
 ETHERNET_FRAME_BYTES = 1514  # one MTU-sized packet on the wire (1500 + 14), the smallest buffer

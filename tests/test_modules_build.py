@@ -11,7 +11,7 @@ import pytest
 from cctest import kmod
 
 RELEASES = sorted(p.parent.parent.name for p in Path("/lib/modules").glob("*/build/Makefile"))
-EXPECTED = {"bbr1": {"bbr1", "bbr_cws", "bbr_acw", "bbr_modest", "bbr_shallow"}, "bbr3": {"bbr3", "bbr3plus"}}
+EXPECTED = {"bbr1": {"bbr1", "bbr_cws", "bbr_acw", "bbr_modest", "bbr_shallow", "bbr_histmin"}, "bbr3": {"bbr3", "bbr3plus"}}
 
 
 def test_both_signatures_are_covered():

@@ -89,9 +89,12 @@ def test_matrix_key_that_does_not_exist():
 def test_bottleneck_commands():
     run = next(r for r in runs() if r.matrix["buffer_bdp"] == 5)
     commands = dumbbell.bottleneck_tc("ccs1-btl", run.link)
-    assert commands[0] == "qdisc replace dev ccs1-btl root handle 1: htb default 1"
-    assert "rate 50000000bit ceil 50000000bit burst 25000b cburst 25000b" in commands[1]
-    assert commands[2] == "qdisc add dev ccs1-btl parent 1:1 handle 10: bfifo limit 312500"
+    # a 1 us netem first (transmit completion: frees the sender's TCP Small Queues budget), then
+    # the rate limiter and the byte-sized buffer
+    assert commands[0] == f"qdisc replace dev ccs1-btl root handle 1: netem delay 1us limit {run.link.netem_limit_pkts}"
+    assert commands[1] == "qdisc add dev ccs1-btl parent 1:1 handle 2: htb default 1"
+    assert "parent 2: classid 2:1 htb rate 50000000bit ceil 50000000bit burst 25000b cburst 25000b" in commands[2]
+    assert commands[3] == "qdisc add dev ccs1-btl parent 2:1 handle 10: bfifo limit 312500"
 
 
 def test_delay_loss_and_fq_live_on_separate_interfaces():
@@ -105,8 +108,9 @@ def test_delay_loss_and_fq_live_on_separate_interfaces():
     assert "delay 40ms" in by_iface["ccs1-snd1"].tc[0]
     assert by_iface["ccs2-rcv1"].tc[0].startswith("qdisc replace dev ccs2-rcv1 root handle 1: netem loss random 1.5%")
     assert by_iface["ccsnd0-eth0"].node == "ccsnd0" and "fq" in by_iface["ccsnd0-eth0"].tc[0]
-    # no qdisc carries both the bottleneck queue and a delay
-    assert not any("netem" in line for line in by_iface["ccs1-btl"].tc)
+    # the bottleneck's only netem is the 1 us transmit completion: no propagation delay there
+    assert [line for line in by_iface["ccs1-btl"].tc if "netem" in line] == [by_iface["ccs1-btl"].tc[0]]
+    assert "delay 1us" in by_iface["ccs1-btl"].tc[0]
     assert "ccs2-rcv0" not in {q.iface for q in dumbbell.qdiscs(runs()[0])}  # no loss -> no loss netem
     assert all(q.role != "access" for q in dumbbell.qdiscs(run, with_fq=False))
 
@@ -124,6 +128,6 @@ def test_dry_run_prints_commands_without_root():
                             capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "tc qdisc add dev ccs1-btl parent 1:1 handle 10: bfifo limit 50000" in out
+    assert "tc qdisc add dev ccs1-btl parent 2:1 handle 10: bfifo limit 50000" in out
     assert "iperf3 -c 10.0.2.2 -p 5202 -C bbr -t 20" in out
     assert "ethtool -K ccsnd0-eth0 tso off gso off gro off" in out

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import dmesg_problems
+from test_vm_modules import find
 
 pytestmark = pytest.mark.vm
 
@@ -18,6 +19,11 @@ def run_dir(results: dict, job: str) -> Path:
     assert entry["exit_code"] == 0, f"{job}: cctest exited with {entry['exit_code']}"
     assert len(entry["run_dirs"]) == 1
     return Path(entry["run_dirs"][0])
+
+
+def deep_cubic_run(results: dict) -> Path:
+    """One CUBIC flow, 40 ms, 5 BDP (the cubic half of delay-deep)."""
+    return find(results, "delay-deep", **{"flows.0.cc": "cubic"})
 
 
 def table(path: Path, name: str) -> pd.DataFrame:
@@ -37,9 +43,9 @@ def bottleneck_utilisation(path: Path, start_s: float, end_s: float) -> float:
     return sent * 8 / elapsed / (meta["link"]["rate_mbps"] * 1e6)
 
 
-@pytest.mark.vm_jobs("cubic-deep")
+@pytest.mark.vm_jobs("delay-deep")
 def test_single_cubic_flow_fills_a_deep_buffer(vm_results):
-    path = run_dir(vm_results, "cubic-deep")
+    path = deep_cubic_run(vm_results)
     meta = json.loads((path / "meta.json").read_text())
     assert meta["status"] == "ok" and meta["mode"] == "vm"
     flow = meta["flows"][0]
@@ -52,9 +58,9 @@ def test_single_cubic_flow_fills_a_deep_buffer(vm_results):
     assert goodput_bps >= 0.9 * PAYLOAD_PER_FRAME * rate_bps
 
 
-@pytest.mark.vm_jobs("cubic-deep")
+@pytest.mark.vm_jobs("delay-deep")
 def test_measured_base_rtt_matches_configuration(vm_results):
-    path = run_dir(vm_results, "cubic-deep")
+    path = deep_cubic_run(vm_results)
     ping = table(path, "ping")
     assert len(ping) >= 5
     assert ping["rtt_ms"].median() == pytest.approx(40, rel=0.10)
@@ -63,13 +69,15 @@ def test_measured_base_rtt_matches_configuration(vm_results):
     assert base and all(c["ok"] for c in base)
 
 
-@pytest.mark.vm_jobs("cubic-deep")
+@pytest.mark.vm_jobs("delay-deep")
 def test_run_directory_is_self_describing(vm_results):
-    path = run_dir(vm_results, "cubic-deep")
+    path = deep_cubic_run(vm_results)
     meta = json.loads((path / "meta.json").read_text())
     assert meta["kernel"]["release"].startswith("6.1")
     assert meta["link"]["burst_bytes"] == 5_000 and meta["link"]["buffer_bytes"] == 250_000
-    assert "bfifo" in meta["qdiscs"]["ccs1-btl"] and "netem" in meta["qdiscs"]["ccs1-snd0"]
+    bottleneck = meta["qdiscs"]["ccs1-btl"]
+    assert "bfifo" in bottleneck and "htb" in bottleneck and "delay 1us" in bottleneck
+    assert "netem" in meta["qdiscs"]["ccs1-snd0"] and "fq" in meta["qdiscs"]["ccsnd0-eth0"]
     assert meta["offloads"]["ccs1-btl"] == {"tso": "off", "gso": "off", "gro": "off"}
     assert meta["tools"]["iperf3"].startswith("iperf 3")
     assert (path / "scenario.yaml").exists()
@@ -142,7 +150,7 @@ def test_sigint_mid_flow_tears_everything_down_and_keeps_data(vm_results):
     assert (table(path, "flows")["bytes_sent"] > 0).all()
 
 
-@pytest.mark.vm_jobs("cubic-deep", "cubic-bbr-shallow", "interrupt:interrupt-me", "kill9:interrupt-me")
+@pytest.mark.vm_jobs("delay-deep", "cubic-bbr-shallow", "interrupt:interrupt-me", "kill9:interrupt-me")
 def test_kernel_log_is_clean(vm_results):
     assert vm_results["_dmesg"], "no dmesg captured"
     assert dmesg_problems(vm_results["_dmesg"]) == []

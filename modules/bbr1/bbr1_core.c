@@ -3,7 +3,7 @@
  * bbr1_core.c - cctest's BBRv1 core, shared by bbr1 and the v1 variants.
  *
  * NOT a standalone object.  Every module (bbr1.c, bbr_cws.c, bbr_acw.c,
- * bbr_modest.c, bbr_shallow.c) #includes this file once, so the core is
+ * bbr_modest.c, bbr_shallow.c, bbr_histmin.c) #includes this file once, so the core is
  * compiled privately into each .ko and Kbuild never links one object into
  * several modules.  Before the #include a module defines:
  *
@@ -45,7 +45,8 @@
  *
  * Hooks (struct bbr1_hooks): a variant gets a small, private, kzalloc'ed
  * state block (ext) and may adjust the cwnd gain, the pacing gain, replace
- * the loss-recovery step, cap the final cwnd, and run per-ACK logic.  If the
+ * the loss-recovery step, cap the final cwnd, overrule a rise of RTprop
+ * when its filter expires, and run per-ACK logic.  If the
  * allocation fails (or a variant has no hooks) the core is plain BBR.
  *
  * Stock-kernel storage: the 104 bytes of icsk_ca_priv must hold the whole
@@ -173,6 +174,11 @@ struct bbr1_hooks {
 			   void *ext);
 	/* the RTprop filter took a strictly lower sample */
 	void (*min_rtt_lowered)(struct sock *sk, void *ext);
+	/* the RTprop filter expired and would take a higher sample: returns
+	 * the RTprop to keep instead (sample_us = BBR's own choice)
+	 */
+	u32 (*min_rtt_expired)(struct sock *sk, void *ext, u32 old_us,
+			       u32 sample_us);
 	/* the state machine moved from one mode to another */
 	void (*mode_change)(struct sock *sk, void *ext, u32 from, u32 to);
 	/* cwnd gain to report (ss, trace) if it differs from the stored one */
@@ -890,10 +896,17 @@ static void bbr1_update_min_rtt(struct sock *sk, const struct rate_sample *rs)
 	if (rs->rtt_us >= 0 &&
 	    (rs->rtt_us <= b->min_rtt_us ||
 	     (expired && !rs->is_ack_delayed))) {
-		if (rs->rtt_us < b->min_rtt_us && bbr1_variant.min_rtt_lowered &&
+		u32 rtt_us = rs->rtt_us;
+
+		if (rtt_us < b->min_rtt_us && bbr1_variant.min_rtt_lowered &&
 		    bbr1_hooks_on(sk))
 			bbr1_variant.min_rtt_lowered(sk, b->ext);
-		b->min_rtt_us = rs->rtt_us;
+		else if (rtt_us > b->min_rtt_us && bbr1_variant.min_rtt_expired &&
+			 bbr1_hooks_on(sk))
+			rtt_us = bbr1_variant.min_rtt_expired(sk, b->ext,
+							      b->min_rtt_us,
+							      rtt_us);
+		b->min_rtt_us = rtt_us;
 		b->min_rtt_stamp = tcp_jiffies32;
 	}
 

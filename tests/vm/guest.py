@@ -1,7 +1,8 @@
 """Runs inside the VM: real cctest runs for the integration tests, then what the host asserts on.
 
 usage: guest.py OUT_DIR JOB [JOB ...]
-A job is a scenario name in tests/vm/scenarios.yaml (run to completion), or
+A job is a scenario name in tests/vm/scenarios.yaml (run to completion; all of these run in one
+`cctest run` process, as a user would sweep them, which saves a process start per job), or
 `interrupt:<scenario>` (SIGINT once flows are running, then record what is left on the system), or
 `kill9:<scenario>` (SIGKILL mid-flow, try a second run, then `cctest clean`).
 Writes OUT_DIR/results.json and OUT_DIR/dmesg.txt. Tables are made on the host afterwards.
@@ -21,8 +22,8 @@ SCENARIOS = HERE / "scenarios.yaml"
 STATE_DIR = Path("/run/cctest")
 
 
-def cctest(scenario: str, out: Path, manifest: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "cctest", "run", scenario, "-f", str(SCENARIOS), "--out", str(out),
+def cctest(scenarios: list[str], out: Path, manifest: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "cctest", "run", *scenarios, "-f", str(SCENARIOS), "--out", str(out),
            "--native", "--in-vm", "--no-ingest", "--manifest", str(manifest)]
     return subprocess.Popen(cmd, cwd=HERE.parent.parent)
 
@@ -62,7 +63,7 @@ def wait_for_flows(proc: subprocess.Popen, manifest: Path) -> bool:
 
 
 def interrupt(scenario: str, out: Path, manifest: Path) -> dict:
-    proc = cctest(scenario, out, manifest)
+    proc = cctest([scenario], out, manifest)
     started = wait_for_flows(proc, manifest)
     proc.send_signal(signal.SIGINT)
     try:
@@ -75,7 +76,7 @@ def interrupt(scenario: str, out: Path, manifest: Path) -> dict:
 
 def kill9(scenario: str, out: Path, manifest: Path) -> dict:
     """SIGKILL mid-flow (no teardown possible), then `cctest clean` must remove the leftovers."""
-    proc = cctest(scenario, out, manifest)
+    proc = cctest([scenario], out, manifest)
     started = wait_for_flows(proc, manifest)
     proc.kill()
     proc.wait()
@@ -95,16 +96,25 @@ def main() -> None:
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     results = {}
-    for job in sys.argv[2:]:
+    jobs = sys.argv[2:]
+    plain = [job for job in jobs if ":" not in job]
+    if plain:
+        manifest = out / "runs.manifest"
+        manifest.unlink(missing_ok=True)
+        started = time.monotonic()
+        code = cctest(plain, out, manifest).wait()
+        batch = {"exit_code": code, "leftovers": system_leftovers(), "wall_s": round(time.monotonic() - started, 1)}
+        for job in plain:  # run dirs are <out>/<scenario>/<run id>
+            results[job] = {**batch, "run_dirs": [d for d in run_dirs(manifest) if Path(d).parent.name == job]}
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+    for job in jobs:
         kind, _, scenario = job.rpartition(":")
+        if not kind:
+            continue
         manifest = out / f"{job.replace(':', '_')}.manifest"
         manifest.unlink(missing_ok=True)
         started = time.monotonic()
-        if kind:
-            result = JOB_KINDS[kind](scenario, out, manifest)
-        else:
-            proc = cctest(scenario, out, manifest)
-            result = {"exit_code": proc.wait(), "leftovers": system_leftovers()}
+        result = JOB_KINDS[kind](scenario, out, manifest)
         result["run_dirs"] = run_dirs(manifest)
         result["wall_s"] = round(time.monotonic() - started, 1)
         results[job] = result

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * bbr_histmin - BBRv1 with a historical-minimum RTprop (Claypool et al.,
+ * "Sharing but not Caring: TCP BBR and TCP CUBIC at the Network
+ * Bottleneck", AICT 2019; seed 004, section IV-E.2).
+ *
+ * Idea.  Against CUBIC, BBR's ProbeRTT often cannot drain the queue CUBIC
+ * keeps, so when the 10 s RTprop filter expires BBR adopts a queue-inflated
+ * RTprop, overestimates the BDP and queues (and loses) more.  The paper
+ * proposes keeping the historical minimum and accepting a higher RTprop
+ * only when it is "consistently higher for many RTprop probes", so that a
+ * real route change is still followed.
+ *
+ * Decisions (ALGORITHMS.md, "bbr_histmin"): on filter expiry RTprop keeps
+ * its old value; each ProbeRTT episode's minimum RTT sample is compared to
+ * it; after agree_probes (K = 3) consecutive episodes whose minimum was
+ * higher, RTprop becomes the lowest of those K minima (the most
+ * conservative higher value they agree on).  Any episode that measures
+ * RTprop or lower ends the streak, as does any lower sample at any time
+ * (the core takes lower samples itself, as BBR does).  An expiry without a
+ * ProbeRTT (right after idle) is not counted.
+ */
+#define BBR1_CC_NAME "bbr_histmin"
+#define BBR1_DEFAULT_CWND_GAIN_X1000 2000	/* BBRv1 ProbeBW cwnd gain */
+#include "bbr1_core.c"
+
+#define CREATE_TRACE_POINTS
+#include "bbr_histmin_trace.h"
+
+/* Consecutive higher ProbeRTT minima needed to raise RTprop (K; 004 IV-E.2
+ * "consistently higher for many RTprop probes"; ALGORITHMS.md: 3).
+ */
+static int agree_probes = 3;
+module_param(agree_probes, int, 0644);
+MODULE_PARM_DESC(agree_probes, "consecutive higher ProbeRTT minima that raise RTprop (K, default 3)");
+
+struct histmin {
+	u32 probe_min_us;	/* lowest sample of this ProbeRTT (0 = none) */
+	u32 streak_min_us;	/* lowest episode minimum of the streak */
+	u32 streak;		/* consecutive episodes above RTprop */
+	u32 raised;		/* times RTprop was allowed to rise */
+};
+
+/* Expiry: keep RTprop; the sample opens this episode's minimum. */
+static u32 histmin_min_rtt_expired(struct sock *sk, void *ext, u32 old_us,
+				   u32 sample_us)
+{
+	struct histmin *h = ext;
+
+	h->probe_min_us = sample_us;
+	return old_us;
+}
+
+static void histmin_min_rtt_lowered(struct sock *sk, void *ext)
+{
+	struct histmin *h = ext;
+
+	h->probe_min_us = 0;	/* this episode agrees with the history */
+	h->streak = 0;
+	bbr1_trace_request(sk);
+}
+
+/* During ProbeRTT, the episode's minimum follows the samples. */
+static void histmin_on_model(struct sock *sk, const struct rate_sample *rs,
+			     void *ext)
+{
+	struct histmin *h = ext;
+
+	if (bbr1_ca(sk)->mode == BBR1_PROBE_RTT && h->probe_min_us &&
+	    rs->rtt_us > 0)
+		h->probe_min_us = min_t(u32, h->probe_min_us, rs->rtt_us);
+}
+
+/* Leaving ProbeRTT: count the episode, and raise RTprop when K agree. */
+static void histmin_mode_change(struct sock *sk, void *ext, u32 from, u32 to)
+{
+	struct bbr1 *b = bbr1_ca(sk);
+	struct histmin *h = ext;
+	u32 k = clamp_t(int, agree_probes, 1, 1000);
+
+	if (from != BBR1_PROBE_RTT || !h->probe_min_us)
+		return;
+	if (h->probe_min_us > b->min_rtt_us) {
+		h->streak_min_us = h->streak ? min(h->streak_min_us,
+						   h->probe_min_us) :
+					       h->probe_min_us;
+		if (++h->streak >= k) {
+			b->min_rtt_us = h->streak_min_us;
+			h->streak = 0;
+			h->raised++;
+		}
+	} else {
+		h->streak = 0;
+	}
+	h->probe_min_us = 0;
+	bbr1_trace_request(sk);
+}
+
+static void histmin_trace(const struct sock *sk, const struct bbr1_tv *tv,
+			  void *ext)
+{
+	const struct histmin *h = ext;
+
+	trace_state(sk, tv, h ? h->probe_min_us : 0, h ? h->streak : 0,
+		    h ? h->raised : 0);
+}
+
+static const struct bbr1_hooks bbr1_variant = {
+	.ext_size = sizeof(struct histmin),
+	.on_model = histmin_on_model,
+	.min_rtt_lowered = histmin_min_rtt_lowered,
+	.min_rtt_expired = histmin_min_rtt_expired,
+	.mode_change = histmin_mode_change,
+	.trace = histmin_trace,
+};
+
+MODULE_DESCRIPTION("cctest BBR histmin: BBRv1 keeping the historical minimum RTprop");
