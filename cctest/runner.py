@@ -182,12 +182,14 @@ class Run:
             clients[flow.index] = proc
         started: set[int] = set()
         schedule = sorted(self.spec.flows, key=lambda f: f.start_s)
-        t0 = time.monotonic_ns()
-        self.meta["t0_monotonic_ns"] = t0
-        self.meta["flows_started_at"] = now_iso()
         duration = self.spec.scenario.duration_s
         self._phase(progress, task, "flows", total=duration, completed=0)
         pending = list(schedule)
+        # Time zero last: anything between it and the first trigger (a progress redraw can take
+        # tens of ms under emulation) would make the flows that start at 0 late.
+        t0 = time.monotonic_ns()
+        self.meta["t0_monotonic_ns"] = t0
+        self.meta["flows_started_at"] = now_iso()
         deadline = duration + FLOW_GRACE_S
         while True:
             now = (time.monotonic_ns() - t0) / 1e9
