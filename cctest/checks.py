@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .scenario import ETHERNET_HEADER_BYTES
+
 BASE_RTT_TOL = 0.10  # |min ping RTT / configured RTT - 1| allowed
 GOODPUT_MIN = 0.90   # aggregate goodput / payload capacity below this -> warn
 GOODPUT_MAX = 1.10   # ... above this -> fail: more than the link rate got through
@@ -130,13 +132,12 @@ def active_spans(meta: dict, flows: pd.DataFrame | None,
     return list(spans.values())
 
 
+IP_TCP_TIMESTAMP_HEADER_BYTES = 20 + 20 + 12
+
+
 def payload_fraction(mtu: int) -> float:
     """TCP payload per byte htb counts: MSS (MTU - IP, TCP and timestamp headers) / Ethernet frame."""
     return (mtu - IP_TCP_TIMESTAMP_HEADER_BYTES) / (mtu + ETHERNET_HEADER_BYTES)
-
-
-IP_TCP_TIMESTAMP_HEADER_BYTES = 20 + 20 + 12
-ETHERNET_HEADER_BYTES = 14
 
 
 def check_goodput(meta: dict, flows: pd.DataFrame | None,

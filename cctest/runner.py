@@ -181,10 +181,9 @@ class Run:
             undo.callback(_terminate, proc)
             clients[flow.index] = proc
         started: set[int] = set()
-        schedule = sorted(self.spec.flows, key=lambda f: f.start_s)
+        pending = sorted(self.spec.flows, key=lambda f: f.start_s)
         duration = self.spec.scenario.duration_s
         self._phase(progress, task, "flows", total=duration, completed=0)
-        pending = list(schedule)
         # Time zero last: anything between it and the first trigger (a progress redraw can take
         # tens of ms under emulation) would make the flows that start at 0 late.
         t0 = time.monotonic_ns()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cctest.checks import payload_fraction
 from conftest import dmesg_problems
 from test_vm_modules import find
 
@@ -30,7 +31,6 @@ def table(path: Path, name: str) -> pd.DataFrame:
     return pd.read_parquet(path / f"{name}.parquet")
 
 
-PAYLOAD_PER_FRAME = 1448 / 1514  # TCP payload (with timestamps) per Ethernet frame
 # What the emulated link itself delivers, measured with a standing queue of 75+ packets in the
 # bfifo (so no congestion control can be at fault): 89-97 % of the configured rate per run, with
 # seconds as low as 67 %, when the guest's 2 vCPUs are saturated. A utilisation test cannot ask
@@ -60,7 +60,7 @@ def test_single_cubic_flow_fills_a_deep_buffer(vm_results):
     assert bottleneck_utilisation(path, flow["launched_s"] + 2, flow["launched_s"] + flow["duration_s"]) >= EMULATED_LINK_FLOOR
     # and the receiver's own total: payload is at most 1448 of every 1514 bytes on the wire
     goodput_bps = table(path, "flows")["bytes_received"].iloc[0] * 8 / flow["duration_s"]
-    assert goodput_bps >= EMULATED_LINK_FLOOR * PAYLOAD_PER_FRAME * rate_bps
+    assert goodput_bps >= EMULATED_LINK_FLOOR * payload_fraction(meta["link"]["mtu"]) * rate_bps
 
 
 @pytest.mark.vm_jobs("delay-deep")

@@ -98,19 +98,19 @@ def main() -> None:
     results = {}
     jobs = sys.argv[2:]
     plain = [job for job in jobs if ":" not in job]
+    special = [job for job in jobs if ":" in job]
     if plain:
         manifest = out / "runs.manifest"
         manifest.unlink(missing_ok=True)
         started = time.monotonic()
         code = cctest(plain, out, manifest).wait()
         batch = {"exit_code": code, "leftovers": system_leftovers(), "wall_s": round(time.monotonic() - started, 1)}
+        dirs = run_dirs(manifest)
         for job in plain:  # run dirs are <out>/<scenario>/<run id>
-            results[job] = {**batch, "run_dirs": [d for d in run_dirs(manifest) if Path(d).parent.name == job]}
+            results[job] = {**batch, "run_dirs": [d for d in dirs if Path(d).parent.name == job]}
         (out / "results.json").write_text(json.dumps(results, indent=1))
-    for job in jobs:
+    for job in special:
         kind, _, scenario = job.rpartition(":")
-        if not kind:
-            continue
         manifest = out / f"{job.replace(':', '_')}.manifest"
         manifest.unlink(missing_ok=True)
         started = time.monotonic()
