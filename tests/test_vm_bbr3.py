@@ -68,6 +68,6 @@ def test_bbr3plus_leaves_startup_with_a_lower_pacing_gain(vm_results):
     assert gains["bbr3plus"] == pytest.approx(2.08, abs=0.01)
 
 
-@pytest.mark.vm_jobs("bbr3-single", "delay-deep")
+@pytest.mark.vm_jobs("bbr3-single", "delay-deep", "shallow-loss")
 def test_kernel_log_is_clean_after_bbr3(vm_results):
     assert dmesg_problems(vm_results["_dmesg"]) == []
