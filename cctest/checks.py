@@ -16,8 +16,8 @@ Checks and what a failure means for the verdict:
                               (a busy vCPU) only ever adds to a ping, and is reported apart.
     goodput                   aggregate receiver bytes over the time at least one flow was
                               active, as a fraction of the payload the link can carry (its rate
-                              times MSS / wire frame, 1448 / 1514 at MTU 1500: htb counts
-                              Ethernet, IP and TCP headers).  Below GOODPUT_MIN -> warn
+                              times MSS / wire frame, 1448 / 1514 at MTU 1500: the
+                              shaper counts Ethernet, IP and TCP headers).  Below GOODPUT_MIN -> warn
                               only: a congestion controller that under-uses the link is a result,
                               not an emulation fault (and short or loss-limited flows may never
                               fill it).  Above GOODPUT_MAX -> fail: the shaper is not limiting.
@@ -136,7 +136,7 @@ IP_TCP_TIMESTAMP_HEADER_BYTES = 20 + 20 + 12
 
 
 def payload_fraction(mtu: int) -> float:
-    """TCP payload per byte htb counts: MSS (MTU - IP, TCP and timestamp headers) / Ethernet frame."""
+    """TCP payload per byte the shaper counts: MSS (MTU - IP, TCP and timestamp headers) / Ethernet frame."""
     return (mtu - IP_TCP_TIMESTAMP_HEADER_BYTES) / (mtu + ETHERNET_HEADER_BYTES)
 
 

@@ -3,14 +3,20 @@
     ccsnd<i> ── ccs1 ══ bottleneck ══ ccs2 ── ccrcv<i>
 
 Where each effect lives (ENVIRONMENT.md explains why they must not share a qdisc):
-- bottleneck rate + buffer: htb (burst = cburst ≈ 4 ms of bytes) with a byte-sized bfifo leaf,
-  on ccs1's port towards ccs2 (data direction). The only place that should ever drop.
-- transmit completion: the root of that port is a netem of 1 µs with the htb as its child. A veth
-  keeps a packet charged to its sending socket across namespaces, so without it TCP Small Queues
-  counts the bottleneck's queue as the sender's own and caps it at ~1 ms of the flow's pacing
-  rate (CUBIC then stalls at a cwnd it never fills and a 5 BDP buffer stays nearly empty).
-  netem with a delay releases the packet from its socket on enqueue, as a NIC's transmit
-  completion does on a real path, before the packet can wait in the bottleneck queue.
+- bottleneck rate + buffer: one netem with `rate` and a packet `limit`, on ccs1's port towards
+  ccs2 (data direction). The only place that should ever drop. netem gives each packet its
+  departure time on enqueue, from the previous packet's (a virtual link clock), so a late timer
+  under a busy emulated CPU sends what is due at once and the link loses no capacity; htb's
+  tokens instead cap what a late timer can catch up at its burst (measured under the same load:
+  89-97 % of the rate from htb with a 4 ms burst, 100 % from netem), and its burst lets an idle
+  link pass a burst unqueued. The limit is the buffer in frames (TSO/GSO off, so data packets
+  are full frames: a byte-sized bfifo of B bytes holds B // frame of them) plus the frame on the
+  wire, which netem keeps in its queue until it has been serialised.
+- transmit completion: netem with a rate releases a packet from its socket on enqueue, as a
+  NIC's transmit completion does on a real path. It must: a veth keeps a packet charged to its
+  sending socket across namespaces, so TCP Small Queues would count the bottleneck's queue as the
+  sender's own and cap it at ~1 ms of the flow's pacing rate (CUBIC then stalls at a cwnd it
+  never fills and a 5 BDP buffer stays nearly empty).
 - per-flow propagation delay: netem on ccs1's port towards that flow's sender, i.e. on the ACK
   path. Delaying ACKs instead of data gives the same RTT while keeping netem off the data path,
   so netem never queues or reorders data and the sender's qdisc stays free for fq.
@@ -77,22 +83,7 @@ def links(run: RunSpec) -> list[LinkDef]:
 
 
 def bottleneck_tc(iface: str, link: LinkRun) -> tuple[str, ...]:
-    rate = f"{link.rate_bps}bit"
-    burst = f"{link.burst_bytes}b"
-    return (
-        f"qdisc replace dev {iface} root handle 1: netem delay {TX_COMPLETION_DELAY} limit {link.netem_limit_pkts}",
-        f"qdisc add dev {iface} parent 1:1 handle 2: htb default 1",
-        # quantum is set so htb does not derive a huge one from the rate (and log about it).
-        f"class add dev {iface} parent 2: classid 2:1 htb rate {rate} ceil {rate} "
-        f"burst {burst} cburst {burst} quantum {ETHERNET_FRAME_BYTES}",
-        f"qdisc add dev {iface} parent 2:1 handle 10: bfifo limit {link.buffer_bytes}",
-    )
-
-
-# A token delay: netem orphans a packet only when some delay is set (see the module docstring).
-# `tc qdisc show` prints it as "delay 0us" after tc's rounding; it is not zero, as the filled
-# deep buffers show.
-TX_COMPLETION_DELAY = "1us"
+    return (f"qdisc replace dev {iface} root handle 1: netem rate {link.rate_bps}bit limit {link.queue_limit_pkts}",)
 
 
 def delay_tc(iface: str, rtt_ms: float, limit_pkts: int) -> tuple[str, ...]:
@@ -144,7 +135,7 @@ def describe(run: RunSpec, with_fq: bool = True) -> str:
         f"# run {run.scenario.name} {run.label} repetition {run.repetition}",
         f"# bottleneck {link.rate_mbps:g} Mbit/s, base RTT {link.rtt_ms:g} ms, BDP {link.bdp_bytes} B "
         f"(at {link.bdp_rtt_ms:g} ms), buffer {link.buffer_bytes} B = {link.buffer_bdp:g} BDP, "
-        f"burst {link.burst_bytes} B, loss {link.loss_pct:g} %, netem limit {link.netem_limit_pkts} pkts",
+        f"= {link.buffer_pkts} frames, loss {link.loss_pct:g} %, netem limit {link.netem_limit_pkts} pkts",
         "## topology (Mininet, LinuxBridge switches, no controller)",
     ]
     for flow in run.flows:

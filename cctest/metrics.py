@@ -267,16 +267,17 @@ def counter_increments(values: np.ndarray) -> np.ndarray:
 
 
 # Queueing disciplines that hold the packets themselves (the buffer), as opposed to shapers
-# (htb, tbf) whose counters aggregate their children's.
+# (htb, tbf) whose counters aggregate their children's. netem is neither: as cctest's bottleneck
+# it is the root and holds the queue itself.
 BUFFER_KINDS = ("bfifo", "pfifo", "pfifo_fast", "fq_codel", "codel", "fq", "sfq", "pie", "red", "cake")
 
 
 def bottleneck(qdisc: pd.DataFrame) -> pd.DataFrame:
     """Samples of the one qdisc that is the bottleneck buffer, by time.
 
-    Among qdiscs with role "bottleneck" (cctest's dumbbell installs netem root 1:, htb 2: and bfifo leaf 10:,
-    all so labelled) take the buffer-holding leaf when there is one, else the root, else the
-    first; never mix two qdiscs' cumulative counters in one series.
+    Among qdiscs with role "bottleneck" (cctest's dumbbell installs one netem root 1:; a
+    hand-built one may be a shaper with a leaf) take the buffer-holding leaf when there is one,
+    else the root, else the first; never mix two qdiscs' cumulative counters in one series.
     """
     if qdisc is None or qdisc.empty or "role" not in qdisc:
         return pd.DataFrame(columns=list(qdisc.columns) if qdisc is not None else [])

@@ -17,7 +17,6 @@ from typing import Any
 from .scenario import ETHERNET_FRAME_BYTES, Experiments, Link, Scenario, ScenarioError, validate_scenario
 
 LINK_FIELDS = tuple(Link.model_fields)
-BURST_SECONDS = 0.004  # rate-limiter burst: ~4 ms of bytes absorbs guest timer overshoot (ENVIRONMENT.md)
 MSS_WIRE_BYTES = ETHERNET_FRAME_BYTES
 
 
@@ -60,13 +59,22 @@ class LinkRun:
     buffer_bytes: int
     buffer_bdp: float
     loss_pct: float
-    burst_bytes: int
     netem_limit_pkts: int
     mtu: int = 1500
 
     @property
     def rate_bps(self) -> int:
         return int(self.rate_mbps * 1e6)
+
+    @property
+    def buffer_pkts(self) -> int:
+        """Full frames the buffer holds, as a byte-sized FIFO of buffer_bytes would."""
+        return self.buffer_bytes // MSS_WIRE_BYTES
+
+    @property
+    def queue_limit_pkts(self) -> int:
+        """The bottleneck netem's limit: the buffer plus the frame being serialised."""
+        return self.buffer_pkts + 1
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,6 @@ def _slug(value: Any) -> str:
 def link_run(link: Link, max_flow_rtt_ms: float) -> LinkRun:
     bdp = link.bdp_bytes
     buffer = link.buffer_size_bytes
-    burst = max(2 * MSS_WIRE_BYTES, int(link.rate_mbps * 1e6 / 8 * BURST_SECONDS))
     # netem must hold everything in flight on its path (BDP at the longest RTT + the bottleneck
     # buffer) with room to spare, or netem itself becomes a second bottleneck buffer.
     in_flight = int(link.rate_mbps * 1e6 / 8 * max_flow_rtt_ms / 1e3) + buffer
@@ -113,7 +120,6 @@ def link_run(link: Link, max_flow_rtt_ms: float) -> LinkRun:
         buffer_bytes=buffer,
         buffer_bdp=round(buffer / bdp, 4) if bdp else 0.0,
         loss_pct=link.loss_pct,
-        burst_bytes=burst,
         netem_limit_pkts=netem_limit,
     )
 

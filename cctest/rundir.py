@@ -94,8 +94,9 @@ def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
             "rate_mbps": run.link.rate_mbps, "rtt_ms": run.link.rtt_ms, "bdp_rtt_ms": run.link.bdp_rtt_ms,
             "bdp_bytes": run.link.bdp_bytes, "buffer_bytes": run.link.buffer_bytes,
             "buffer_bdp": run.link.buffer_bdp, "loss_pct": run.link.loss_pct, "mtu": run.link.mtu,
-            "burst_bytes": run.link.burst_bytes, "netem_limit_pkts": run.link.netem_limit_pkts,
-            "shaper": "netem 1us (transmit completion) > htb > bfifo", "delay": "netem on the ACK path (switch port towards each sender)",
+            "buffer_pkts": run.link.buffer_pkts, "queue_limit_pkts": run.link.queue_limit_pkts,
+            "netem_limit_pkts": run.link.netem_limit_pkts,
+            "shaper": "netem rate, limit = buffer frames + 1", "delay": "netem on the ACK path (switch port towards each sender)",
         },
         "flows": [
             {

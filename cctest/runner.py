@@ -21,7 +21,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from . import dumbbell, kmod
 from .journal import Journal
 from .net import capture, traffic
-from .net.topology import Dumbbell
+from .net.topology import Dumbbell, Topologies
 from .plan import RunSpec
 from .rundir import base_meta, new_run_dir, now_iso, write_meta
 
@@ -71,7 +71,8 @@ def _progress(console: Console) -> Progress:
 
 class Run:
     def __init__(self, spec: RunSpec, out_root: Path, mode: str, journal: Journal, console: Console,
-                 release: str, with_fq: bool = True, with_bpftrace: bool = True):
+                 release: str, with_fq: bool = True, with_bpftrace: bool = True,
+                 topologies: Topologies | None = None):
         self.spec = spec
         self.mode = mode
         self.journal = journal
@@ -79,6 +80,10 @@ class Run:
         self.release = release
         self.with_fq = with_fq
         self.with_bpftrace = with_bpftrace and spec.scenario.capture.tcp_probe
+        # A session passes its Topologies so that runs can share one; alone, a run cleans up its own.
+        self.owns_topologies = topologies is None
+        self.topologies = topologies or Topologies()
+        self.status = "failed"
         self.dir = new_run_dir(out_root, spec)
         self.raw = self.dir / "raw"
         self.meta = base_meta(self.dir, spec, mode)
@@ -109,13 +114,20 @@ class Run:
         undo.callback(tracer.stop)
         return tracer
 
-    def _build_network(self, undo: "Teardown") -> Dumbbell:
-        net = Dumbbell(self.spec, self.with_fq)
-        undo.callback(net.stop)
-        net.build()
-        for pid in net.host_pids():
-            self.journal.add_process(pid, "Mininet host shell")
-        settings = net.configure()
+    def _build_network(self, undo: "Teardown", progress: Progress, task) -> Dumbbell:
+        net, reused = self.topologies.acquire(self.spec, self.with_fq)
+        # Kept for the next run only if this one ends well; otherwise torn down with it.
+        undo.callback(lambda: self.topologies.release(net, keep=self.status == "ok" and not self.owns_topologies))
+        self.meta["topology"] = "reused from the previous run" if reused else "built"
+        if reused:
+            self._phase_name = "reshape topology"  # this phase's time, under its true name
+            progress.update(task, description=self._phase_name)
+            settings = net.settings
+        else:
+            net.build()
+            for pid in net.host_pids():
+                self.journal.add_process(pid, "Mininet host shell")
+            settings = net.configure()
         self.meta["offloads"] = settings["offloads"]
         self.meta["sysctls"] = {
             key: {"old": None, "new": value, "scope": "each sender's network namespace (discarded with it)"}
@@ -239,7 +251,7 @@ class Run:
                 self._phase(progress, task, "start tracing")
                 tracer = self._start_bpftrace(undo)
                 self._phase(progress, task, "build topology")
-                net = self._build_network(undo)
+                net = self._build_network(undo, progress, task)
                 undo.callback(self._snapshot_qdiscs, net)
                 # Samplers first: they are running steadily by time zero (samples before it are kept).
                 self._start_samplers(net, undo)
@@ -251,7 +263,7 @@ class Run:
                 self._phase(progress, task, "warm-up: base RTT")
                 self._measure_base_rtt(net)
                 self._run_flows(net, undo, progress, task)
-                status = "ok"
+                status = self.status = "ok"
             except (KeyboardInterrupt, Interrupted):
                 status, error = "interrupted", "interrupted by the user (SIGINT/SIGTERM)"
                 raise

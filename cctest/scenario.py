@@ -21,7 +21,7 @@ KERNEL_CCS = ("cubic", "reno", "bbr", "htcp", "vegas", "westwood", "dctcp", "bic
 PROJECT_CCS = ("bbr1", "bbr_cws", "bbr_acw", "bbr_modest", "bbr_shallow", "bbr_histmin", "bbr3", "bbr3plus")
 KNOWN_CCS = KERNEL_CCS + PROJECT_CCS
 
-ETHERNET_HEADER_BYTES = 14  # what htb counts on top of the IP packet
+ETHERNET_HEADER_BYTES = 14  # what the shaper counts on top of the IP packet
 ETHERNET_FRAME_BYTES = 1500 + ETHERNET_HEADER_BYTES  # one MTU-sized packet on the wire, the smallest buffer
 
 

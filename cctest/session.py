@@ -95,6 +95,7 @@ def _record(manifest: Path | None, run_dir: Path) -> None:
 
 
 def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[Path]:
+    from .net.topology import Topologies
     from .runner import Run
 
     release = platform.release()
@@ -102,6 +103,7 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
     journal.acquire(f"pid {journal.data['pid']}: {', '.join(opts.names)}")
     run_dirs: list[Path] = []
     leftovers = False
+    topologies = Topologies()
     try:
         if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules) and not opts.in_vm:
             kmod.build(release)
@@ -111,7 +113,7 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
         for spec in specs:
             console.rule(f"{spec.scenario.name} {spec.label} repetition {spec.repetition}")
             run = Run(spec, opts.out, "vm" if opts.in_vm else "native", journal, console, release,
-                      with_fq=with_fq, with_bpftrace=with_bpftrace)
+                      with_fq=with_fq, with_bpftrace=with_bpftrace, topologies=topologies)
             run_dirs.append(run.dir)
             _record(opts.manifest, run.dir)
             try:
@@ -121,6 +123,11 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
                 if opts.ingest:
                     finalize(run.dir, console)
     finally:
+        try:
+            topologies.close()
+        except Exception as error:  # noqa: BLE001 - the journal must still be settled
+            console.print(f"[red]teardown of the shared topology failed: {error}[/]")
+            leftovers = True
         if leftovers:
             # Keep the journal: `cctest clean` undoes what teardown could not.
             console.print("[red]teardown was incomplete (see meta.json warnings); run `cctest clean`[/]")

@@ -155,8 +155,8 @@ def make_run(parent: Path | str, spec: RunSpec | None = None, **kw) -> Path:
     if spec.constant_mbps is not None:
         drop_inc = np.zeros(tq.size, int)
     drops = np.cumsum(drop_inc)
-    # As cctest's dumbbell: htb root 1: with a bfifo leaf 10: on the bottleneck (both role
-    # "bottleneck"; the root's counters include the leaf's), netem for delay elsewhere.
+    # As cctest's dumbbell: one netem root 1: (rate + buffer) on the bottleneck, netem for delay
+    # elsewhere.
     def q(iface, role, kind, handle, parent, backlog, drops, extra_sent=0.0):
         return pd.DataFrame({"run_id": run_id, "t_s": tq, "iface": iface, "role": role, "kind": kind,
                              "handle": handle, "parent": parent, "backlog_bytes": np.round(backlog),
@@ -164,8 +164,7 @@ def make_run(parent: Path | str, spec: RunSpec | None = None, **kw) -> Path:
                              "sent_bytes": (sent_pkts + extra_sent) * MSS, "sent_pkts": sent_pkts + extra_sent,
                              "overlimits": 0, "requeues": 0})
     qdisc = pd.concat([
-        q("ccs1-eth1", "bottleneck", "htb", "1:", "root", backlog, drops, 0.0),
-        q("ccs1-eth1", "bottleneck", "bfifo", "10:", "1:1", backlog, drops, 0.0),
+        q("ccs1-eth1", "bottleneck", "netem", "1:", "root", backlog, drops, 0.0),
         q("ccs2-eth1", "delay", "netem", "1:", "root", np.full(tq.size, bdp), np.zeros(tq.size, int)),
     ], ignore_index=True).sort_values("t_s", kind="stable").reset_index(drop=True)
     for c in ("iface", "role", "kind", "handle", "parent"):
@@ -230,7 +229,8 @@ def make_run(parent: Path | str, spec: RunSpec | None = None, **kw) -> Path:
         "duration_s": spec.duration_s, "t0_monotonic_ns": 123456789,
         "link": {"rate_mbps": spec.rate_mbps, "rtt_ms": rtt0, "bdp_rtt_ms": rtt0, "bdp_bytes": int(bdp),
                  "buffer_bytes": int(buf), "buffer_bdp": spec.buffer_bdp, "loss_pct": spec.loss_pct,
-                 "mtu": 1500, "burst_bytes": 15000, "netem_limit_pkts": 10000},
+                 "mtu": 1500, "buffer_pkts": int(buf // 1514), "queue_limit_pkts": int(buf // 1514) + 1,
+                 "netem_limit_pkts": 10000},
         "flows": [{"flow": i, "cc": f.cc, "rtt_ms": f.rtt_ms, "start_s": f.start_s,
                    "duration_s": f.duration_s or spec.duration_s - f.start_s, "sender": f"h{i + 1}",
                    "receiver": f"r{i + 1}", "sender_ip": f"10.0.0.{i + 1}",

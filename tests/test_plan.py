@@ -51,8 +51,9 @@ def test_bdp_and_buffer_arithmetic():
     # 50 Mbit/s x 10 ms = 62 500 bytes; half of it is the buffer.
     assert shallow.link.bdp_bytes == 62_500
     assert shallow.link.buffer_bytes == 31_250
-    # burst: 4 ms at 50 Mbit/s = 25 000 bytes
-    assert shallow.link.burst_bytes == 25_000
+    # the buffer in full frames, as a 31 250-byte FIFO holds them: 20 x 1514 = 30 280
+    assert shallow.link.buffer_pkts == 20
+    assert shallow.link.queue_limit_pkts == 21  # and the frame on the wire
     # netem must hold the 40 ms flow's BDP plus the buffer, twice over, in packets
     assert shallow.link.netem_limit_pkts >= 2 * (250_000 + 31_250) // 1514
 
@@ -89,12 +90,8 @@ def test_matrix_key_that_does_not_exist():
 def test_bottleneck_commands():
     run = next(r for r in runs() if r.matrix["buffer_bdp"] == 5)
     commands = dumbbell.bottleneck_tc("ccs1-btl", run.link)
-    # a 1 us netem first (transmit completion: frees the sender's TCP Small Queues budget), then
-    # the rate limiter and the byte-sized buffer
-    assert commands[0] == f"qdisc replace dev ccs1-btl root handle 1: netem delay 1us limit {run.link.netem_limit_pkts}"
-    assert commands[1] == "qdisc add dev ccs1-btl parent 1:1 handle 2: htb default 1"
-    assert "parent 2: classid 2:1 htb rate 50000000bit ceil 50000000bit burst 25000b cburst 25000b" in commands[2]
-    assert commands[3] == "qdisc add dev ccs1-btl parent 2:1 handle 10: bfifo limit 312500"
+    # one netem: the link's rate and its buffer (312 500 bytes = 206 frames, + 1 on the wire)
+    assert commands == ("qdisc replace dev ccs1-btl root handle 1: netem rate 50000000bit limit 207",)
 
 
 def test_delay_loss_and_fq_live_on_separate_interfaces():
@@ -108,9 +105,8 @@ def test_delay_loss_and_fq_live_on_separate_interfaces():
     assert "delay 40ms" in by_iface["ccs1-snd1"].tc[0]
     assert by_iface["ccs2-rcv1"].tc[0].startswith("qdisc replace dev ccs2-rcv1 root handle 1: netem loss random 1.5%")
     assert by_iface["ccsnd0-eth0"].node == "ccsnd0" and "fq" in by_iface["ccsnd0-eth0"].tc[0]
-    # the bottleneck's only netem is the 1 us transmit completion: no propagation delay there
-    assert [line for line in by_iface["ccs1-btl"].tc if "netem" in line] == [by_iface["ccs1-btl"].tc[0]]
-    assert "delay 1us" in by_iface["ccs1-btl"].tc[0]
+    # the bottleneck shapes and queues only: no propagation delay or loss there
+    assert "delay" not in by_iface["ccs1-btl"].tc[0] and "loss" not in by_iface["ccs1-btl"].tc[0]
     assert "ccs2-rcv0" not in {q.iface for q in dumbbell.qdiscs(runs()[0])}  # no loss -> no loss netem
     assert all(q.role != "access" for q in dumbbell.qdiscs(run, with_fq=False))
 
@@ -128,6 +124,17 @@ def test_dry_run_prints_commands_without_root():
                             capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "tc qdisc add dev ccs1-btl parent 2:1 handle 10: bfifo limit 50000" in out
+    assert "tc qdisc replace dev ccs1-btl root handle 1: netem rate 10000000bit limit 34" in out
     assert "iperf3 -c 10.0.2.2 -p 5202 -C bbr -t 20" in out
     assert "ethtool -K ccsnd0-eth0 tso off gso off gro off" in out
+
+
+def test_runs_with_the_same_hosts_and_links_can_share_a_topology():
+    from cctest.net.topology import Dumbbell
+
+    shallow, deep = (next(r for r in runs() if r.matrix["buffer_bdp"] == bdp) for bdp in (0.5, 5))
+    held = Dumbbell(shallow, with_fq=True)
+    assert held.fits(deep, with_fq=True)  # other shaping, same hosts and links
+    assert not held.fits(deep, with_fq=False)
+    three = runs(SWEEP.replace("[{cc: cubic}, {cc: bbr, rtt_ms: 40}]", "[{cc: cubic, count: 2}, {cc: bbr}]"))[0]
+    assert not held.fits(three, with_fq=True)

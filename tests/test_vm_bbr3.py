@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from conftest import dmesg_problems
-from test_vm_engine import EMULATED_LINK_FLOOR, bottleneck_utilisation
+from test_vm_engine import bottleneck_utilisation
 from test_vm_modules import find, flows, runs_of
 
 pytestmark = pytest.mark.vm
@@ -23,10 +23,8 @@ def test_single_flow_visits_every_state_and_fills_the_link(vm_results):
     assert {STARTUP, DRAIN, PROBE_BW, PROBE_RTT} <= set(wide["mode"].dropna().astype(int))
     phases = set(wide[wide["mode"] == PROBE_BW]["phase"].dropna().astype(int))
     assert {DOWN, CRUISE, REFILL, UP} <= phases
-    # after Startup, at the 2 BDP bottleneck. The issue asks for 90 %; measured 0.88-0.94 across
-    # sessions, within what the emulated link itself delivers (EMULATED_LINK_FLOOR), so the
-    # test asks for the link's floor and the 90 % stays open on issue 4.
-    assert bottleneck_utilisation(path, 2, 30) >= EMULATED_LINK_FLOOR
+    # after Startup, at the 2 BDP bottleneck (measured 0.966; ProbeRTT and DOWN cost the rest)
+    assert bottleneck_utilisation(path, 2, 30) >= 0.90
 
 
 @pytest.mark.vm_jobs("delay-deep")
@@ -42,17 +40,21 @@ def test_queueing_delay_well_below_cubic_in_a_deep_buffer(vm_results):
     assert delays["bbr3"] < 0.5 * delays["cubic"], delays
 
 
-def retransmission_rate(path) -> float:
-    """Retransmitted segments per segment sent, for the run's only flow."""
-    (row,) = flows(path).itertuples()
+def retransmission_rate(path, flow: int) -> float:
+    """Retransmitted segments per segment sent, for one flow of the run."""
+    row = flows(path).loc[flow]
     mss = pd.read_parquet(path / "ss.parquet")["mss"].dropna().iloc[-1]
-    return row.retransmits / max(row.bytes_sent / mss, 1)
+    return row["retransmits"] / max(row["bytes_sent"] / mss, 1)
 
 
-@pytest.mark.vm_jobs("shallow-loss")
+@pytest.mark.vm_jobs("variants-vs-cubic")
 def test_fewer_retransmissions_than_bbr_v1_in_a_shallow_buffer(vm_results):
-    rates = {cc: retransmission_rate(find(vm_results, "shallow-loss", **{"flows.0.cc": cc})) for cc in ("bbr", "bbr3")}
-    assert rates["bbr"] > 0.002, rates  # the 0.5 BDP buffer does overflow under BBRv1
+    # The same scenario for both: against one CUBIC flow in a 0.5 BDP buffer (the paper's setting).
+    # Measured 2.3 % vs 5.5 %. A single flow does not discriminate: alone, BBRv1's probing fits in
+    # half a BDP (0.1 %), while BBRv3 probes until it sees loss (0.6 %), as the draft intends.
+    rates = {cc: retransmission_rate(find(vm_results, "variants-vs-cubic", buffer_bdp=0.5, **{"flows.1.cc": cc}), 1)
+             for cc in ("bbr", "bbr3")}
+    assert rates["bbr"] > 0.02, rates  # the buffer does overflow under BBRv1
     assert rates["bbr3"] < 0.75 * rates["bbr"], rates
 
 
@@ -68,6 +70,6 @@ def test_bbr3plus_leaves_startup_with_a_lower_pacing_gain(vm_results):
     assert gains["bbr3plus"] == pytest.approx(2.08, abs=0.01)
 
 
-@pytest.mark.vm_jobs("bbr3-single", "delay-deep", "shallow-loss")
+@pytest.mark.vm_jobs("bbr3-single", "delay-deep", "variants-vs-cubic")
 def test_kernel_log_is_clean_after_bbr3(vm_results):
     assert dmesg_problems(vm_results["_dmesg"]) == []

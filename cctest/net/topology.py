@@ -3,6 +3,12 @@
 Mininet builds the hosts (network namespaces), veth links and Linux-bridge switches; shaping is
 ours (cctest.dumbbell), applied with one `tc -b` batch in the root namespace because per-command
 setup is ~3x slower under emulation.
+
+Consecutive runs with the same hosts and links (a sweep's variants, repetitions) share one
+topology (`Topologies`): building and tearing down Mininet costs ~25 s per run under emulation,
+more than a short run's flows. Each run still gets fresh qdiscs (deleted and re-added, so its
+counters start at zero) with its own link parameters; a failed or interrupted run's topology is
+torn down with it.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ class Dumbbell:
     with_fq: bool
     net: object = None
     hosts: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)  # what configure_interfaces set, for meta.json
 
     def build(self) -> None:
         # Imported here: Mininet is only needed (and only importable) where runs happen.
@@ -53,8 +60,32 @@ class Dumbbell:
     def host_pids(self) -> list[int]:
         return [host.pid for host in self.hosts.values()]
 
+    def fits(self, run: RunSpec, with_fq: bool) -> bool:
+        """Whether `run` needs exactly these hosts and links (its shaping may differ)."""
+        return with_fq == self.with_fq and dumbbell.links(run) == dumbbell.links(self.run)
+
     def configure(self) -> dict:
         """Offloads, sender sysctls and qdiscs. Returns what was set, for meta.json."""
+        self.settings = self.configure_interfaces()
+        self.apply_qdiscs()
+        return self.settings
+
+    def reshape(self, run: RunSpec) -> None:
+        """Take on `run`'s shaping: delete every root qdiscs the last run installed, add run's."""
+        root_deletes, host_deletes = [], {}
+        for qdisc in dumbbell.qdiscs(self.run, self.with_fq):
+            if qdisc.node is None:
+                root_deletes.append(f"qdisc del dev {qdisc.iface} root")
+            else:
+                host_deletes.setdefault(qdisc.node, []).append(f"tc qdisc del dev {qdisc.iface} root")
+        self._tc_batch(root_deletes)
+        for node, commands in host_deletes.items():
+            self._host_cmd(node, "; ".join(commands))
+        self.run = run
+        self.apply_qdiscs()
+
+    def configure_interfaces(self) -> dict:
+        """Offloads and sender sysctls: they live as long as the interfaces and namespaces."""
         offloads: dict[str, dict[str, str]] = {}
         root_cmds = []
         for node, iface in dumbbell.all_ifaces(self.run):
@@ -68,6 +99,9 @@ class Dumbbell:
         for flow in self.run.flows:
             for key, value in dumbbell.SENDER_SYSCTLS.items():
                 self._host_cmd(flow.sender, f"sysctl -qw {key}={value}")
+        return {"offloads": offloads, "sender_sysctls": dict(dumbbell.SENDER_SYSCTLS)}
+
+    def apply_qdiscs(self) -> None:
         root_batch = []
         for qdisc in dumbbell.qdiscs(self.run, self.with_fq):
             if qdisc.node is None:
@@ -75,10 +109,17 @@ class Dumbbell:
             else:
                 for line in qdisc.tc:
                     self._host_cmd(qdisc.node, f"tc {line}")
-        with tempfile.NamedTemporaryFile("w", suffix=".tc", delete=False) as batch:
-            batch.write("\n".join(root_batch) + "\n")
-        _shell(f"tc -b {batch.name}")
-        return {"offloads": offloads, "sender_sysctls": dict(dumbbell.SENDER_SYSCTLS)}
+        self._tc_batch(root_batch)
+
+    @staticmethod
+    def _tc_batch(lines: list[str]) -> None:
+        """Root-namespace tc commands as one process (a process start is slow under emulation)."""
+        if not lines:
+            return
+        with tempfile.NamedTemporaryFile("w", suffix=".tc") as batch:
+            batch.write("\n".join(lines) + "\n")
+            batch.flush()
+            _shell(f"tc -b {batch.name}")
 
     def qdisc_snapshot(self) -> dict[str, str]:
         """`tc -s qdisc show` of every interface, for meta.json."""
@@ -107,3 +148,35 @@ def _shell(cmd: str) -> str:
     if result.returncode != 0:
         raise TopologyError(f"`{cmd}` failed: {(result.stderr or result.stdout).strip()}")
     return result.stdout
+
+
+class Topologies:
+    """Holds the last run's topology so that the next run with the same hosts and links reuses it."""
+
+    def __init__(self):
+        self.current: Dumbbell | None = None
+
+    def acquire(self, run: RunSpec, with_fq: bool) -> tuple[Dumbbell, bool]:
+        """A topology shaped for `run`, and whether it was reused. The caller owns it until release."""
+        held, self.current = self.current, None
+        if held is not None and held.net is not None and held.fits(run, with_fq):
+            try:
+                held.reshape(run)
+                return held, True
+            except TopologyError:
+                pass  # build afresh below rather than fail the run
+        if held is not None:
+            held.stop()
+        return Dumbbell(run, with_fq), False
+
+    def release(self, net: Dumbbell, keep: bool) -> None:
+        """After a run: keep a healthy topology for the next run, else tear it down."""
+        if keep and net.net is not None:
+            self.current = net
+        else:
+            net.stop()
+
+    def close(self) -> None:
+        held, self.current = self.current, None
+        if held is not None:
+            held.stop()

@@ -50,12 +50,14 @@ def system_leftovers() -> dict:
 
 
 def wait_for_flows(proc: subprocess.Popen, manifest: Path) -> bool:
+    """Until the newest run has all its flows running on a topology an earlier run left to it."""
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
         dirs = run_dirs(manifest)
         if dirs:
-            meta = json.loads((Path(dirs[0]) / "meta.json").read_text())
-            if all(f.get("launched_s") is not None for f in meta["flows"]):
+            meta = json.loads((Path(dirs[-1]) / "meta.json").read_text())
+            reused = meta.get("topology", "").startswith("reused")
+            if reused and all(f.get("launched_s") is not None for f in meta["flows"]):
                 time.sleep(5)  # mid-flow: let some samples accumulate
                 return True
         time.sleep(0.5)
