@@ -78,7 +78,26 @@ def mininet_version() -> str:
 
 
 def stock_kernels() -> list[Path]:
-    return sorted(Path("/boot").glob("vmlinuz-*"), key=lambda p: p.stat().st_mtime, reverse=True)
+    """Kernel images for --vm, the default first: the distro's current kernel, else the newest."""
+    return order_kernels(list(Path("/boot").glob("vmlinuz-*")), distro_default_image())
+
+
+def order_kernels(images: list[Path], default: str | None) -> list[Path]:
+    """`default` (an image file name) first, then newest first by mtime. mtime alone is not
+    enough: package installs keep the build date, so a second kernel pulled in for its headers
+    could win or lose by a day and change what the VM tests boot."""
+    return sorted(images, key=lambda p: (p.name != default, -p.stat().st_mtime))
+
+
+def distro_default_image() -> str | None:
+    """vmlinuz name of the kernel Debian's linux-image-amd64 metapackage depends on, if any."""
+    try:
+        depends = subprocess.run(["dpkg-query", "-W", "-f=${Depends}", "linux-image-amd64"],
+                                 capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    package = depends.split(" ", 1)[0].strip(",")
+    return package.replace("linux-image-", "vmlinuz-", 1) if package.startswith("linux-image-") else None
 
 
 def checks() -> list[Check]:
