@@ -14,8 +14,10 @@ Checks and what a failure means for the verdict:
                               configured rtt_ms.  Not ok -> fail (the delay is wrong).  The
                               minimum, because the path's delay is its floor: emulation jitter
                               (a busy vCPU) only ever adds to a ping, and is reported apart.
-    goodput                   aggregate receiver bytes over the time at least one flow was
-                              active, as a fraction of the payload the link can carry (its rate
+    goodput                   aggregate bytes delivered while at least one flow was active (the
+                              senders' bytes_acked from ss over each flow's span; the receiver's
+                              iperf3 total when there is no ss table: it also counts the drain of
+                              what iperf3 wrote before it stopped), as a fraction of the payload the link can carry (its rate
                               times MSS / wire frame, 1448 / 1514 at MTU 1500: the
                               shaper counts Ethernet, IP and TCP headers).  Below GOODPUT_MIN -> warn
                               only: a congestion controller that under-uses the link is a result,
@@ -36,6 +38,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .scenario import ETHERNET_HEADER_BYTES
@@ -107,8 +110,8 @@ def _union_length(spans: list[tuple[float, float]]) -> float:
 
 
 def active_spans(meta: dict, flows: pd.DataFrame | None,
-                 throughput: pd.DataFrame | None) -> list[tuple[float, float]]:
-    """[start, end] (run seconds) of each flow's activity, from the best source available:
+                 throughput: pd.DataFrame | None) -> dict[int, tuple[float, float]]:
+    """Per flow, [start, end] (run seconds) of its activity, from the best source available:
 
     1. flows.launched_s (else start_s) + flows.elapsed_s (iperf3's own measured test length);
     2. the flow's iperf3 intervals (each ends at t_s and lasts interval_s);
@@ -129,7 +132,21 @@ def active_spans(meta: dict, flows: pd.DataFrame | None,
         if start is not None and f.get("duration_s") is not None:
             spans.setdefault(int(f["flow"]), (float(start),
                                               float(start) + float(f["duration_s"])))
-    return list(spans.values())
+    return spans
+
+
+def acked_within(ss: pd.DataFrame | None, flow: int, start: float, end: float) -> float | None:
+    """Bytes the flow's sender saw acknowledged between start and end (ss, interpolated), or None.
+
+    Not the receiver's total: when iperf3 stops, its socket still holds data it wrote, and the
+    receiver's total includes that drain, which happens after the active span."""
+    if ss is None or ss.empty or not {"flow", "t_s", "bytes_acked"} <= set(ss.columns):
+        return None
+    g = ss[ss["flow"] == flow].dropna(subset=["bytes_acked"]).sort_values("t_s")
+    if len(g) < 2:
+        return None
+    t, acked = g["t_s"].to_numpy(float), g["bytes_acked"].to_numpy(float)
+    return float(np.interp(end, t, acked) - np.interp(start, t, acked))
 
 
 IP_TCP_TIMESTAMP_HEADER_BYTES = 20 + 20 + 12
@@ -140,15 +157,21 @@ def payload_fraction(mtu: int) -> float:
     return (mtu - IP_TCP_TIMESTAMP_HEADER_BYTES) / (mtu + ETHERNET_HEADER_BYTES)
 
 
-def check_goodput(meta: dict, flows: pd.DataFrame | None,
-                  throughput: pd.DataFrame | None) -> tuple[dict, str]:
+def check_goodput(meta: dict, flows: pd.DataFrame | None, throughput: pd.DataFrame | None,
+                  ss: pd.DataFrame | None = None) -> tuple[dict, str]:
     rate_bps = float(meta["link"]["rate_mbps"]) * 1e6
     capacity_bps = rate_bps * payload_fraction(int(meta["link"].get("mtu", 1500)))
     if flows is None or flows.empty:
         return _check("goodput", None, None, GOODPUT_MIN, "no flows table"), WARN
     notes = []
     total = 0.0
+    spans = active_spans(meta, flows, throughput)
     for _, row in flows.iterrows():
+        span = spans.get(int(row["flow"]))
+        acked = acked_within(ss, int(row["flow"]), *span) if span else None
+        if acked is not None:
+            total += acked
+            continue
         rx = row["bytes_received"]
         if pd.isna(rx):
             tx = row["bytes_sent"]
@@ -158,7 +181,7 @@ def check_goodput(meta: dict, flows: pd.DataFrame | None,
             notes.append(f"flow {row['flow']}: receiver total missing, sender total used")
             rx = tx
         total += float(rx)
-    span = _union_length(active_spans(meta, flows, throughput))
+    span = _union_length(list(spans.values()))
     if span <= 0 or total <= 0:
         return _check("goodput", None, None, GOODPUT_MIN,
                       "; ".join(notes + ["no active span or no bytes"])), WARN
@@ -234,7 +257,7 @@ def evaluate(meta: dict, tables: dict[str, pd.DataFrame]) -> dict:
     """meta.json content + ingested tables -> checks.json content."""
     results = []
     results += check_base_rtt(meta, tables.get("ping"))
-    results.append(check_goodput(meta, tables.get("flows"), tables.get("throughput")))
+    results.append(check_goodput(meta, tables.get("flows"), tables.get("throughput"), tables.get("ss")))
     results += check_drops(tables.get("qdisc"))
 
     verdict = PASS

@@ -181,3 +181,20 @@ def test_goodput_span_prefers_iperf3_elapsed_time():
     res = checks.evaluate(make_meta(), t)
     (g,) = by_name(res, "goodput")
     assert g["measured"] == pytest.approx(35_625_000 * 8 / 10 / 20e6 / PAYLOAD, abs=1e-4)
+
+
+def test_goodput_counts_what_was_acked_while_flows_ran_not_the_later_drain():
+    t = make_tables(rx_bytes=(20_000_000, 15_625_000))
+    t["flows"]["launched_s"] = [0.0, 5.0]
+    t["flows"]["elapsed_s"] = [10.0, 10.0]
+    # each sender's bytes_acked grows 1 MB/s over its 10 s, then its socket drains 0.5 MB more
+    # after iperf3 stopped: the receiver's totals include the drain, the active span does not
+    rows = []
+    for flow, start in ((0, 0.0), (1, 5.0)):
+        for k in range(0, 121):
+            t_s = start + k / 10
+            rows.append({"flow": flow, "t_s": t_s, "bytes_acked": min(k / 10, 10.0) * 1e6 + (0.5e6 if k / 10 >= 11 else 0)})
+    t["ss"] = pd.DataFrame(rows)
+    res = checks.evaluate(make_meta(), t)
+    (g,) = by_name(res, "goodput")
+    assert g["measured"] == pytest.approx(20e6 * 8 / 15 / 20e6 / PAYLOAD, abs=1e-4)
