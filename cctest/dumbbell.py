@@ -134,8 +134,9 @@ def describe(run: RunSpec, with_fq: bool = True) -> str:
     lines = [
         f"# run {run.scenario.name} {run.label} repetition {run.repetition}",
         f"# bottleneck {link.rate_mbps:g} Mbit/s, base RTT {link.rtt_ms:g} ms, BDP {link.bdp_bytes} B "
-        f"(at {link.bdp_rtt_ms:g} ms), buffer {link.buffer_bytes} B = {link.buffer_bdp:g} BDP, "
-        f"= {link.buffer_pkts} frames, loss {link.loss_pct:g} %, netem limit {link.netem_limit_pkts} pkts",
+        f"(at {link.bdp_rtt_ms:g} ms), buffer {link.buffer_bytes} B = {link.buffer_bdp:g} BDP "
+        f"= {link.buffer_pkts} full frames (+1 on the wire), loss {link.loss_pct:g} %, "
+        f"delay/loss netem limit {link.netem_limit_pkts} pkts",
         "## topology (Mininet, LinuxBridge switches, no controller)",
     ]
     for flow in run.flows:
