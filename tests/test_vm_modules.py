@@ -73,7 +73,9 @@ def test_core_alone_behaves_like_kernel_bbr(vm_results):
     kernel = find(vm_results, "core-vs-kernel-bbr", **{"flows.0.cc": "bbr"})
     core = find(vm_results, "core-vs-kernel-bbr", **{"flows.0.cc": "bbr1"})
     k_bytes, c_bytes = flows(kernel).loc[0, "bytes_received"], flows(core).loc[0, "bytes_received"]
-    assert c_bytes == pytest.approx(k_bytes, rel=0.05)
+    # Two runs of paced single flows: kernel bbr itself measured 8.93-9.44 Mbit/s here across VM
+    # sessions (the guest's timers), so within 8 %.
+    assert c_bytes == pytest.approx(k_bytes, rel=0.08)
     srtt = [pd.read_parquet(p / "ss.parquet")["srtt_ms"].mean() for p in (kernel, core)]
     assert srtt[1] == pytest.approx(srtt[0], rel=0.15)
 
