@@ -71,8 +71,7 @@ def _progress(console: Console) -> Progress:
 
 class Run:
     def __init__(self, spec: RunSpec, out_root: Path, mode: str, journal: Journal, console: Console,
-                 release: str, with_fq: bool = True, with_bpftrace: bool = True,
-                 topologies: Topologies | None = None):
+                 release: str, topologies: Topologies, with_fq: bool = True, with_bpftrace: bool = True):
         self.spec = spec
         self.mode = mode
         self.journal = journal
@@ -80,10 +79,8 @@ class Run:
         self.release = release
         self.with_fq = with_fq
         self.with_bpftrace = with_bpftrace and spec.scenario.capture.tcp_probe
-        # A session passes its Topologies so that runs can share one; alone, a run cleans up its own.
-        self.owns_topologies = topologies is None
-        self.topologies = topologies or Topologies()
-        self.status = "failed"
+        self.topologies = topologies  # the session's: consecutive runs can share one topology
+        self.status = "failed"  # until the flows have run; then "ok", or "interrupted"
         self.dir = new_run_dir(out_root, spec)
         self.raw = self.dir / "raw"
         self.meta = base_meta(self.dir, spec, mode)
@@ -117,7 +114,7 @@ class Run:
     def _build_network(self, undo: "Teardown", progress: Progress, task) -> Dumbbell:
         net, reused = self.topologies.acquire(self.spec, self.with_fq)
         # Kept for the next run only if this one ends well; otherwise torn down with it.
-        undo.callback(lambda: self.topologies.release(net, keep=self.status == "ok" and not self.owns_topologies))
+        undo.callback(lambda: self.topologies.release(net, keep=self.status == "ok"))
         self.meta["topology"] = "reused from the previous run" if reused else "built"
         if reused:
             self._phase_name = "reshape topology"  # this phase's time, under its true name
@@ -241,7 +238,7 @@ class Run:
     # -- the whole run --------------------------------------------------------------------------
 
     def execute(self) -> Path:
-        status, error = "failed", None
+        error = None
         undo = Teardown(self.meta["warnings"])
         with _progress(self.console) as progress, signals_as_interrupts():
             task = progress.add_task("", total=None)
@@ -263,9 +260,9 @@ class Run:
                 self._phase(progress, task, "warm-up: base RTT")
                 self._measure_base_rtt(net)
                 self._run_flows(net, undo, progress, task)
-                status = self.status = "ok"
+                self.status = "ok"
             except (KeyboardInterrupt, Interrupted):
-                status, error = "interrupted", "interrupted by the user (SIGINT/SIGTERM)"
+                self.status, error = "interrupted", "interrupted by the user (SIGINT/SIGTERM)"
                 raise
             except Exception as exc:  # noqa: BLE001 - every failure is recorded, then re-raised
                 error = f"{type(exc).__name__}: {exc}"
@@ -275,7 +272,7 @@ class Run:
                 with uninterruptible():
                     undo.close()
                     self._phase(progress, task, "done")
-                    self.meta.update(status=status, error=error, end_time=now_iso())
+                    self.meta.update(status=self.status, error=error, end_time=now_iso())
                     write_meta(self.dir, self.meta)
         return self.dir
 

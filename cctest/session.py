@@ -112,8 +112,8 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
         with_bpftrace = doctor.which("bpftrace") is not None
         for spec in specs:
             console.rule(f"{spec.scenario.name} {spec.label} repetition {spec.repetition}")
-            run = Run(spec, opts.out, "vm" if opts.in_vm else "native", journal, console, release,
-                      with_fq=with_fq, with_bpftrace=with_bpftrace, topologies=topologies)
+            run = Run(spec, opts.out, "vm" if opts.in_vm else "native", journal, console, release, topologies,
+                      with_fq=with_fq, with_bpftrace=with_bpftrace)
             run_dirs.append(run.dir)
             _record(opts.manifest, run.dir)
             try:

@@ -71,16 +71,8 @@ class Dumbbell:
         return self.settings
 
     def reshape(self, run: RunSpec) -> None:
-        """Take on `run`'s shaping: delete every root qdiscs the last run installed, add run's."""
-        root_deletes, host_deletes = [], {}
-        for qdisc in dumbbell.qdiscs(self.run, self.with_fq):
-            if qdisc.node is None:
-                root_deletes.append(f"qdisc del dev {qdisc.iface} root")
-            else:
-                host_deletes.setdefault(qdisc.node, []).append(f"tc qdisc del dev {qdisc.iface} root")
-        self._tc_batch(root_deletes)
-        for node, commands in host_deletes.items():
-            self._host_cmd(node, "; ".join(commands))
+        """Take on `run`'s shaping: delete every root qdisc the last run installed, add run's."""
+        self._tc((q.node, [f"qdisc del dev {q.iface} root"]) for q in dumbbell.qdiscs(self.run, self.with_fq))
         self.run = run
         self.apply_qdiscs()
 
@@ -102,24 +94,22 @@ class Dumbbell:
         return {"offloads": offloads, "sender_sysctls": dict(dumbbell.SENDER_SYSCTLS)}
 
     def apply_qdiscs(self) -> None:
-        root_batch = []
-        for qdisc in dumbbell.qdiscs(self.run, self.with_fq):
-            if qdisc.node is None:
-                root_batch.extend(qdisc.tc)
-            else:
-                for line in qdisc.tc:
-                    self._host_cmd(qdisc.node, f"tc {line}")
-        self._tc_batch(root_batch)
+        self._tc((q.node, q.tc) for q in dumbbell.qdiscs(self.run, self.with_fq))
 
-    @staticmethod
-    def _tc_batch(lines: list[str]) -> None:
-        """Root-namespace tc commands as one process (a process start is slow under emulation)."""
-        if not lines:
-            return
-        with tempfile.NamedTemporaryFile("w", suffix=".tc") as batch:
-            batch.write("\n".join(lines) + "\n")
-            batch.flush()
-            _shell(f"tc -b {batch.name}")
+    def _tc(self, batches) -> None:
+        """(node, tc lines) pairs: the root namespace's lines as one `tc -b` process (a process
+        start is slow under emulation), each host's in its own shell, stopping at a failure."""
+        root_lines = []
+        for node, lines in batches:
+            if node is None:
+                root_lines.extend(lines)
+            else:
+                self._host_cmd(node, " && ".join(f"tc {line}" for line in lines))
+        if root_lines:
+            with tempfile.NamedTemporaryFile("w", suffix=".tc") as batch:
+                batch.write("\n".join(root_lines) + "\n")
+                batch.flush()
+                _shell(f"tc -b {batch.name}")
 
     def qdisc_snapshot(self) -> dict[str, str]:
         """`tc -s qdisc show` of every interface, for meta.json."""
