@@ -71,7 +71,7 @@ def list_scenarios(experiments_file: str) -> None:
 @click.option("--out", default="reports", show_default=True, type=click.Path(file_okay=False), help="where run directories go")
 @click.option("--vm", "mode", flag_value="vm", help="run inside a virtme-ng VM on a stock kernel")
 @click.option("--native", "mode", flag_value="native", help="run on this host's kernel")
-@click.option("--kernel", type=click.Path(dir_okay=False), help="kernel image for --vm (default: newest /boot/vmlinuz-*)")
+@click.option("--kernel", type=click.Path(dir_okay=False), help="kernel image for --vm (default: the one linux-image-amd64 points to, else the newest /boot/vmlinuz-*)")
 @click.option("--kvm", is_flag=True, help="use KVM for --vm instead of software emulation")
 @click.option("--dry-run", is_flag=True, help="print topology, commands and flow schedule; change nothing")
 @click.option("--no-ingest", is_flag=True, hidden=True)

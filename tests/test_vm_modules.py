@@ -113,18 +113,37 @@ def test_modest_enters_search_after_losses(vm_results):
     assert (state(path, "phase", flow=1) == 1).any()
 
 
-@pytest.mark.vm_jobs("variants-vs-cubic")
-def test_histmin_keeps_the_historical_rtprop_when_probe_rtt_meets_a_queue(vm_results):
-    path = find(vm_results, "variants-vs-cubic", buffer_bdp=5, **{"flows.1.cc": "bbr_histmin"})
+def rtprop_around_first_probe_rtt(path: Path) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
+    """Flow 0's state, and its RTprop before and after its first ProbeRTT episode."""
     table = pd.read_parquet(path / "cc_state.parquet")
-    wide = table[table["flow"] == 1].pivot_table(index="t_s", columns="key", values="value").sort_index()
-    # ProbeRTT ran (10 s after the last lower sample) and CUBIC's queue kept its minimum above
-    # RTprop: the episode counts towards the K=3 streak, where plain BBR would adopt it
-    assert (wide["mode"] == 3).any()
-    assert wide["streak"].max() >= 1
+    wide = table[table["flow"] == 0].pivot_table(index="t_s", columns="key", values="value").sort_index()
+    in_probe_rtt = wide["mode"] == 3
+    assert in_probe_rtt.any(), "no ProbeRTT in the run"
+    start = in_probe_rtt.idxmax()
+    after = wide[(wide.index > start) & ~in_probe_rtt]
+    assert len(after) > 0, "the run ended inside ProbeRTT"
+    return wide, wide.loc[:start, "min_rtt_us"].iloc[:-1], after["min_rtt_us"]
+
+
+@pytest.mark.vm_jobs("histmin-standing-queue")
+def test_bbr1_adopts_a_queue_inflated_rtprop_when_probe_rtt_meets_cubics_queue(vm_results):
+    # The problem bbr_histmin addresses (004 IV-E.2): the 10 s filter expires, ProbeRTT cannot
+    # drain CUBIC's queue, and plain BBR takes the episode's minimum as RTprop
+    path = find(vm_results, "histmin-standing-queue", **{"flows.0.cc": "bbr1"})
+    _, before, after = rtprop_around_first_probe_rtt(path)
+    assert after.iloc[0] > 1.3 * before.min()
+
+
+@pytest.mark.vm_jobs("histmin-standing-queue")
+def test_histmin_keeps_the_historical_rtprop_when_probe_rtt_meets_a_queue(vm_results):
+    path = find(vm_results, "histmin-standing-queue", **{"flows.0.cc": "bbr_histmin"})
+    wide, before, after = rtprop_around_first_probe_rtt(path)
+    # the episode's minimum stayed above RTprop, so it counts towards the K=3 streak ...
+    assert after.notna().all() and wide["streak"].max() >= 1
     # ... and RTprop never rose: one episode is not K of them
     rtprop = wide["min_rtt_us"].dropna()
-    assert (rtprop.diff().dropna() <= 0).all()
+    assert (rtprop.diff().dropna() <= 0).all() and after.max() <= before.min()
+    assert wide["raised"].max() == 0
 
 
 @pytest.mark.vm_jobs("acw-rtt-mix")
@@ -144,7 +163,7 @@ def test_module_parameter_from_the_scenario_reaches_sysfs_and_meta(vm_results):
     assert module["effective_params"]["rate_rounds"] == "8"  # read from /sys/module during the run
 
 
-@pytest.mark.vm_jobs("variants-vs-cubic", "core-vs-kernel-bbr", "acw-rtt-mix")
+@pytest.mark.vm_jobs("variants-vs-cubic", "core-vs-kernel-bbr", "acw-rtt-mix", "histmin-standing-queue")
 def test_kernel_log_is_clean_after_every_module(vm_results):
     assert vm_results["_dmesg"], "no dmesg captured"
     assert dmesg_problems(vm_results["_dmesg"]) == []
