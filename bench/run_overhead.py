@@ -4,10 +4,12 @@
 
 DIR is any directory holding run directories (e.g. build/vm-tests/<stamp>, reports/demo). Prints,
 per phase, the runs that had it, its mean and total seconds, and the share of all run time that
-was not spent carrying flows, split by whether the run built its topology or reused one. Target: a reused-topology run spends
-under half its time outside its flows. Not met yet (55 % in the VM suite of 2026-11-22): bpftrace
-takes ~15 s to start when a module's tracepoint is in its script, and it is now the longest set-up
-step (the topology build it used to hide behind takes ~1.4 s when reused).
+was not spent carrying flows, split by whether the run built its topology or reused one.
+
+Target: a reused-topology run spends under half its time outside its flows. Not met reliably
+(49-57 % in three VM suites of 2026-11-22): reused runs wait 12-18 s on average for bpftrace to
+attach (longer when a module's tracepoint is in its script), and a reshape (1-2 s) no longer
+hides it.
 """
 
 from __future__ import annotations

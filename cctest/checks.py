@@ -20,9 +20,10 @@ Checks and what a failure means for the verdict:
                               what iperf3 wrote before it stopped), as a fraction of the payload
                               the link can carry (its rate times MSS / wire frame, 1448 / 1514 at
                               MTU 1500: the shaper counts Ethernet, IP and TCP headers).  Below
-                              GOODPUT_MIN -> warn only: a congestion controller that under-uses the link is a result,
-                              not an emulation fault (and short or loss-limited flows may never
-                              fill it).  Above GOODPUT_MAX -> fail: the shaper is not limiting.
+                              GOODPUT_MIN -> warn only: a congestion controller that under-uses
+                              the link is a result, not an emulation fault (and short or
+                              loss-limited flows may never fill it).  Above GOODPUT_MAX -> fail:
+                              the shaper is not limiting.
     drops_outside_bottleneck  drop-counter growth on every qdisc whose role is not "bottleneck"
                               must be 0.  Not ok -> fail (loss happened where the model has none).
     bottleneck_drops          informational: drop-counter growth at the bottleneck.  Always ok.

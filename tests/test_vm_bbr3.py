@@ -7,7 +7,7 @@ import pytest
 
 from conftest import dmesg_problems
 from test_vm_engine import bottleneck_utilisation
-from test_vm_modules import find, flows, runs_of
+from test_vm_modules import find, flows, runs_of, wide_state
 
 pytestmark = pytest.mark.vm
 
@@ -18,8 +18,7 @@ DOWN, CRUISE, REFILL, UP = 0, 1, 2, 3
 @pytest.mark.vm_jobs("bbr3-single")
 def test_single_flow_visits_every_state_and_fills_the_link(vm_results):
     (path,) = runs_of(vm_results, "bbr3-single")
-    table = pd.read_parquet(path / "cc_state.parquet")
-    wide = table.pivot_table(index="t_s", columns="key", values="value")
+    wide = wide_state(path)
     assert {STARTUP, DRAIN, PROBE_BW, PROBE_RTT} <= set(wide["mode"].dropna().astype(int))
     phases = set(wide[wide["mode"] == PROBE_BW]["phase"].dropna().astype(int))
     assert {DOWN, CRUISE, REFILL, UP} <= phases
@@ -73,8 +72,7 @@ def test_bbr3plus_leaves_startup_with_a_lower_pacing_gain(vm_results):
     gains = {}
     for cc in ("bbr3", "bbr3plus"):
         path = find(vm_results, "variants-vs-cubic", buffer_bdp=5, **{"flows.1.cc": cc})
-        table = pd.read_parquet(path / "cc_state.parquet")
-        wide = table[table["flow"] == 1].pivot_table(index="t_s", columns="key", values="value")
+        wide = wide_state(path, flow=1)
         gains[cc] = wide[wide["mode"] == STARTUP]["pacing_gain"].max()
     assert gains["bbr3"] == pytest.approx(2.77, abs=0.01)
     assert gains["bbr3plus"] == pytest.approx(2.08, abs=0.01)

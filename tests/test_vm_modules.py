@@ -43,6 +43,14 @@ def state(path: Path, key: str, flow: int | None = None) -> pd.Series:
     return rows.sort_values("t_s")["value"]
 
 
+def wide_state(path: Path, flow: int | None = None) -> pd.DataFrame:
+    """The module state trace as one column per key, one row per event time (pivot sorts it)."""
+    table = pd.read_parquet(path / "cc_state.parquet")
+    if flow is not None:
+        table = table[table["flow"] == flow]
+    return table.pivot_table(index="t_s", columns="key", values="value")
+
+
 def flows(path: Path) -> pd.DataFrame:
     return pd.read_parquet(path / "flows.parquet").set_index("flow")
 
@@ -98,8 +106,7 @@ def test_cws_retransmits_less_than_bbr_in_a_shallow_buffer(vm_results):
 @pytest.mark.vm_jobs("variants-vs-cubic")
 def test_shallow_uses_cwnd_gain_one_and_a_half_in_probe_bw(vm_results):
     path = find(vm_results, "variants-vs-cubic", buffer_bdp=5, **{"flows.1.cc": "bbr_shallow"})
-    table = pd.read_parquet(path / "cc_state.parquet")
-    wide = table[table["flow"] == 1].pivot_table(index="t_s", columns="key", values="value")
+    wide = wide_state(path, flow=1)
     probe_bw = wide[wide["mode"] == 2]
     assert len(probe_bw) > 0 and (probe_bw["cwnd_gain"] == 1.5).all()
     ss = pd.read_parquet(path / "ss.parquet")
@@ -115,8 +122,7 @@ def test_modest_enters_search_after_losses(vm_results):
 
 def rtprop_around_first_probe_rtt(path: Path) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
     """Flow 0's state, and its RTprop before and after its first ProbeRTT episode."""
-    table = pd.read_parquet(path / "cc_state.parquet")
-    wide = table[table["flow"] == 0].pivot_table(index="t_s", columns="key", values="value").sort_index()
+    wide = wide_state(path, flow=0)
     in_probe_rtt = wide["mode"] == 3
     assert in_probe_rtt.any(), "no ProbeRTT in the run"
     start = in_probe_rtt.idxmax()
@@ -137,12 +143,12 @@ def test_bbr1_adopts_a_queue_inflated_rtprop_when_probe_rtt_meets_cubics_queue(v
 @pytest.mark.vm_jobs("histmin-standing-queue")
 def test_histmin_keeps_the_historical_rtprop_when_probe_rtt_meets_a_queue(vm_results):
     path = find(vm_results, "histmin-standing-queue", **{"flows.0.cc": "bbr_histmin"})
-    wide, before, after = rtprop_around_first_probe_rtt(path)
+    wide, _, after = rtprop_around_first_probe_rtt(path)
     # the episode's minimum stayed above RTprop, so it counts towards the K=3 streak ...
     assert after.notna().all() and wide["streak"].max() >= 1
     # ... and RTprop never rose: one episode is not K of them
     rtprop = wide["min_rtt_us"].dropna()
-    assert (rtprop.diff().dropna() <= 0).all() and after.max() <= before.min()
+    assert (rtprop.diff().dropna() <= 0).all()
     assert wide["raised"].max() == 0
 
 
