@@ -72,14 +72,23 @@ def list_scenarios(experiments_file: str) -> None:
 @click.option("--vm", "mode", flag_value="vm", help="run inside a virtme-ng VM on a stock kernel")
 @click.option("--native", "mode", flag_value="native", help="run on this host's kernel")
 @click.option("--kernel", type=click.Path(dir_okay=False), help="kernel image for --vm (default: the one linux-image-amd64 points to, else the newest /boot/vmlinuz-*)")
-@click.option("--kvm", is_flag=True, help="use KVM for --vm instead of software emulation")
+@click.option("--kvm", is_flag=True, help="use KVM for --vm instead of software emulation (wall clock)")
+@click.option("--clock", type=click.Choice(["virtual", "wall"]), default=None,
+              help="--vm's clock: virtual (QEMU's instruction counter: faithful whatever the host's speed; the "
+                   "default) or wall (the host's; the default with --kvm)")
+@click.option("--icount-shift", type=int, default=None,
+              help="virtual clock: 2**N ns of guest time per instruction (0-10, default 0: the fastest guest CPU)")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="--vm: VMs in parallel, one vCPU each (default: the host's cores on the virtual clock, 1 on the wall clock)")
 @click.option("--dry-run", is_flag=True, help="print topology, commands and flow schedule; change nothing")
 @click.option("--no-ingest", is_flag=True, hidden=True)
 @click.option("--in-vm", is_flag=True, hidden=True)
 @click.option("--manifest", type=click.Path(dir_okay=False), hidden=True)
-def run(scenarios, experiments_file, repetitions, out, mode, kernel, kvm, dry_run, no_ingest, in_vm, manifest) -> None:
+@click.option("--only-runs", hidden=True, help="inside a VM: comma-separated indices of this VM's runs")
+def run(scenarios, experiments_file, repetitions, out, mode, kernel, kvm, clock, icount_shift, jobs, dry_run,
+        no_ingest, in_vm, manifest, only_runs) -> None:
     """Run SCENARIOS for real and write one run directory per run."""
-    from . import dumbbell
+    from . import dumbbell, vm
     from .session import NativeUnavailable, RunOptions, SessionError, choose_mode, run_in_vm, run_native
 
     experiments = load_or_exit(experiments_file)
@@ -87,14 +96,22 @@ def run(scenarios, experiments_file, repetitions, out, mode, kernel, kvm, dry_ru
         specs = [spec for name in scenarios for spec in expand(experiments, name, repetitions)]
     except ScenarioError as error:
         fail(str(error), 2)
+    try:
+        vm_clock = vm.VMClock.choose(clock, icount_shift, kvm)
+    except vm.VMOptionError as error:
+        fail(str(error), 2)
+    if only_runs:
+        specs = [specs[int(i)] for i in only_runs.split(",")]
     if dry_run:
         for spec in specs:
             click.echo(dumbbell.describe(spec))
         return
     opts = RunOptions(Path(experiments_file), list(scenarios), repetitions, Path(out), mode or "auto", kernel, kvm,
-                      not no_ingest, in_vm, Path(manifest) if manifest else None)
+                      not no_ingest, in_vm, Path(manifest) if manifest else None, vm_clock, jobs)
     try:
         chosen = choose_mode(opts.mode, specs, console, in_vm)
+        if chosen == "native" and not in_vm and (jobs or 1) > 1:
+            console.print("[yellow]notice:[/] -j spreads runs over VMs; native runs go one at a time")
         run_dirs = (run_in_vm if chosen == "vm" else run_native)(specs, opts, console)
     except (SessionError, kmod.ModuleError, journal.RunLockedError) as error:
         fail(str(error), 2 if isinstance(error, (journal.RunLockedError, NativeUnavailable)) else 1)
@@ -117,7 +134,10 @@ def doctor_command() -> None:
         table.add_row(check.name, "[green]ok[/]" if check.ok else "[red]missing[/]", check.detail,
                       check.needed_for, "" if check.ok else check.fix)
     console.print(table)
-    console.print(f"[bold]mode:[/] {doctor.verdict(results)}")
+    verdict = doctor.verdict(results)
+    console.print(f"[bold]mode:[/] {verdict}")
+    if verdict.startswith("native"):
+        console.print(f"[bold]with --vm:[/] {doctor.vm_clock_verdict()}")
 
 
 @main.command()

@@ -13,6 +13,7 @@ parquet tables described in docs/run-directory.md.  It has two layers:
       parse_cc_state       raw/bpftrace.log    ``S <cc> <t_ns> <sport> <dport> k=v ...`` lines
       parse_iperf3_json    raw/iperf3-<i>.json iperf3 -J client output (possibly truncated)
       parse_ping           raw/ping-<i>.txt    ping output
+      parse_cpu_stat       raw/cpu.jsonl       /proc/stat CPU counters per sample
 
 * ``ingest_run(run_dir)`` reads meta.json, runs the parsers, maps sockets to flows, converts time
   to ``t_s`` (seconds after the run's time zero) and writes ``<table>.parquet``.
@@ -38,7 +39,7 @@ NS_PER_S = 1_000_000_000
 US_PER_MS = 1000.0
 
 # Table names in write order; flows is always written, the others only when their input exists.
-TABLES = ("flows", "throughput", "ss", "tcp_probe", "qdisc", "cc_state", "ping")
+TABLES = ("flows", "throughput", "ss", "tcp_probe", "qdisc", "cc_state", "ping", "cpu")
 
 # Column order of every table, as in docs/run-directory.md.
 COLUMNS: dict[str, list[str]] = {
@@ -56,6 +57,7 @@ COLUMNS: dict[str, list[str]] = {
               "backlog_pkts", "drops", "sent_bytes", "sent_pkts", "overlimits", "requeues"],
     "cc_state": ["run_id", "flow", "t_s", "cc", "key", "value"],
     "ping": ["run_id", "flow", "seq", "rtt_ms"],
+    "cpu": ["run_id", "t_s", "cpu", "interval_s", "busy_frac"],
 }
 
 # The numeric columns of the ss table (everything after run_id, flow, t_s); NaN when absent.
@@ -399,6 +401,37 @@ def parse_ping(text: str) -> pd.DataFrame:
                                                                  "rtt_ms": "float64"})
 
 
+# /proc/stat columns: user nice system idle iowait irq softirq steal. Idle and I/O wait are the
+# CPU waiting; everything else is work (softirq is where the emulated network's packets are moved).
+_IDLE_COLUMNS = (3, 4)
+
+
+def parse_cpu_stat(text: str) -> pd.DataFrame:
+    """raw/cpu.jsonl -> one row per CPU ("cpu" = all together) per interval between samples:
+    t_ns (interval end), interval_s, busy_frac (non-idle share of the ticks counted in it)."""
+    samples = []
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+            samples.append((int(rec["t_ns"]), {k: [int(x) for x in v] for k, v in rec["cpu"].items()}))
+        except (ValueError, KeyError, TypeError):
+            continue
+    rows = []
+    for (t_prev, prev), (t_now, now) in zip(samples, samples[1:]):
+        for cpu, ticks in now.items():
+            before = prev.get(cpu)
+            if before is None or len(before) != len(ticks):
+                continue
+            delta = [b - a for a, b in zip(before, ticks)]
+            total = sum(delta)
+            if total <= 0:
+                continue
+            idle = sum(delta[i] for i in _IDLE_COLUMNS if i < len(delta))
+            rows.append({"t_ns": t_now, "cpu": cpu, "interval_s": (t_now - t_prev) / NS_PER_S,
+                         "busy_frac": 1.0 - idle / total})
+    return pd.DataFrame(rows, columns=["t_ns", "cpu", "interval_s", "busy_frac"])
+
+
 # --------------------------------------------------------------------------------------------
 # Run directory -> tables
 
@@ -555,13 +588,21 @@ def build_tables(meta: dict, raw: dict[str, str | None]) -> dict[str, pd.DataFra
             parts.append(p)
     if parts:
         tables["ping"] = _finish("ping", pd.concat(parts), run_id)
+
+    # cpu
+    if raw.get("cpu.jsonl") is not None:
+        cpu = parse_cpu_stat(raw["cpu.jsonl"])
+        cpu["t_s"] = t_s(cpu["t_ns"])
+        cpu = _finish("cpu", cpu, run_id)
+        cpu["cpu"] = cpu["cpu"].astype("string")
+        tables["cpu"] = cpu
     return {name: tables[name] for name in TABLES if name in tables}
 
 
 def load_raw(run_dir: str | Path, meta: dict) -> dict[str, str | None]:
     """Read the raw files build_tables needs; absent files map to None."""
     raw_dir = Path(run_dir) / "raw"
-    names = ["ss.jsonl", "qdisc.log", "bpftrace.log"]
+    names = ["ss.jsonl", "qdisc.log", "bpftrace.log", "cpu.jsonl"]
     for f in meta.get("flows", []):
         names += [f"iperf3-{f['flow']}.json", f"ping-{f['flow']}.txt"]
     return {n: _read(raw_dir / n) for n in names}

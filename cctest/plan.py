@@ -207,3 +207,32 @@ def expand(experiments: Experiments, name: str, repetitions: int | None = None) 
                 )
             )
     return runs
+
+
+# Rough guest seconds a run costs beyond its flows (tracing, warm-up, teardown), and a topology
+# build on top (ENVIRONMENT.md): only for balancing runs over VMs, never for results.
+RUN_OVERHEAD_S = 15.0
+TOPOLOGY_BUILD_S = 20.0
+
+
+def split_for_vms(specs: list[RunSpec], vms: int) -> list[list[int]]:
+    """Indices of `specs` for each of up to `vms` VMs: about equal guest time each, longest runs
+    placed first, and within a VM runs with the same hosts and links (the same number of flows)
+    kept next to each other so that they share one topology. Every run in exactly one VM; no VM
+    without runs. Pure and deterministic: the host and each guest compute the same split."""
+    vms = max(1, min(vms, len(specs)))
+    loads = [0.0] * vms
+    shapes: list[set[int]] = [set() for _ in range(vms)]
+    parts: list[list[int]] = [[] for _ in range(vms)]
+    order = sorted(range(len(specs)), key=lambda i: (-specs[i].scenario.duration_s, i))
+    for i in order:
+        shape = len(specs[i].flows)
+
+        def cost(vm: int) -> float:
+            return loads[vm] + (0.0 if shape in shapes[vm] else TOPOLOGY_BUILD_S)
+
+        vm = min(range(vms), key=lambda v: (cost(v), v))
+        loads[vm] = cost(vm) + specs[i].scenario.duration_s + RUN_OVERHEAD_S
+        shapes[vm].add(shape)
+        parts[vm].append(i)
+    return [sorted(part, key=lambda i: (len(specs[i].flows), i)) for part in parts]

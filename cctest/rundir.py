@@ -15,6 +15,7 @@ import yaml
 
 from . import __version__
 from .kmod import REPO_ROOT
+from .vmtime import stretch
 from .plan import RunSpec
 
 TOOL_VERSION_COMMANDS = {
@@ -49,7 +50,7 @@ def tool_versions() -> dict[str, str]:
     versions = {}
     for name, cmd in TOOL_VERSION_COMMANDS.items():
         try:
-            result = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+            result = subprocess.run(cmd, capture_output=True, text=True, timeout=stretch(10))
             text = (result.stdout or result.stderr).strip().splitlines()
             versions[name] = text[0] if text else "unknown"
         except (OSError, subprocess.TimeoutExpired):
@@ -65,14 +66,16 @@ def tool_versions() -> dict[str, str]:
 
 @functools.cache
 def git_commit() -> str | None:
+    if os.environ.get("CCTEST_GIT_COMMIT"):  # the host's answer, passed into a VM: the same checkout
+        return os.environ["CCTEST_GIT_COMMIT"]
     try:
-        result = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        result = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=stretch(10))
     except OSError:
         return None
     if result.returncode != 0:
         return None
     dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
+                           capture_output=True, text=True, timeout=stretch(30)).stdout.strip()
     return result.stdout.strip() + ("-dirty" if dirty else "")
 
 

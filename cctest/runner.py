@@ -18,7 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from . import dumbbell, kmod
+from . import dumbbell, kmod, vmtime
 from .journal import Journal
 from .net import capture, traffic
 from .net.topology import Dumbbell, Topologies
@@ -26,6 +26,7 @@ from .plan import RunSpec
 from .rundir import base_meta, new_run_dir, now_iso, write_meta
 
 FLOW_GRACE_S = 20.0  # how long past its end a flow may take before it counts as hung
+CPU_INTERVAL_S = 0.5  # /proc/stat ticks are 10 ms: half a second resolves busy fractions to 2 %
 BPFTRACE_ATTACH_TIMEOUT_S = 60.0  # attaching takes 8-20 s under emulation (ENVIRONMENT.md)
 
 
@@ -62,16 +63,20 @@ def uninterruptible():
         signal.signal(signal.SIGTERM, old_term)
 
 
-def _progress(console: Console) -> Progress:
+def _progress(console: Console, live: bool) -> Progress:
+    """A live bar on a real terminal. Inside a VM it stays off (each phase prints one line instead):
+    redrawing ten times a second costs the emulated CPU and a console write each time, and its
+    times would be guest seconds anyway."""
     return Progress(
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-        TextColumn("remaining"), TimeRemainingColumn(), console=console, transient=False,
+        TextColumn("remaining"), TimeRemainingColumn(), console=console, transient=False, disable=not live,
     )
 
 
 class Run:
     def __init__(self, spec: RunSpec, out_root: Path, mode: str, journal: Journal, console: Console,
-                 release: str, topologies: Topologies, with_fq: bool = True, with_bpftrace: bool = True):
+                 release: str, topologies: Topologies, with_fq: bool = True, with_bpftrace: bool = True,
+                 vm_boot: dict | None = None):
         self.spec = spec
         self.mode = mode
         self.journal = journal
@@ -81,12 +86,16 @@ class Run:
         self.with_bpftrace = with_bpftrace and spec.scenario.capture.tcp_probe
         self.topologies = topologies  # the session's: consecutive runs can share one topology
         self.status = "failed"  # until the flows have run; then "ok", or "interrupted"
+        if mode == "vm":
+            vmtime.sync_realtime()
         self.dir = new_run_dir(out_root, spec)
         self.raw = self.dir / "raw"
         self.meta = base_meta(self.dir, spec, mode)
         self.meta["phase_s"] = {}
-        self._phase_name: str | None = None
-        self._phase_start = 0.0
+        self.meta["vm"] = vmtime.in_vm_env()
+        if self.meta["vm"] is not None:
+            self.meta["vm"]["boot"] = vm_boot
+        self.clock = vmtime.PhaseClock(self.meta["phase_s"], self.meta["vm"])
         write_meta(self.dir, self.meta)
 
     # -- phases -------------------------------------------------------------------------------
@@ -117,8 +126,8 @@ class Run:
         undo.callback(lambda: self.topologies.release(net, keep=self.status == "ok"))
         self.meta["topology"] = "reused from the previous run" if reused else "built"
         if reused:
-            self._phase_name = "reshape topology"  # this phase's time, under its true name
-            progress.update(task, description=self._phase_name)
+            self.clock.rename("reshape topology")  # this phase's time, under its true name
+            progress.update(task, description="reshape topology")
             settings = net.settings
         else:
             net.build()
@@ -140,12 +149,15 @@ class Run:
         qdisc_log = open(self.raw / "qdisc.log", "w")
         undo.callback(qdisc_log.close)
         undo.callback(ss_log.close)
+        cpu_log = open(self.raw / "cpu.jsonl", "w")
+        undo.callback(cpu_log.close)
         ss_lock, qdisc_lock = threading.Lock(), threading.Lock()
         # The root namespace only: a sampler thread per sender namespace costs the flow launcher
         # tens of ms (GIL) under emulation; the senders' fq counters are in meta.json's snapshot.
         samplers: list[capture.PeriodicSampler] = [
             capture.QdiscSampler({iface: role for node, iface, role in dumbbell.sampled_ifaces(self.spec) if node is None},
-                                 capture_cfg.qdisc_interval_ms / 1000, qdisc_log, qdisc_lock)
+                                 capture_cfg.qdisc_interval_ms / 1000, qdisc_log, qdisc_lock),
+            capture.CpuSampler(CPU_INTERVAL_S, cpu_log, threading.Lock()),
         ]
         for flow in self.spec.flows:
             samplers.append(capture.SockDiagSampler(flow.index, net.host(flow.sender).pid, flow.server_port,
@@ -157,7 +169,7 @@ class Run:
             for sampler in samplers:
                 sampler.stop()
             for sampler in samplers:
-                sampler.join(timeout=10)
+                sampler.join(timeout=vmtime.stretch(10))
                 if sampler.error:
                     self.meta["warnings"].append(f"sampler {sampler.error} ({sampler.samples} samples, "
                                                  f"{sampler.failures} failed)")
@@ -229,10 +241,9 @@ class Run:
 
     def _phase(self, progress: Progress, task, name: str, **fields) -> None:
         """Show the phase, and record how long each phase took (meta.json phase_s: where time goes)."""
-        now = time.monotonic()
-        if self._phase_name is not None:
-            self.meta["phase_s"][self._phase_name] = round(now - self._phase_start, 2)
-        self._phase_name, self._phase_start = name, now
+        self.clock.switch(None if name == "done" else name)
+        if progress.disable and name != "done":
+            self.console.print(f"  {name}", highlight=False)
         progress.update(task, description=name, **fields)
 
     # -- the whole run --------------------------------------------------------------------------
@@ -240,7 +251,7 @@ class Run:
     def execute(self) -> Path:
         error = None
         undo = Teardown(self.meta["warnings"])
-        with _progress(self.console) as progress, signals_as_interrupts():
+        with _progress(self.console, live=self.meta["vm"] is None) as progress, signals_as_interrupts():
             task = progress.add_task("", total=None)
             self._phase(progress, task, "load modules")
             try:
@@ -254,7 +265,7 @@ class Run:
                 self._start_samplers(net, undo)
                 if tracer is not None:
                     self._phase(progress, task, "warm-up: wait for bpftrace")
-                    if not tracer.wait_for("Attaching", BPFTRACE_ATTACH_TIMEOUT_S):
+                    if not tracer.wait_for("Attaching", vmtime.stretch(BPFTRACE_ATTACH_TIMEOUT_S)):
                         self.meta["warnings"].append("bpftrace did not attach; no tcp_probe or module state traces")
                 # After bpftrace has attached: attaching is CPU-heavy and would inflate the pings.
                 self._phase(progress, task, "warm-up: base RTT")
@@ -272,6 +283,7 @@ class Run:
                 with uninterruptible():
                     undo.close()
                     self._phase(progress, task, "done")
+                    vmtime.add_totals(self.meta["vm"])
                     self.meta.update(status=self.status, error=error, end_time=now_iso())
                     write_meta(self.dir, self.meta)
         return self.dir
@@ -308,7 +320,7 @@ def _terminate(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.terminate()
         try:
-            proc.wait(timeout=5)
+            proc.wait(timeout=vmtime.stretch(5))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

@@ -8,16 +8,18 @@ VM: build modules for the guest kernel on the host, boot one VM that runs the sa
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 
-from . import doctor, kmod, vm
+from . import doctor, kmod, vm, vmtime
 from .journal import Journal
-from .plan import RunSpec
+from .plan import RunSpec, split_for_vms
 from .rundir import write_meta
 
 
@@ -33,6 +35,9 @@ class RunOptions:
     ingest: bool
     in_vm: bool
     manifest: Path | None
+    clock: "vm.VMClock | None" = None  # --vm only
+    jobs: int | None = None  # VMs in parallel; None: the host's cores on the virtual clock, else 1
+    only_runs: list[int] | None = None  # inside a VM: which of the invocation's runs are this VM's
 
 
 class SessionError(Exception):
@@ -104,6 +109,7 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
     run_dirs: list[Path] = []
     leftovers = False
     topologies = Topologies()
+    vm_boot = vmtime.boot_times() if opts.in_vm and vmtime.in_vm_env() else None
     try:
         if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules) and not opts.in_vm:
             kmod.build(release)
@@ -113,7 +119,7 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
         for spec in specs:
             console.rule(f"{spec.scenario.name} {spec.label} repetition {spec.repetition}")
             run = Run(spec, opts.out, "vm" if opts.in_vm else "native", journal, console, release, topologies,
-                      with_fq=with_fq, with_bpftrace=with_bpftrace)
+                      with_fq=with_fq, with_bpftrace=with_bpftrace, vm_boot=vm_boot)
             run_dirs.append(run.dir)
             _record(opts.manifest, run.dir)
             try:
@@ -137,9 +143,38 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
     return run_dirs
 
 
+VM_MEMORY_GB = 2.5  # what one VM (-m 2G) costs the host, with qemu's own share
+
+
+def vm_jobs(requested: int | None, clock: vm.VMClock, runs: int, console: Console) -> int:
+    """How many VMs to run at once. On the virtual clock a VM's results do not depend on the host's
+    load, so by default one per host core; on the wall clock VMs would steal each other's time."""
+    if requested is None:
+        requested = (os.cpu_count() or 1) if clock.kind == "virtual" else 1
+    elif requested > 1 and clock.kind == "wall":
+        console.print("[yellow]notice:[/] VMs in parallel on the wall clock compete for the host's CPUs "
+                      "and slow each other's links; results may differ from -j 1")
+    memory = _available_memory_gb()
+    fit = max(1, int(memory // VM_MEMORY_GB)) if memory else requested
+    if requested > fit:
+        console.print(f"[yellow]notice:[/] {fit} VMs at most: {memory:.1f} GB of memory available")
+    return max(1, min(requested, fit, runs))
+
+
+def _available_memory_gb() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return None
+
+
 def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[Path]:
     kernel = vm.pick_kernel(opts.kernel)
     release = vm.guest_release(kernel)
+    clock = opts.clock or vm.VMClock.choose(None, None, opts.kvm)
     if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules):
         console.print(f"building modules for {release}")
         kmod.build(release)
@@ -148,23 +183,62 @@ def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[
                 kmod.check_params(cc, params, release)
     opts.out.mkdir(parents=True, exist_ok=True)
     out = opts.out.resolve()
-    manifest = out / f".manifest-{Path(kernel).name}-{id(specs)}.txt"
-    manifest.unlink(missing_ok=True)
-    guest = [sys.executable, "-m", "cctest", "run", *opts.names, "-f", str(opts.experiments_file.resolve()),
-             "--out", str(out), "--native", "--in-vm", "--no-ingest", "--manifest", str(manifest)]
-    if opts.repetitions is not None:
-        guest += ["--repetitions", str(opts.repetitions)]
-    console.print(f"booting {kernel.name} in virtme-ng ({'KVM' if opts.kvm else 'software emulation'})")
-    code = 1
-    try:
-        code = vm.run(kernel, guest, [out], kvm=opts.kvm)
-    finally:
-        run_dirs = [Path(line) for line in manifest.read_text().split()] if manifest.exists() else []
+    parts = split_for_vms(specs, vm_jobs(opts.jobs, clock, len(specs), console))
+    guests = []
+    for k, part in enumerate(parts):
+        manifest = out / f".manifest-{Path(kernel).name}-{os.getpid()}-{k}.txt"
         manifest.unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "cctest", "run", *opts.names, "-f", str(opts.experiments_file.resolve()),
+               "--out", str(out), "--native", "--in-vm", "--no-ingest", "--manifest", str(manifest)]
+        if opts.repetitions is not None:
+            cmd += ["--repetitions", str(opts.repetitions)]
+        if len(parts) > 1:
+            cmd += ["--only-runs", ",".join(map(str, part))]
+        guests.append((cmd, manifest, len(part)))
+    console.print(f"booting {kernel.name} in {len(parts)} virtme-ng VM(s), {clock.describe()}")
+    codes: list[int] = []
+    try:
+        if len(guests) == 1:
+            codes = [vm.run(kernel, guests[0][0], [out], clock)]
+        else:
+            codes = _run_parallel(kernel, guests, out, clock, console)
+    finally:
+        run_dirs = []
+        for _, manifest, _ in guests:
+            run_dirs += [Path(line) for line in manifest.read_text().split()] if manifest.exists() else []
+            manifest.unlink(missing_ok=True)
         if opts.ingest:
             for run_dir in run_dirs:
                 if (run_dir / "meta.json").exists():
                     finalize(run_dir, console)
-    if code != 0:
-        raise SessionError(f"the run inside the VM exited with {code}")
+    failed = [(k, code) for k, code in enumerate(codes) if code != 0]
+    if failed:
+        raise SessionError("the run inside the VM exited with " + ", ".join(
+            f"{code}" + (f" (VM {k}, console in {out / f'.vm-{k}.log'})" if len(guests) > 1 else "")
+            for k, code in failed))
     return run_dirs
+
+
+def _run_parallel(kernel: Path, guests: list, out: Path, clock: vm.VMClock, console: Console) -> list[int]:
+    """Boot one VM per part at once, each with its console in out/.vm-<k>.log; say which run each
+    is on as its manifest grows."""
+    procs = [vm.start(kernel, cmd, [out], clock, log=out / f".vm-{k}.log") for k, (cmd, _, _) in enumerate(guests)]
+    seen = [0] * len(procs)
+    try:
+        while True:
+            for k, (_, manifest, total) in enumerate(guests):
+                dirs = manifest.read_text().split() if manifest.exists() else []
+                for line in dirs[seen[k]:]:
+                    console.print(f"VM {k}: run {dirs.index(line) + 1}/{total} {Path(line).parent.name}/{Path(line).name}",
+                                  highlight=False)
+                seen[k] = len(dirs)
+            if all(proc.poll() is not None for proc in procs):
+                break
+            time.sleep(2)
+    except BaseException:
+        for proc in procs:
+            vm.stop(proc)
+        raise
+    for k, proc in enumerate(procs):
+        console.print(f"VM {k}: exit {proc.returncode} (console: {out / f'.vm-{k}.log'})", highlight=False)
+    return [proc.returncode for proc in procs]

@@ -4,6 +4,13 @@ The guest sees the host's files read-only (so the same venv and checkout), gets 
 directory as a writable share, and runs `cctest run --native` inside. Modules are built on the
 host against the guest kernel's headers before boot. Tables are made on the host afterwards:
 parsing under software emulation is slow (ENVIRONMENT.md).
+
+The clock. Under software emulation on the wall clock the guest falls behind its own timers (a
+20 Mbit/s link delivered 82 %). On QEMU's instruction-counted clock (`-icount shift=N,sleep=off`)
+guest time advances 2**N ns per instruction executed and jumps over idle time, so the guest's
+network runs at its configured rate in guest time however slow or busy the host is: a slow host
+makes a run take longer, not come out different. icount needs a single vCPU (with two, the guest
+did not finish booting in 300 s) and cannot be combined with KVM.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from .doctor import stock_kernels
@@ -22,9 +31,62 @@ from .kmod import REPO_ROOT, release_of_kernel_image
 BLACKLIST = ("kvm", "kvm_intel", "kvm_amd", "ahci", "libahci", "libata", "ata_piix", "sr_mod", "cdrom",
              "psmouse", "floppy", "parport", "parport_pc", "snd", "soundcore", "pcspkr", "qat_4xxx")
 
+CLOCKS = ("virtual", "wall")
+# 1 ns per instruction: the fastest guest CPU icount offers; bench/vm_clock.py measured shift 1
+# (a CPU half as fast) against it (README, "Where runs happen").
+DEFAULT_ICOUNT_SHIFT = 0
+MAX_ICOUNT_SHIFT = 10  # QEMU's own upper bound
+WALL_CLOCK_VCPUS = 2  # multi-threaded TCG: two vCPUs keep up better with a 10 Mbit/s link
+
 
 class VMError(Exception):
     pass
+
+
+class VMOptionError(VMError):
+    """A combination of VM options that cannot work (bad input: exit 2)."""
+
+
+@dataclass(frozen=True)
+class VMClock:
+    """How the guest keeps time: QEMU's instruction counter (virtual) or the host's (wall)."""
+
+    kind: str = "virtual"
+    shift: int = DEFAULT_ICOUNT_SHIFT
+    kvm: bool = False
+
+    def __post_init__(self):
+        if self.kind not in CLOCKS:
+            raise VMOptionError(f"--clock {self.kind}: allowed values are {', '.join(CLOCKS)}")
+        if not 0 <= self.shift <= MAX_ICOUNT_SHIFT:
+            raise VMOptionError(f"--icount-shift {self.shift}: allowed values are 0 to {MAX_ICOUNT_SHIFT}")
+        if self.kvm and self.kind == "virtual":
+            raise VMOptionError("--kvm runs on the wall clock: QEMU's instruction counter needs software "
+                                "emulation; use --kvm --clock wall, or drop --kvm")
+
+    @classmethod
+    def choose(cls, clock: str | None, shift: int | None, kvm: bool) -> "VMClock":
+        """--clock defaults to virtual, except with --kvm, which keeps the wall clock."""
+        kind = clock or ("wall" if kvm else "virtual")
+        return cls(kind, DEFAULT_ICOUNT_SHIFT if shift is None else shift, kvm)
+
+    @property
+    def vcpus(self) -> int:
+        return 1 if self.kind == "virtual" else WALL_CLOCK_VCPUS
+
+    def qemu_opts(self) -> str | None:
+        return f"-icount shift={self.shift},sleep=off" if self.kind == "virtual" else None
+
+    def describe(self) -> str:
+        if self.kind == "virtual":
+            return (f"virtual clock (QEMU icount shift={self.shift}: {2 ** self.shift} ns per guest instruction, "
+                    f"idle time skipped; {self.vcpus} vCPU)")
+        return f"wall clock ({'KVM' if self.kvm else 'software emulation'}, {self.vcpus} vCPUs)"
+
+    def env(self) -> dict[str, str]:
+        """What the guest is told of its VM, for meta.json's `vm` object."""
+        return {"CCTEST_VM_CLOCK": self.kind, "CCTEST_VM_ICOUNT_SHIFT": str(self.shift) if self.kind == "virtual" else "",
+                "CCTEST_VM_VCPUS": str(self.vcpus), "CCTEST_VM_KVM": "1" if self.kvm else "0"}
 
 
 def pick_kernel(kernel: str | None) -> Path:
@@ -46,26 +108,72 @@ def vng_path() -> str:
     return found
 
 
-def vng_command(kernel: Path, guest_cmd: list[str], rwdirs: list[Path], cpus: int = 2, memory: str = "2G",
-                kvm: bool = False) -> list[str]:
-    cmd = [vng_path(), "--force-9p", "-r", str(kernel), "--cpus", str(cpus), "-m", memory,
+def vng_command(kernel: Path, guest_cmd: list[str], rwdirs: list[Path], clock: VMClock = VMClock(),
+                memory: str = "2G", guest_env: dict[str, str] | None = None) -> list[str]:
+    cmd = [vng_path(), "--force-9p", "-r", str(kernel), "--cpus", str(clock.vcpus), "-m", memory,
            "--append", "modprobe.blacklist=" + ",".join(BLACKLIST)]
-    if not kvm:
+    if not clock.kvm:
         cmd.insert(1, "--disable-kvm")
+    if clock.qemu_opts():
+        cmd += ["--qemu-opts", clock.qemu_opts()]
     for rwdir in rwdirs:
         cmd += ["--rwdir", str(rwdir)]
     # PATH: the venv first (so `vng`'s helpers and our console script resolve), then the system's.
-    env_path = f"{Path(sys.executable).parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    cmd += ["--exec", f"cd {shlex.quote(str(REPO_ROOT))} && PATH={env_path} " + shlex.join(guest_cmd)]
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           **clock.env(), **(guest_env or {})}
+    assignments = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
+    cmd += ["--exec", f"cd {shlex.quote(str(REPO_ROOT))} && {assignments} " + shlex.join(guest_cmd)]
     return cmd
 
 
-def run(kernel: Path, guest_cmd: list[str], rwdirs: list[Path], kvm: bool = False) -> int:
-    """Boot, run guest_cmd, power off. Returns the guest command's exit code."""
+def host_clock_env(share: Path) -> dict[str, str]:
+    """Lets the guest read the host's wall clock (cctest.vmtime) through a file on a writable share,
+    and say how long the boot took on it."""
+    return {"CCTEST_HOST_CLOCK_FILE": str(share / ".host-clock"), "CCTEST_VM_BOOT_STARTED": f"{time.time():.3f}"}
+
+
+def start(kernel: Path, guest_cmd: list[str], rwdirs: list[Path], clock: VMClock = VMClock(),
+          log: Path | None = None) -> subprocess.Popen:
+    """Boot a VM that runs guest_cmd and powers off. With `log`, its console goes there (VMs in
+    parallel), else to this terminal."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
-    proc = subprocess.run(vng_command(kernel, guest_cmd, rwdirs, kvm=kvm), env=env, cwd=REPO_ROOT)
-    return proc.returncode
+    guest_env = host_clock_env(rwdirs[0]) if rwdirs else {}
+    from .rundir import git_commit  # the host reads its checkout fast; the guest, over 9p, slowly
+
+    guest_env["CCTEST_GIT_COMMIT"] = git_commit() or ""
+    cmd = vng_command(kernel, guest_cmd, rwdirs, clock, guest_env=guest_env)
+    if log is None:
+        return subprocess.Popen(cmd, env=env, cwd=REPO_ROOT)
+    with open(log, "wb") as sink:
+        # no terminal: vng must not wait on (or fight over) a shared stdin
+        return subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+
+
+def run(kernel: Path, guest_cmd: list[str], rwdirs: list[Path], clock: VMClock = VMClock(),
+        log: Path | None = None) -> int:
+    """Boot, run guest_cmd, power off. Returns the guest command's exit code."""
+    proc = start(kernel, guest_cmd, rwdirs, clock, log)
+    try:
+        return proc.wait()
+    except BaseException:
+        stop(proc)
+        raise
+
+
+def stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """Ctrl-C reaches a VM on our terminal by itself (its guest tears down and powers off); give it
+    time, then end qemu."""
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def guest_release(kernel: Path) -> str:

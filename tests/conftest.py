@@ -41,7 +41,8 @@ def _vm_unavailable() -> str | None:
 
 @pytest.fixture(scope="session")
 def vm_results(request):
-    """Boot one VM, run every needed job, ingest the run dirs on the host; return results.json.
+    """Boot VMs (CCTEST_VM_JOBS, default the host's cores) that run every needed job between them,
+    ingest the run dirs on the host; return the merged results.json.
 
     CCTEST_VM_RESULTS=build/vm-tests/<stamp> re-checks the assertions on that earlier output instead.
     """
@@ -68,17 +69,71 @@ def vm_results(request):
     kernel = vm.pick_kernel(os.environ.get("CCTEST_KERNEL"))
     if kmod.source_trees():
         kmod.build(vm.guest_release(kernel))
-    code = vm.run(kernel, [sys.executable, str(GUEST), str(out), *jobs], [out])
-    results_path = out / "results.json"
-    assert results_path.exists(), f"the guest suite wrote no results (VM exit code {code})"
-    results = json.loads(results_path.read_text())
+    vms = vm_shares(jobs, int(os.environ.get("CCTEST_VM_JOBS", os.cpu_count() or 1)))
+    procs = []
+    for k, args in enumerate(vms):
+        (out / f"vm{k}").mkdir()
+        procs.append(vm.start(kernel, [sys.executable, str(GUEST), str(out / f"vm{k}"), *args], [out / f"vm{k}"],
+                              log=out / f"vm{k}.log"))
+    codes = [proc.wait() for proc in procs]
+    results, dmesg = merge_vm_results([out / f"vm{k}" for k in range(len(vms))], codes)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    (out / "dmesg.txt").write_text(dmesg)
     console = Console(stderr=True)
     for job in results.values():
         for run_dir in job["run_dirs"]:
             finalize(Path(run_dir), console)
-    results["_dmesg"] = (out / "dmesg.txt").read_text() if (out / "dmesg.txt").exists() else None
+    results["_dmesg"] = dmesg or None
     results["_out"] = str(out)
     return results
+
+
+def vm_shares(jobs: list[str], n_vms: int) -> list[list[str]]:
+    """guest.py's arguments for each VM: the plain jobs' runs split as `cctest run -j` splits
+    them, and each interrupt/kill job (one short and one long run) on the VM with the least."""
+    from cctest.plan import RUN_OVERHEAD_S, expand, split_for_vms
+    from cctest.scenario import load_experiments
+
+    plain = [job for job in jobs if ":" not in job]
+    special = [job for job in jobs if ":" in job]
+    experiments = load_experiments(str(GUEST.parent / "scenarios.yaml"))
+    specs = [spec for name in plain for spec in expand(experiments, name)]
+    parts = split_for_vms(specs, n_vms) if specs else [[]]
+    parts += [[] for _ in range(n_vms - len(parts))] if special else []
+    loads = [sum(specs[i].scenario.duration_s + RUN_OVERHEAD_S for i in part) for part in parts]
+    extra: list[list[str]] = [[] for _ in parts]
+    for job in special:
+        k = min(range(len(parts)), key=lambda v: loads[v])
+        extra[k].append(job)
+        loads[k] += 90  # two runs, one cut short, and a `cctest clean`
+    shares = []
+    for part, specials in zip(parts, extra):
+        args = (["--only-runs", ",".join(map(str, part)), *plain] if part else []) + specials
+        if args:
+            shares.append(args)
+    return shares
+
+
+def merge_vm_results(dirs: list[Path], codes: list[int]) -> tuple[dict, str]:
+    """One results.json and one dmesg from every VM's: a job's run dirs from all VMs, its exit code
+    the worst, what each VM left behind together."""
+    merged: dict = {}
+    dmesg = []
+    for k, (vm_dir, code) in enumerate(zip(dirs, codes)):
+        path = vm_dir / "results.json"
+        assert path.exists(), f"VM {k}: the guest suite wrote no results (VM exit code {code}; {vm_dir}.log)"
+        for job, entry in json.loads(path.read_text()).items():
+            if job not in merged:
+                merged[job] = entry
+                continue
+            into = merged[job]
+            into["run_dirs"] += entry["run_dirs"]
+            into["exit_code"] = entry["exit_code"] if entry["exit_code"] != 0 else into["exit_code"]
+            for key, value in entry.get("leftovers", {}).items():
+                into["leftovers"][key] = into["leftovers"][key] + value
+        if (vm_dir / "dmesg.txt").exists():
+            dmesg.append((vm_dir / "dmesg.txt").read_text())
+    return merged, "".join(dmesg)
 
 
 def dmesg_problems(dmesg: str) -> list[str]:

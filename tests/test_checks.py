@@ -154,7 +154,7 @@ def test_recorded_run_checks(tmp_path):
     assert on_disk == res
     assert on_disk["verdict"] in ("pass", "warn", "fail")
     assert [c["name"] for c in on_disk["checks"]] == [
-        "base_rtt", "base_rtt", "goodput", "drops_outside_bottleneck", "bottleneck_drops"]
+        "base_rtt", "base_rtt", "goodput", "drops_outside_bottleneck", "bottleneck_drops", "cpu_busy"]
     for c in on_disk["checks"]:
         assert set(c) == {"name", "ok", "measured", "expected", "detail"}
     # the netem qdiscs dropped nothing in the recording; the bottleneck's htb root did
@@ -198,3 +198,32 @@ def test_goodput_counts_what_was_acked_while_flows_ran_not_the_later_drain():
     res = checks.evaluate(make_meta(), t)
     (g,) = by_name(res, "goodput")
     assert g["measured"] == pytest.approx(20e6 * 8 / 15 / 20e6 / PAYLOAD, abs=1e-4)
+
+
+def cpu_table(busy_fracs, interval_s=0.5, start_s=0.0):
+    """The all-CPUs row of the cpu table, one interval after another from start_s."""
+    ends = [start_s + interval_s * (k + 1) for k in range(len(busy_fracs))]
+    return pd.DataFrame({"t_s": ends, "cpu": ["cpu"] * len(ends), "interval_s": [interval_s] * len(ends),
+                         "busy_frac": list(busy_fracs)})
+
+
+def test_cpu_busy_passes_with_slack_and_warns_when_saturated():
+    meta = {**make_meta(), "vm": {"clock": "virtual"}, "mode": "vm"}
+    tables = make_tables(rx_bytes=(20_000_000, 15_625_000))
+    # flows are active 0.01..15.01 s: 30 intervals inside, the last one (15.0..15.5) outside
+    relaxed = checks.evaluate(meta, {**tables, "cpu": cpu_table([0.6] * 30 + [1.0])})
+    check = next(c for c in relaxed["checks"] if c["name"] == "cpu_busy")
+    assert check["ok"] and check["measured"] == pytest.approx(0.6) and relaxed["verdict"] == "pass"
+    saturated = checks.evaluate(meta, {**tables, "cpu": cpu_table([0.5] * 2 + [0.99] * 28)})
+    check = next(c for c in saturated["checks"] if c["name"] == "cpu_busy")
+    # time-weighted: (2 * 0.5 + 28 * 0.99) / 30 = 0.957
+    assert check["ok"] is False and check["measured"] == pytest.approx((1 + 28 * 0.99) / 30, abs=1e-4)
+    assert saturated["verdict"] == "warn" and "CPU-bound" in check["detail"]
+
+
+def test_missing_cpu_samples_warn_only_for_runs_that_should_have_them():
+    tables = make_tables(rx_bytes=(20_000_000, 15_625_000))
+    assert checks.evaluate({**make_meta(), "vm": None}, tables)["verdict"] == "warn"
+    old = checks.evaluate(make_meta(), tables)  # recorded before CPU sampling existed
+    assert old["verdict"] == "pass"
+    assert next(c for c in old["checks"] if c["name"] == "cpu_busy")["ok"] is None

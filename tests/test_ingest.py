@@ -368,3 +368,21 @@ def test_run_that_ended_before_time_zero_keeps_only_flows(tmp_path):
     assert sorted(tables) == ["flows"]
     assert list(tables["flows"]["flow"]) == [0, 1]
     assert (run / "flows.parquet").exists() and not (run / "ss.parquet").exists()
+
+
+def test_cpu_stat_samples_become_busy_fractions_per_interval():
+    from cctest.ingest import parse_cpu_stat
+
+    # user nice system idle iowait irq softirq steal, in ticks
+    text = "\n".join([
+        '{"t_ns": 1000000000, "cpu": {"cpu": [100, 0, 50, 800, 50, 0, 0, 0], "cpu0": [100, 0, 50, 800, 50, 0, 0, 0]}}',
+        "not json",
+        '{"t_ns": 1500000000, "cpu": {"cpu": [120, 0, 60, 810, 50, 0, 10, 0], "cpu0": [120, 0, 60, 810, 50, 0, 10, 0]}}',
+        '{"t_ns": 2000000000, "cpu": {"cpu": [120, 0, 60, 860, 50, 0, 10, 0]}}',
+    ])
+    cpu = parse_cpu_stat(text)
+    total = cpu[cpu["cpu"] == "cpu"].reset_index(drop=True)
+    # first interval: 40 ticks of work (user 20, system 10, softirq 10) of 50; then 50 idle of 50
+    assert total["busy_frac"].tolist() == pytest.approx([0.8, 0.0])
+    assert total["interval_s"].tolist() == pytest.approx([0.5, 0.5])
+    assert cpu[cpu["cpu"] == "cpu0"]["busy_frac"].tolist() == pytest.approx([0.8])

@@ -124,7 +124,7 @@ def test_dry_run_prints_commands_without_root():
                             capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "tc qdisc replace dev ccs1-btl root handle 1: netem rate 10000000bit limit 34" in out
+    assert "tc qdisc replace dev ccs1-btl root handle 1: netem rate 20000000bit limit 67" in out
     assert "iperf3 -c 10.0.2.2 -p 5202 -C bbr -t 20" in out
     assert "ethtool -K ccsnd0-eth0 tso off gso off gro off" in out
 
@@ -138,3 +138,38 @@ def test_runs_with_the_same_hosts_and_links_can_share_a_topology():
     assert not held.fits(deep, with_fq=False)
     three = runs(SWEEP.replace("[{cc: cubic}, {cc: bbr, rtt_ms: 40}]", "[{cc: cubic, count: 2}, {cc: bbr}]"))[0]
     assert not held.fits(three, with_fq=True)
+
+
+MIXED = """
+scenarios:
+  one:
+    link: {rate_mbps: 20, rtt_ms: 20, buffer_bdp: 1}
+    flows: [{cc: cubic}]
+    duration_s: 10
+    matrix: {buffer_bdp: [0.5, 1, 2, 5]}
+  two:
+    link: {rate_mbps: 20, rtt_ms: 20, buffer_bdp: 1}
+    flows: [{cc: cubic}, {cc: bbr}]
+    duration_s: 40
+    repetitions: 3
+"""
+
+
+def test_runs_are_split_over_vms_each_once_balanced_and_grouped_by_topology():
+    from cctest.plan import split_for_vms
+
+    experiments = parse_experiments(MIXED, "exp.yaml")
+    specs = expand(experiments, "one") + expand(experiments, "two")
+    parts = split_for_vms(specs, 2)
+    assert sorted(i for part in parts for i in part) == list(range(len(specs)))
+    # three 40 s runs and four 10 s runs: neither VM gets all the long ones
+    long_runs = [sum(specs[i].scenario.duration_s == 40 for i in part) for part in parts]
+    assert sorted(long_runs) == [1, 2]
+    for part in parts:  # runs that share hosts and links follow each other
+        shapes = [len(specs[i].flows) for i in part]
+        assert shapes == sorted(shapes)
+    # deterministic: the host and every guest compute the same split
+    assert split_for_vms(specs, 2) == parts
+    # never more VMs than runs, never an empty one
+    assert split_for_vms(specs[:2], 8) == [[0], [1]]
+    assert split_for_vms(specs, 1) == [sorted(range(len(specs)), key=lambda i: (len(specs[i].flows), i))]

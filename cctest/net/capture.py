@@ -21,6 +21,8 @@ from pathlib import Path
 # takes ~10 s, which must not eat into the flows' time.
 from pyroute2 import DiagSocket, IPRoute
 
+from ..vmtime import stretch
+
 TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 TCP_PROBE_MIN_GAP_NS = 10_000_000  # at most one tcp_probe line per socket per 10 ms
 
@@ -123,6 +125,31 @@ class SockDiagSampler(PeriodicSampler):
                 "bbr": {field: bbr[field] for field in BBR_INFO_FIELDS} if bbr else None,
             }, separators=(",", ":")))
         return "".join(line + "\n" for line in lines)
+
+
+
+class CpuSampler(PeriodicSampler):
+    """The CPU time counters of /proc/stat (all CPUs together, then each), in the kernel's ticks.
+
+    Busy time over an interval is what was not idle or waiting on I/O. Inside a VM on the virtual
+    clock these are guest ticks, so a saturated emulated CPU shows as busy ~100 % of guest time:
+    the run was limited by the CPU rather than the link (checks.py `cpu_busy`).
+    """
+
+    def __init__(self, interval_s: float, log, lock, stat_path: str = "/proc/stat"):
+        super().__init__("cpu", interval_s, log, lock)
+        self.stat_path = stat_path
+
+    def sample(self) -> str:
+        with open(self.stat_path) as f:
+            text = f.read()
+        stamp = time.monotonic_ns()
+        counters = {}
+        for line in text.splitlines():
+            name, *values = line.split()
+            if name.startswith("cpu"):
+                counters[name] = [int(v) for v in values[:8]]
+        return json.dumps({"t_ns": stamp, "cpu": counters}, separators=(",", ":")) + "\n"
 
 
 TCP_ESTABLISHED = 1
@@ -277,6 +304,7 @@ class ProcessCapture:
         return False
 
     def stop(self, timeout_s: float = 20.0) -> None:
+        timeout_s = stretch(timeout_s)
         if self.proc.poll() is None:
             try:
                 os.kill(self.proc.pid, signal.SIGINT)

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from ..plan import FlowRun
+from ..vmtime import stretch
 
 PING_COUNT = 10
 PING_INTERVAL_S = 0.2
@@ -23,7 +24,7 @@ def start_server(host, flow: FlowRun, raw_dir: Path) -> subprocess.Popen:
 
 
 def wait_listening(host, port: int, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + stretch(timeout_s)
     while time.monotonic() < deadline:
         if f":{port}" in host.cmd(f"ss -ltnH 'sport = :{port}'"):
             return

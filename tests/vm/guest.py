@@ -1,8 +1,9 @@
 """Runs inside the VM: real cctest runs for the integration tests, then what the host asserts on.
 
-usage: guest.py OUT_DIR JOB [JOB ...]
+usage: guest.py OUT_DIR [--only-runs I,J,...] JOB [JOB ...]
 A job is a scenario name in tests/vm/scenarios.yaml (run to completion; all of these run in one
-`cctest run` process, as a user would sweep them, which saves a process start per job), or
+`cctest run` process, as a user would sweep them, which saves a process start per job; with
+--only-runs, only those of that invocation's runs, as `cctest run -j` gives each VM its share), or
 `interrupt:<scenario>` (SIGINT once flows are running, then record what is left on the system), or
 `kill9:<scenario>` (SIGKILL mid-flow, try a second run, then `cctest clean`).
 Writes OUT_DIR/results.json and OUT_DIR/dmesg.txt. Tables are made on the host afterwards.
@@ -22,9 +23,11 @@ SCENARIOS = HERE / "scenarios.yaml"
 STATE_DIR = Path("/run/cctest")
 
 
-def cctest(scenarios: list[str], out: Path, manifest: Path) -> subprocess.Popen:
+def cctest(scenarios: list[str], out: Path, manifest: Path, only_runs: str | None = None) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "cctest", "run", *scenarios, "-f", str(SCENARIOS), "--out", str(out),
            "--native", "--in-vm", "--no-ingest", "--manifest", str(manifest)]
+    if only_runs:
+        cmd += ["--only-runs", only_runs]
     return subprocess.Popen(cmd, cwd=HERE.parent.parent)
 
 
@@ -99,13 +102,16 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     results = {}
     jobs = sys.argv[2:]
+    only_runs = None
+    if jobs[:1] == ["--only-runs"]:
+        only_runs, jobs = jobs[1], jobs[2:]
     plain = [job for job in jobs if ":" not in job]
     special = [job for job in jobs if ":" in job]
     if plain:
         manifest = out / "runs.manifest"
         manifest.unlink(missing_ok=True)
         started = time.monotonic()
-        code = cctest(plain, out, manifest).wait()
+        code = cctest(plain, out, manifest, only_runs).wait()
         batch = {"exit_code": code, "leftovers": system_leftovers(), "wall_s": round(time.monotonic() - started, 1)}
         dirs = run_dirs(manifest)
         for job in plain:  # run dirs are <out>/<scenario>/<run id>

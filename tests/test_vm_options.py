@@ -1,0 +1,48 @@
+"""--vm's clock options and the virtme-ng command line they make (pure: nothing is booted)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cctest import vm
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_virtual_clock_is_the_default_and_runs_one_vcpu_on_the_instruction_counter(monkeypatch):
+    monkeypatch.setattr(vm, "vng_path", lambda: "vng")
+    clock = vm.VMClock.choose(None, None, kvm=False)
+    assert (clock.kind, clock.shift, clock.vcpus) == ("virtual", 0, 1)
+    cmd = vm.vng_command(Path("/boot/vmlinuz-x"), ["true"], [Path("/out")], clock)
+    assert cmd[cmd.index("--qemu-opts") + 1] == "-icount shift=0,sleep=off"
+    assert cmd[cmd.index("--cpus") + 1] == "1" and "--disable-kvm" in cmd
+    # the guest learns its clock, for meta.json's vm object
+    assert "CCTEST_VM_CLOCK=virtual" in cmd[-1] and "CCTEST_VM_ICOUNT_SHIFT=0" in cmd[-1]
+
+
+def test_wall_clock_and_kvm_keep_the_hosts_time(monkeypatch):
+    monkeypatch.setattr(vm, "vng_path", lambda: "vng")
+    wall = vm.VMClock.choose("wall", None, kvm=False)
+    cmd = vm.vng_command(Path("/boot/vmlinuz-x"), ["true"], [Path("/out")], wall)
+    assert "--qemu-opts" not in cmd and cmd[cmd.index("--cpus") + 1] == "2"
+    kvm = vm.VMClock.choose(None, None, kvm=True)
+    assert kvm.kind == "wall" and "--disable-kvm" not in vm.vng_command(Path("/k"), ["true"], [], kvm)
+    shifted = vm.VMClock.choose(None, 2, kvm=False)
+    assert shifted.qemu_opts() == "-icount shift=2,sleep=off"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--kvm", "--clock", "virtual"], "--kvm runs on the wall clock"),
+    (["--icount-shift", "11"], "--icount-shift 11: allowed values are 0 to 10"),
+    (["--icount-shift", "-1"], "--icount-shift -1: allowed values are 0 to 10"),
+    (["--clock", "sundial"], "'sundial' is not one of 'virtual', 'wall'"),
+])
+def test_impossible_clock_options_are_bad_input(args, message):
+    result = subprocess.run([sys.executable, "-m", "cctest", "run", "demo", "--vm", *args], cwd=REPO,
+                            capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr
+    assert message in " ".join(result.stderr.split())

@@ -1,0 +1,83 @@
+"""Known physics at the papers' rates, for real in a stock-kernel VM on the virtual clock.
+
+If the emulated link were not faithful these would fail first: the wall clock gave 82 % of a
+20 Mbit/s link and perfect fairness between CUBIC and BBR in a shallow buffer, where the papers
+(000 Fig. 9 and 13, 004 §IV-D.1) and every testbed show BBR taking most of the link.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cctest.checks import acked_within, payload_fraction
+from cctest.metrics import jain_index
+from test_vm_engine import run_dir
+from test_vm_modules import find, flows
+
+pytestmark = pytest.mark.vm
+
+SLOW_START_S = 3.0  # CUBIC's slow start and first recovery at 40 ms: left out of "steady"
+
+
+def receiver_bytes(path: Path) -> pd.Series:
+    """What each flow's receiver got (iperf3's server totals), by cc."""
+    table = flows(path)
+    return table.set_index(table["cc"].astype(str))["bytes_received"].astype(float)
+
+
+@pytest.mark.vm_jobs("cubic-fills-the-link")
+@pytest.mark.parametrize("rate_mbps", [20, 50])
+def test_cubic_with_one_bdp_of_buffer_gets_the_payload_capacity(vm_results, rate_mbps):
+    path = find(vm_results, "cubic-fills-the-link", rate_mbps=rate_mbps)
+    meta = json.loads((path / "meta.json").read_text())
+    flow = meta["flows"][0]
+    start, end = flow["launched_s"] + SLOW_START_S, flow["launched_s"] + flow["duration_s"]
+    acked = acked_within(pd.read_parquet(path / "ss.parquet"), 0, start, end)
+    capacity_bps = rate_mbps * 1e6 * payload_fraction(meta["link"]["mtu"])
+    assert acked * 8 / (end - start) >= 0.97 * capacity_bps, acked * 8 / (end - start) / capacity_bps
+    # and the path had its configured delay: the smallest ping within 2 %
+    ping = pd.read_parquet(path / "ping.parquet")
+    assert ping["rtt_ms"].min() == pytest.approx(40, rel=0.02)
+
+
+@pytest.mark.vm_jobs("cubic-bbr-shallow")
+def test_bbr_overwhelms_cubic_in_half_a_bdp(vm_results):
+    # 000 Fig. 13 (Jain 0.5-0.6 below 1 BDP), 004 §IV-D.1: BBR ignores the loss that backs CUBIC off
+    got = receiver_bytes(run_dir(vm_results, "cubic-bbr-shallow"))
+    share = got["bbr"] / got.sum()
+    assert share > 0.7, got.to_dict()
+    assert jain_index(got) < 0.8, got.to_dict()
+    retransmits = flows(run_dir(vm_results, "cubic-bbr-shallow")).set_index("cc")["retransmits"]
+    assert retransmits["bbr"] > retransmits["cubic"], retransmits.to_dict()
+
+
+@pytest.mark.vm_jobs("variants-vs-cubic")
+def test_cubic_keeps_its_part_in_five_bdp(vm_results):
+    # a deep buffer lets CUBIC's queue build, and BBR's 2 BDP in-flight cap keeps BBR from owning it
+    got = receiver_bytes(find(vm_results, "variants-vs-cubic", buffer_bdp=5, **{"flows.1.cc": "bbr"}))
+    assert got["cubic"] / got.sum() >= 0.35, got.to_dict()
+
+
+@pytest.mark.vm_jobs("variants-vs-cubic")
+def test_cws_shares_fairly_with_cubic_in_half_a_bdp(vm_results):
+    # 000 Fig. 13a: BBR-CWS brings Jain's index against CUBIC above 0.9 in shallow buffers
+    got = receiver_bytes(find(vm_results, "variants-vs-cubic", buffer_bdp=0.5, **{"flows.1.cc": "bbr_cws"}))
+    assert jain_index(got) >= 0.9, got.to_dict()
+
+
+@pytest.mark.vm_jobs("cubic-fills-the-link", "cubic-bbr-shallow", "variants-vs-cubic")
+def test_the_guest_cpu_had_slack(vm_results):
+    # the health check that tells a CPU-bound run from a link-bound one: none of these is CPU-bound
+    for job in ("cubic-fills-the-link", "cubic-bbr-shallow", "variants-vs-cubic"):
+        for path in vm_results[job]["run_dirs"]:
+            checks = json.loads((Path(path) / "checks.json").read_text())
+            cpu = next(c for c in checks["checks"] if c["name"] == "cpu_busy")
+            assert cpu["ok"] and 0.02 < cpu["measured"] < 0.95, (path, cpu)
+            meta = json.loads((Path(path) / "meta.json").read_text())
+            assert meta["vm"]["clock"] == "virtual" and meta["vm"]["vcpus"] == 1
+            assert meta["vm"]["phases"]["flows"]["guest_s"] >= meta["duration_s"]
+            assert meta["vm"]["phases"]["flows"]["wall_s"] > 0
