@@ -57,7 +57,7 @@ def main() -> None:
         if not args.reuse:
             wall = cctest_run(experiments(rates, args.duration), ["one-flow", "three-v-three"], out, clock_args(clock))
         for path in run_dirs(out):
-            rows.append({"clock": clock, **figures(path)})
+            rows.append({**figures(path), "clock": clock})
         if wall is not None:
             print(f"{clock}: {len(run_dirs(out))} runs in {wall / 60:.1f} min wall")
     print(f"\n{'clock':<11} {'flows':>5} {'Mbit/s':>6} {'goodput':>8} {'min RTT':>8} {'CPU busy':>8} "

@@ -52,9 +52,10 @@ from .scenario import ETHERNET_HEADER_BYTES
 BASE_RTT_TOL = 0.10  # |min ping RTT / configured RTT - 1| allowed
 GOODPUT_MIN = 0.90   # aggregate goodput / payload capacity below this -> warn
 GOODPUT_MAX = 1.10   # ... above this -> fail: more than the link rate got through
-# Busy share of CPU time during the flows above which a run counts as CPU-bound. A 1-vCPU guest on
-# the virtual clock delivering 98 % of a 100 Mbit/s link measured ~85 % busy (README, "Where runs
-# happen"): past 95 % the kernel no longer has slack to serve timers on time.
+# Busy share of CPU time during the flows above which a run counts as CPU-bound. Measured on the
+# virtual clock with 6 flows (bench/vm_clock.py): 60 % at 100 Mbit/s with 1 ns per guest
+# instruction; 92 % at 50 and 100 % at 100 Mbit/s with 2 ns. At 100 % nothing is left to serve
+# timers on time.
 CPU_BUSY_MAX = 0.95
 
 PASS, WARN, FAIL = "pass", "warn", "fail"

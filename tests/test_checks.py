@@ -227,3 +227,17 @@ def test_missing_cpu_samples_warn_only_for_runs_that_should_have_them():
     old = checks.evaluate(make_meta(), tables)  # recorded before CPU sampling existed
     assert old["verdict"] == "pass"
     assert next(c for c in old["checks"] if c["name"] == "cpu_busy")["ok"] is None
+
+
+@pytest.mark.parametrize("shift, busy, ok", [(0, 0.598, True), (1, 1.0, False)])
+def test_cpu_check_on_recorded_vm_runs_tells_a_saturated_guest(shift, busy, ok):
+    # 6 flows at 100 Mbit/s on the virtual clock: a guest CPU at 1 ns per instruction has slack,
+    # one at 2 ns per instruction is busy all the time (bench/vm_clock.py, tests/fixtures/cpu)
+    from cctest.ingest import build_tables
+
+    fixture = Path(__file__).parent / "fixtures" / "cpu" / f"shift{shift}"
+    meta = json.loads((fixture / "meta.json").read_text())
+    tables = build_tables(meta, {"cpu.jsonl": (fixture / "cpu.jsonl").read_text()})
+    check, severity = checks.check_cpu_busy(meta, tables["cpu"], None, None)
+    assert check["ok"] is ok and check["measured"] == pytest.approx(busy, abs=0.002)
+    assert severity == checks.WARN
