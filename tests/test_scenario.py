@@ -96,7 +96,8 @@ def test_shipped_experiments_file_is_valid():
                  "shallow-10ms-3v3", "deep-10ms-3v3", "bbr3plus-simultaneous", "bbr3plus-staggered"):
         assert name in experiments.scenarios
     demo = experiments.get("demo")
-    assert demo.link.rate_mbps <= 10 and demo.duration_s <= 30
+    # in the papers' regime (faithful in the VM on its virtual clock), and short enough for a first try
+    assert demo.link.rate_mbps >= 20 and demo.duration_s <= 30
     assert experiments.get("deep-10ms-1v1").link.buffer_bdp == 5
     assert experiments.get("shallow-10ms-3v3").flow_count == 6
 
