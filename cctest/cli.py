@@ -101,7 +101,10 @@ def run(scenarios, experiments_file, repetitions, out, mode, kernel, kvm, clock,
     except vm.VMOptionError as error:
         fail(str(error), 2)
     if only_runs:
-        specs = [specs[int(i)] for i in only_runs.split(",")]
+        try:
+            specs = [specs[int(i)] for i in only_runs.split(",")]
+        except (ValueError, IndexError):
+            fail(f"--only-runs {only_runs}: indices of this invocation's {len(specs)} runs, comma-separated", 2)
     if dry_run:
         for spec in specs:
             click.echo(dumbbell.describe(spec))

@@ -128,6 +128,8 @@ class Run:
         if reused:
             self.clock.rename("reshape topology")  # this phase's time, under its true name
             progress.update(task, description="reshape topology")
+            if progress.disable:
+                self.console.print("  (the previous run's hosts and links: reshape topology)", highlight=False)
             settings = net.settings
         else:
             net.build()
