@@ -37,7 +37,6 @@ class RunOptions:
     manifest: Path | None
     clock: "vm.VMClock | None" = None  # --vm only
     jobs: int | None = None  # VMs in parallel; None: the host's cores on the virtual clock, else 1
-    only_runs: list[int] | None = None  # inside a VM: which of the invocation's runs are this VM's
 
 
 class SessionError(Exception):
@@ -228,9 +227,8 @@ def _run_parallel(kernel: Path, guests: list, out: Path, clock: vm.VMClock, cons
         while True:
             for k, (_, manifest, total) in enumerate(guests):
                 dirs = manifest.read_text().split() if manifest.exists() else []
-                for line in dirs[seen[k]:]:
-                    console.print(f"VM {k}: run {dirs.index(line) + 1}/{total} {Path(line).parent.name}/{Path(line).name}",
-                                  highlight=False)
+                for n, line in enumerate(dirs[seen[k]:], start=seen[k] + 1):
+                    console.print(f"VM {k}: run {n}/{total} {Path(line).parent.name}/{Path(line).name}", highlight=False)
                 seen[k] = len(dirs)
             if all(proc.poll() is not None for proc in procs):
                 break

@@ -30,8 +30,8 @@ def host_wall_time() -> float | None:
     if not path:
         return None
     try:
+        # touch() sets the times to "now", which the file server takes from its own (the host's) clock
         Path(path).touch()
-        os.utime(path)  # times=None: the file server stamps it with its own (the host's) clock
         return os.stat(path).st_mtime
     except OSError:
         return None

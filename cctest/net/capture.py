@@ -127,7 +127,6 @@ class SockDiagSampler(PeriodicSampler):
         return "".join(line + "\n" for line in lines)
 
 
-
 class CpuSampler(PeriodicSampler):
     """The CPU time counters of /proc/stat (all CPUs together, then each), in the kernel's ticks.
 
