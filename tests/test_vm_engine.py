@@ -164,7 +164,7 @@ def test_a_sweep_shares_one_topology_and_each_run_gets_its_own_shaping(vm_result
 @pytest.mark.vm_jobs("interrupt:interrupt-me")
 def test_sigint_mid_flow_tears_everything_down_and_keeps_data(vm_results):
     entry = vm_results["interrupt:interrupt-me"]
-    assert entry["flows_were_running"]
+    assert entry["flows_were_running"], entry["seen"]
     assert entry["exit_code"] == 130
     left = entry["leftovers"]
     assert left["links"] == [] and left["netns_shells"] == [] and left["iperf3"] == []
@@ -191,7 +191,7 @@ def test_kernel_log_is_clean(vm_results):
 @pytest.mark.vm_jobs("kill9:interrupt-me")
 def test_clean_removes_what_a_sigkilled_run_left(vm_results):
     entry = vm_results["kill9:interrupt-me"]
-    assert entry["flows_were_running"]
+    assert entry["flows_were_running"], entry["seen"]
     before = entry["before_clean"]
     # SIGKILL allows no teardown: the leftovers are real, and a new run refuses to start over them
     assert before["links"] and before["iperf3"] and before["journal_left"]

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from cctest.vmtime import stretch
+
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios.yaml"
 STATE_DIR = Path("/run/cctest")
@@ -52,44 +54,54 @@ def system_leftovers() -> dict:
     }
 
 
-def wait_for_flows(proc: subprocess.Popen, manifest: Path) -> bool:
-    """Until the newest run has all its flows running on a topology an earlier run left to it."""
-    deadline = time.monotonic() + 300
+def wait_for_flows(proc: subprocess.Popen, manifest: Path) -> tuple[bool, str]:
+    """Until the newest run has all its flows running on a topology an earlier run left to it.
+    Returns whether they were, and what was seen last (the test prints it when they were not)."""
+    # In guest seconds, stretched: on the virtual clock, every 9p read this loop and cctest make
+    # while the guest idles lets the clock jump to the next timer (the half-second poll here).
+    started = time.monotonic()
+    deadline = started + stretch(300)
+    seen = "no run directory yet"
     while time.monotonic() < deadline and proc.poll() is None:
         dirs = run_dirs(manifest)
         if dirs:
-            meta = json.loads((Path(dirs[-1]) / "meta.json").read_text())
-            reused = meta.get("topology", "").startswith("reused")
-            if reused and all(f.get("launched_s") is not None for f in meta["flows"]):
+            try:
+                meta = json.loads((Path(dirs[-1]) / "meta.json").read_text())
+            except (OSError, ValueError):
+                meta = {}  # being rewritten: read it again next time
+            launched = [f.get("launched_s") for f in meta.get("flows", [])]
+            seen = f"{len(dirs)} run(s); newest: topology {meta.get('topology')!r}, flows launched at {launched}"
+            if meta.get("topology", "").startswith("reused") and launched and None not in launched:
                 time.sleep(5)  # mid-flow: let some samples accumulate
-                return True
+                return True, seen
         time.sleep(0.5)
-    return False
+    ended = "cctest still running" if proc.poll() is None else f"cctest exited {proc.returncode}"
+    return False, f"{ended} after {time.monotonic() - started:.0f} guest s; {seen}"
 
 
 def interrupt(scenario: str, out: Path, manifest: Path) -> dict:
     proc = cctest([scenario], out, manifest)
-    started = wait_for_flows(proc, manifest)
+    started, seen = wait_for_flows(proc, manifest)
     proc.send_signal(signal.SIGINT)
     try:
-        code = proc.wait(timeout=180)
+        code = proc.wait(timeout=stretch(180))
     except subprocess.TimeoutExpired:
         proc.kill()
         code = "hung"
-    return {"exit_code": code, "flows_were_running": started, "leftovers": system_leftovers()}
+    return {"exit_code": code, "flows_were_running": started, "seen": seen, "leftovers": system_leftovers()}
 
 
 def kill9(scenario: str, out: Path, manifest: Path) -> dict:
     """SIGKILL mid-flow (no teardown possible), then `cctest clean` must remove the leftovers."""
     proc = cctest([scenario], out, manifest)
-    started = wait_for_flows(proc, manifest)
+    started, seen = wait_for_flows(proc, manifest)
     proc.kill()
     proc.wait()
     before = system_leftovers()
     refused = subprocess.run([sys.executable, "-m", "cctest", "run", scenario, "-f", str(SCENARIOS), "--native",
                               "--in-vm", "--out", str(out / "refused")], capture_output=True, text=True)
     clean = subprocess.run([sys.executable, "-m", "cctest", "clean"], capture_output=True, text=True)
-    return {"flows_were_running": started, "before_clean": before, "leftovers": system_leftovers(),
+    return {"flows_were_running": started, "seen": seen, "before_clean": before, "leftovers": system_leftovers(),
             "clean_exit_code": clean.returncode, "clean_output": clean.stdout,
             "second_run_exit_code": refused.returncode, "second_run_stderr": refused.stderr}
 
