@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import re
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from rich.table import Table
 
 from . import __version__, doctor, journal, kmod
 from .plan import expand
-from .report.command import report_command
+from .report.command import check_command, report_command
 from .scenario import ScenarioError, load_experiments
 
 DEFAULT_EXPERIMENTS = "experiments.yaml"
@@ -42,26 +43,61 @@ def main() -> None:
     """Experiment-as-code for TCP congestion-control research."""
 
 
+def _duration(seconds: float) -> str:
+    minutes = seconds / 60
+    return f"{minutes:.0f} min" if minutes < 90 else f"{minutes / 60:.1f} h"
+
+
 @main.command("list")
 @experiments_option
-def list_scenarios(experiments_file: str) -> None:
-    """Show the scenarios in the experiments file."""
+@click.option("--tag", "tags", multiple=True, help="only scenarios with this tag (repeatable: any of them)")
+def list_scenarios(experiments_file: str, tags: tuple[str, ...]) -> None:
+    """Show the scenarios in the experiments file, their claims and estimated wall time."""
+    import os
+
+    from .plan import estimated_wall_s
+
     experiments = load_or_exit(experiments_file)
-    table = Table("scenario", "link", "buffer", "flows", "duration", "runs")
-    for name, scenario in experiments.scenarios.items():
+    chosen = {name: s for name, s in experiments.scenarios.items() if not tags or set(tags) & set(s.tags)}
+    if not chosen:
+        known = sorted({t for s in experiments.scenarios.values() for t in s.tags})
+        fail(f"{experiments_file}: no scenario tagged {', '.join(tags)}; tags: {', '.join(known) or '(none)'}", 2)
+    cores = os.cpu_count() or 1
+    table = Table("scenario", "tags", "bottleneck", "flows", "runs", "claims", "native", f"--vm -j{cores}",
+                  caption=f"native, --vm: estimated wall time (the VM's from bench/vm_clock.py's figures, {cores} "
+                          "single-vCPU VMs in parallel)")
+    table.columns[0].no_wrap = True
+    totals = [0, 0.0, 0.0]
+    for name, scenario in chosen.items():
+        try:
+            specs = expand(experiments, name)
+        except ScenarioError as error:
+            fail(str(error), 2)
         link = scenario.link
         buffer = f"{link.buffer_bdp:g} BDP" if link.buffer_bdp is not None else f"{link.buffer_bytes} B"
         flows = ", ".join(
             f"{f.count}x{f.cc}" + (f"@{f.rtt_ms:g}ms" if f.rtt_ms else "") + (f"+{f.start_s:g}s" if f.start_s else "")
             for f in scenario.flows
         )
-        variants = 1
-        for values in scenario.matrix.values():
-            variants *= len(values)
+        native = sum(estimated_wall_s(spec, vm=False) for spec in specs)
+        in_vm = sum(estimated_wall_s(spec, vm=True) for spec in specs) / min(cores, len(specs))
+        totals = [totals[0] + len(specs), totals[1] + native, totals[2] + in_vm]
         loss = f", loss {link.loss_pct:g}%" if link.loss_pct else ""
-        table.add_row(name, f"{link.rate_mbps:g} Mbit/s, {link.rtt_ms:g} ms{loss}", buffer, flows,
-                      f"{scenario.duration_s:g} s", f"{variants}x{scenario.repetitions}")
+        table.add_row(name, ", ".join(scenario.tags), f"{link.rate_mbps:g} Mbit/s, {link.rtt_ms:g} ms, {buffer}{loss}",
+                      f"{flows}; {scenario.duration_s:g} s", str(len(specs)), str(len(scenario.expect) or ""),
+                      _duration(native), _duration(in_vm))
+    if len(chosen) > 1:
+        table.add_row("all", "", "", "", str(totals[0]), "", _duration(totals[1]), _duration(totals[2]))
     console.print(table)
+
+
+def parse_shard(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    match = re.fullmatch(r"(\d+)/(\d+)", value.strip())
+    if not match or not 1 <= int(match[1]) <= int(match[2]):
+        fail(f"--shard {value}: give i/N with 1 <= i <= N, e.g. 2/4", 2)
+    return int(match[1]), int(match[2])
 
 
 @main.command()
@@ -80,13 +116,15 @@ def list_scenarios(experiments_file: str) -> None:
               help="virtual clock: 2**N ns of guest time per instruction (0-10, default 0: the fastest guest CPU)")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="--vm: VMs in parallel, one vCPU each (default: the host's cores on the virtual clock, 1 on the wall clock)")
+@click.option("--shard", metavar="i/N",
+              help="run only shard i of N (a stable split of this invocation's runs; with --dry-run, shows which)")
 @click.option("--dry-run", is_flag=True, help="print topology, commands and flow schedule; change nothing")
 @click.option("--no-ingest", is_flag=True, hidden=True)
 @click.option("--in-vm", is_flag=True, hidden=True)
 @click.option("--manifest", type=click.Path(dir_okay=False), hidden=True)
 @click.option("--only-runs", hidden=True, help="inside a VM: comma-separated indices of this VM's runs")
-def run(scenarios, experiments_file, repetitions, out, mode, kernel, kvm, clock, icount_shift, jobs, dry_run,
-        no_ingest, in_vm, manifest, only_runs) -> None:
+def run(scenarios, experiments_file, repetitions, out, mode, kernel, kvm, clock, icount_shift, jobs, shard,
+        dry_run, no_ingest, in_vm, manifest, only_runs) -> None:
     """Run SCENARIOS for real and write one run directory per run."""
     from . import dumbbell, vm
     from .session import NativeUnavailable, RunOptions, SessionError, choose_mode, run_in_vm, run_native
@@ -105,6 +143,16 @@ def run(scenarios, experiments_file, repetitions, out, mode, kernel, kvm, clock,
             specs = [specs[int(i)] for i in only_runs.split(",")]
         except (ValueError, IndexError):
             fail(f"--only-runs {only_runs}: indices of this invocation's {len(specs)} runs, comma-separated", 2)
+    shard = parse_shard(shard)
+    if shard:
+        from .plan import shard as shard_of
+
+        mine = shard_of(specs, *shard)
+        click.echo(f"shard {shard[0]}/{shard[1]}: {len(mine)} of {len(specs)} runs"
+                   + "".join(f"\n  {specs[i].scenario.name} {specs[i].label} r{specs[i].repetition}" for i in mine))
+        specs = [specs[i] for i in mine]
+        if not specs:
+            return
     if dry_run:
         for spec in specs:
             click.echo(dumbbell.describe(spec))
@@ -223,3 +271,4 @@ def ingest(run_dirs) -> None:
 
 
 main.add_command(report_command)
+main.add_command(check_command)

@@ -188,6 +188,8 @@ def expand(experiments: Experiments, name: str, repetitions: int | None = None) 
     for combination in itertools.product(*(matrix[key] for key in keys)) if keys else [()]:
         variant_raw = copy.deepcopy(raw)
         variant_raw.pop("matrix", None)
+        # Claims are about the whole matrix: checked on the scenario, recorded with each run.
+        expect = variant_raw.pop("expect", None)
         chosen = dict(zip(keys, combination))
         for key, value in chosen.items():
             _set_path(variant_raw, key, value, experiments.source, name)
@@ -203,7 +205,8 @@ def expand(experiments: Experiments, name: str, repetitions: int | None = None) 
                     link=link,
                     flows=flows,
                     seed=scenario.seed + repetition,
-                    resolved={**variant_raw, "name": name, "matrix_point": chosen, "repetition": repetition},
+                    resolved={**variant_raw, "name": name, "matrix_point": chosen, "repetition": repetition,
+                              **({"expect": expect} if expect else {})},
                 )
             )
     return runs
@@ -236,3 +239,31 @@ def split_for_vms(specs: list[RunSpec], vms: int) -> list[list[int]]:
         shapes[vm].add(shape)
         parts[vm].append(i)
     return [sorted(part, key=lambda i: (len(specs[i].flows), i)) for part in parts]
+
+
+def shard(specs: list[RunSpec], index: int, count: int) -> list[int]:
+    """Indices of the runs in shard `index` (1-based) of `count`: the VM split's balance (about equal
+    time, same-topology runs together), computed from the invocation alone, so every shard of one
+    command line agrees on the assignment. Every run is in exactly one shard; a shard may be empty
+    when there are fewer runs than shards."""
+    if not 1 <= index <= count:
+        raise ValueError(f"shard {index}/{count}: needs 1 <= i <= N")
+    parts = split_for_vms(specs, count) if specs else []
+    parts += [[] for _ in range(count - len(parts))]
+    return parts[index - 1]
+
+
+# Host seconds per guest second on the virtual clock (bench/vm_clock.py, 2 VMs on 2 cores): 2.0 for
+# one flow at 20 Mbit/s, 3.0 at 50; six flows at 50 Mbit/s with tcp_probe, 9.3. A linear fit in the
+# rate times a per-extra-flow factor; for the estimate `cctest list` shows, never for results.
+VM_COST_BASE, VM_COST_PER_MBPS, VM_COST_PER_EXTRA_FLOW = 1.33, 0.033, 0.42
+
+
+def estimated_wall_s(spec: RunSpec, vm: bool) -> float:
+    """Rough wall seconds one run takes natively, or in one single-vCPU VM on the virtual clock."""
+    guest_s = spec.scenario.duration_s + RUN_OVERHEAD_S
+    if not vm:
+        return guest_s
+    per_guest_s = (VM_COST_BASE + VM_COST_PER_MBPS * spec.link.rate_mbps) * (
+        1 + VM_COST_PER_EXTRA_FLOW * (len(spec.flows) - 1))
+    return guest_s * per_guest_s

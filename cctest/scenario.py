@@ -10,10 +10,14 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, StringConstraints, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
+
+from .claims import ClaimError
+from .claims import parse as parse_claim
 
 # Congestion controls the kernel ships (built in or as tcp_<name>.ko) and the ones this project
 # builds from modules/. Anything else is rejected before a run starts.
@@ -98,9 +102,28 @@ class Capture(Strict):
     pcap: bool = False
 
 
+class Expect(Strict):
+    """One claim a scenario's results must bear out (cctest/claims.py has the language)."""
+
+    claim: str
+    where: dict[str, Any] = Field(default_factory=dict)  # matrix key -> value or list of values
+    source: str = ""  # where the number comes from, e.g. "000 Fig. 13a"
+    note: str = ""  # how our setting or implementation differs from the source's
+
+    @field_validator("claim")
+    @classmethod
+    def parses(cls, text: str) -> str:
+        try:
+            parse_claim(text)
+        except ClaimError as error:
+            raise ValueError(f"{text!r}: {error}") from None
+        return text
+
+
 class Scenario(Strict):
     name: str = ""
     description: str = ""
+    tags: list[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*$")]] = Field(default_factory=list)
     link: Link
     flows: list[Flow] = Field(min_length=1)
     duration_s: float = Field(gt=0, le=3600)
@@ -108,6 +131,7 @@ class Scenario(Strict):
     capture: Capture = Field(default_factory=Capture)
     seed: int = Field(default=1, ge=0)
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
+    expect: list[Expect] = Field(default_factory=list)  # after flows and matrix: its check reads them
 
     @model_validator(mode="after")
     def flows_fit(self) -> "Scenario":
@@ -128,6 +152,30 @@ class Scenario(Strict):
                     "(module parameters are global to the module)"
                 )
         return self
+
+    @field_validator("expect")
+    @classmethod
+    def expectations_name_what_runs(cls, expect: list[Expect], info: ValidationInfo) -> list[Expect]:
+        """Claims' `where` keys and values must be the matrix's, their ccs ones that run."""
+        matrix = info.data.get("matrix") or {}
+        ccs = {flow.cc for flow in info.data.get("flows") or []}
+        for key, values in matrix.items():
+            if re.fullmatch(r"flows\.\d+\.cc", key):
+                ccs.update(str(v) for v in values)
+        for i, entry in enumerate(expect):
+            for key, wanted in entry.where.items():
+                if key not in matrix:
+                    allowed = ", ".join(matrix) or "none (no matrix)"
+                    raise ValueError(f"claim {i}: where {key!r} is not a matrix key; allowed: {allowed}")
+                for value in wanted if isinstance(wanted, list) else [wanted]:
+                    if value not in matrix[key]:
+                        raise ValueError(f"claim {i}: where {key}: {value!r} is not among the matrix's values "
+                                         f"{matrix[key]}")
+            unknown = sorted(parse_claim(entry.claim).ccs - ccs)
+            if unknown and info.data.get("flows") is not None:
+                raise ValueError(f"claim {i}: {entry.claim!r} names {', '.join(unknown)}, which no flow runs; "
+                                 f"this scenario runs: {', '.join(sorted(ccs))}")
+        return expect
 
     @property
     def flow_count(self) -> int:

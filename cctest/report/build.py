@@ -11,7 +11,9 @@ from pathlib import Path
 import pandas as pd
 
 from .. import metrics as M
+from ..claims import Verdict, expectations_of_runs, judge_all
 from . import figures as F
+from .claims_view import claims_json, claims_section
 from .html import Page, esc, fmt, table
 from .load import Run, load_runs
 from .summary import (RUN_METRICS, Summary, compare, summarize, summary_frame, summary_json,
@@ -47,6 +49,8 @@ class Result:
     regressions: int = 0
     compare: pd.DataFrame | None = None
     warnings: list[str] = field(default_factory=list)
+    claims: list[Verdict] = field(default_factory=list)
+    claims_json: Path | None = None
 
 
 def _finite(o):
@@ -73,6 +77,12 @@ def analyse(runs: list[Run], opts: Options) -> tuple[list[dict], Summary]:
             res["series"]["jain"] = M.jain_series(res["series"]["binned"], opts.jain_window_s)
         results.append(res)
     return results, summarize(runs, results)
+
+
+def judge_claims(runs: list[Run], summary: Summary) -> tuple[list[Verdict], list[str]]:
+    """The `expect:` claims recorded with these runs, judged on their metrics."""
+    expectations, notes = expectations_of_runs(runs)
+    return judge_all(expectations, summary.runs, summary.groups), notes
 
 
 def _verdict_badge(checks: dict | None) -> str:
@@ -210,16 +220,20 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
         runs, results = base_runs + cand_runs, base_res + cand_res
         summary = summarize(runs, results)
         cmp = compare(base_s, cand_s, threshold_pct)
+        verdicts, claim_notes = judge_claims(cand_runs, cand_s)  # the candidate must bear the claims out
     else:
         runs = load_runs(paths)
         results, summary = analyse(runs, opts)
         cmp = None
+        verdicts, claim_notes = judge_claims(runs, summary)
     title = opts.title or ("cctest comparison" if cmp is not None else "cctest report")
     scen = sorted({str(r.meta.get("scenario")) for r in runs})
     page = Page(title, f"{len(runs)} run(s) of {', '.join(scen)} · generated {now} · bin {opts.bin_ms:g} ms · "
                        f"steady state after {opts.skip_s:g} s · Jain window {opts.jain_window_s:g} s")
     warnings: list[str] = []
     regressions = 0
+    if verdicts or claim_notes:
+        claims_section(page, verdicts, claim_notes)
     if cmp is not None:
         page.h2("Comparison", "compare")
         page.add(f"<p class='kv'>baseline <b>{esc(compare_paths[0])}</b> vs candidate "
@@ -281,4 +295,9 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
                          "threshold_pct": threshold_pct, "regressions": regressions,
                          "rows": json.loads(cmp.to_json(orient="records")) if not cmp.empty else []}
     json_path.write_text(json.dumps(_finite(js), indent=1, default=str, allow_nan=False))
-    return Result(output, csv_path, json_path, len(runs), len(page.figs), regressions, cmp, warnings)
+    claims_path = None
+    if verdicts or claim_notes:
+        claims_path = stem / "claims.json"
+        claims_path.write_text(json.dumps(_finite(claims_json(verdicts, claim_notes)), indent=1, allow_nan=False))
+    return Result(output, csv_path, json_path, len(runs), len(page.figs), regressions, cmp, warnings, verdicts,
+                  claims_path)

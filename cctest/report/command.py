@@ -30,9 +30,10 @@ from .defaults import DEFAULT_MAX_POINTS
 @click.option("--threshold", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="With --compare: % change in the worse direction that counts as a regression.")
 @click.option("--title", help="Page title.")
+@click.option("--no-fail", is_flag=True, help="Report failed claims without exit code 3.")
 @click.pass_context
 def report_command(ctx, paths, output, open_, bin_ms, skip_s, jain_window_s, max_points, compare_paths,
-                   threshold, title):
+                   threshold, title, no_fail):
     """Write one self-contained HTML report (plus summary.csv/json) from run directories.
 
     PATHS are run directories (holding meta.json) or any directories containing run directories
@@ -62,6 +63,7 @@ def report_command(ctx, paths, output, open_, bin_ms, skip_s, jain_window_s, max
             mark = "REGRESSION" if r.regression else "ok"
             click.echo(f"{mark:10s} {r.group}: {r.label}: {r.baseline:.4g} -> {r.candidate:.4g} "
                        f"({r.delta_pct:+.1f} %, {r.better} is better)")
+    print_claims(res.claims)
     size = res.html.stat().st_size / 1e6
     click.echo(f"wrote {res.html} ({size:.1f} MB, {res.runs} run(s), {res.figures} figure(s), {dt:.1f} s), "
                f"{res.csv.name}, {res.json.name}")
@@ -75,3 +77,60 @@ def report_command(ctx, paths, output, open_, bin_ms, skip_s, jain_window_s, max
         if res.regressions:
             click.echo(f"{res.regressions} regression(s) beyond {threshold:g} %", err=True)
             ctx.exit(1)
+    exit_on_claims(ctx, res.claims, no_fail)
+
+
+def print_claims(verdicts) -> None:
+    for v in verdicts:
+        where = v.point if v.point not in ("-", "across points") else f"{v.expectation.scenario} ({v.point})"
+        reason = f" ({v.reason})" if v.reason and v.values else ""
+        click.echo(f"{v.verdict.upper():12s} {where}: {v.expectation.claim.text}: {v.measured()}{reason}")
+
+
+def exit_on_claims(ctx, verdicts, no_fail: bool) -> None:
+    from ..claims import counts, failed
+
+    if not verdicts:
+        return
+    n = counts(verdicts)
+    click.echo(f"claims: {n['pass']} pass, {n['fail']} fail, {n['inconclusive']} inconclusive, "
+               f"{n['no data']} without data", err=True)
+    if failed(verdicts) and not no_fail:
+        ctx.exit(3)
+
+
+@click.command("check")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("claims.json"),
+              show_default=True, help="Where to write the verdicts.")
+@click.option("--skip-s", type=click.FloatRange(min=0), default=M.DEFAULT_SKIP_S, show_default=True,
+              help="Steady state starts this many seconds after time zero.")
+@click.option("--no-fail", is_flag=True, help="Report failed claims without exit code 3.")
+@click.pass_context
+def check_command(ctx, paths, output, skip_s, no_fail):
+    """Judge the scenarios' `expect:` claims on run directories (as `cctest report`, without HTML).
+
+    Exit 3 when a claim fails or has no data to be judged on."""
+    import json
+
+    from .build import Options, _finite, analyse, judge_claims
+    from .claims_view import claims_json
+    from .load import ReportInputError, load_runs
+
+    try:
+        runs = load_runs(paths)
+    except ReportInputError as e:
+        click.echo(f"error: {e}", err=True)
+        ctx.exit(2)
+    _, summary = analyse(runs, Options(skip_s=skip_s))
+    verdicts, notes = judge_claims(runs, summary)
+    for note in notes:
+        click.echo(f"warning: {note}", err=True)
+    if not verdicts:
+        click.echo(f"error: no claims: none of the {len(runs)} run(s) records an expect: list", err=True)
+        ctx.exit(2)
+    print_claims(verdicts)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(_finite(claims_json(verdicts, notes)), indent=1, allow_nan=False))
+    click.echo(f"wrote {output}")
+    exit_on_claims(ctx, verdicts, no_fail)

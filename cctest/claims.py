@@ -1,0 +1,419 @@
+"""Paper claims as code: the `expect:` entries of a scenario, judged on measured runs.
+
+A claim is one comparison (or a chain: `0.4 < share(bbr) < 0.6`) between arithmetic on the
+report's metrics and numbers. It is parsed with Python's `ast` into a whitelist of node types and
+evaluated by walking that tree: nothing is ever passed to eval, names outside the vocabulary below
+are rejected at load with the allowed ones listed.
+
+Judging. A claim whose congestion controls all run in each selected matrix point is judged per
+point: every repetition gives a margin (how far the comparison holds: positive = holds), and the
+point passes when the 95 % Student-t interval of the margins lies on the holding side, fails when it
+lies on the other, and is inconclusive when it straddles zero. One repetition judges by its value.
+A claim naming controls that run in different points (`retransmits(bbr_cws) <= 0.5 *
+retransmits(bbr)` over a `flows.1.cc` sweep) is judged across points: each term is averaged over
+the selected points where it was measured, per repetition index, and those margins are judged the
+same way.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from .metrics import mean_ci95
+
+# Run-level terms: name in a claim -> column of the report's per-run table, and what it means.
+RUN_TERMS = {
+    "jain": ("jain", "Jain's index of the flows' mean throughputs, whole run"),
+    "jain_steady": ("jain_steady", "Jain's index in steady state"),
+    "utilisation": ("utilisation", "delivered bytes / link capacity (0-1)"),
+    "throughput_mbps": ("throughput_mbps", "aggregate goodput, Mbit/s"),
+    "retransmits_total": ("retransmits", "all flows' retransmitted segments"),
+    "loss_rate": ("bottleneck_loss_rate", "bottleneck drops / packets offered (0-1)"),
+    "drops": ("bottleneck_drops", "bottleneck drops, packets"),
+    "queue_delay_ms": ("mean_queue_delay_ms", "mean bottleneck queue delay (backlog / rate), ms"),
+    "p95_queue_delay_ms": ("p95_queue_delay_ms", "95th percentile bottleneck queue delay, ms"),
+    "queue_bdp": ("mean_queue_bdp", "mean bottleneck queue occupancy, BDP"),
+    "max_queue_bdp": ("max_queue_bdp", "largest bottleneck queue occupancy, BDP"),
+    "srtt_qdelay_ms": ("mean_srtt_qdelay_ms", "mean srtt minus min RTT over flows, ms"),
+    "short_rtt_share": ("short_rtt_flow_share", "steady share of the flow with the smallest RTT"),
+}
+# Per congestion-control terms: term(cc) -> (column of the per-run x cc table, how flows combine).
+CC_TERMS = {
+    "share": ("share", "fraction of all delivered bytes that cc's flows carried"),
+    "steady_share": ("steady_share", "that fraction in steady state"),
+    "throughput": ("throughput", "cc's flows' goodput together, Mbit/s"),
+    "retransmits": ("retransmits", "cc's flows' retransmitted segments together"),
+}
+COMPARISONS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+ARITHMETIC = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+MAX_CLAIM_CHARS = 300
+MAX_NODES = 60
+
+
+class ClaimError(ValueError):
+    """A claim that cannot be parsed or names what does not exist; the message is one line."""
+
+
+def vocabulary() -> str:
+    return (f"metrics {', '.join(RUN_TERMS)}; per cc {', '.join(f'{t}(cc)' for t in CC_TERMS)}; "
+            f"numbers; + - * / and parentheses; one comparison (<, <=, >, >=), chains allowed")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A parsed claim: operands (ast expressions) joined by comparison operators."""
+
+    text: str
+    operands: tuple[ast.expr, ...]
+    operators: tuple[str, ...]
+    ccs: frozenset[str]
+
+    def operand_text(self, k: int) -> str:
+        return ast.unparse(self.operands[k])
+
+    def is_constant(self, k: int) -> bool:
+        return not metric_nodes(self.operands[k])
+
+
+def metric_nodes(node: ast.expr) -> list[ast.expr]:
+    """The metrics an operand reads: run-level names and term(cc) calls (not the calls' parts)."""
+    if isinstance(node, (ast.Name, ast.Call)):
+        return [node]
+    return [m for child in ast.iter_child_nodes(node) for m in metric_nodes(child)]
+
+
+def parse(text: str) -> Claim:
+    """Parse and check a claim; ClaimError names what is wrong and what is allowed."""
+    if not isinstance(text, str) or not text.strip():
+        raise ClaimError("a claim is a non-empty string, e.g. \"jain < 0.8\"")
+    if len(text) > MAX_CLAIM_CHARS:
+        raise ClaimError(f"longer than {MAX_CLAIM_CHARS} characters")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        raise ClaimError(f"not an expression of: {vocabulary()}") from None
+    nodes = list(ast.walk(tree))
+    if len(nodes) > MAX_NODES:
+        raise ClaimError(f"more than {MAX_NODES} terms")
+    body = tree.body
+    if not isinstance(body, ast.Compare):
+        raise ClaimError(f"must compare (<, <=, >, >=), e.g. \"jain < 0.8\"; allowed: {vocabulary()}")
+    operators = []
+    for op in body.ops:
+        if type(op) not in COMPARISONS:
+            raise ClaimError(f"comparison {type(op).__name__} not allowed: use <, <=, >, >= (measured values "
+                             "are never exactly equal)")
+        operators.append(COMPARISONS[type(op)])
+    operands = (body.left, *body.comparators)
+    ccs: set[str] = set()
+    for operand in operands:
+        _check_arithmetic(operand, ccs)
+    claim = Claim(text.strip(), operands, tuple(operators), frozenset(ccs))
+    if all(claim.is_constant(k) for k in range(len(operands))):
+        raise ClaimError("compares only numbers: name a metric")
+    return claim
+
+
+def _check_arithmetic(node: ast.expr, ccs: set[str]) -> None:
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, bool) or not isinstance(node.value, (int, float)) or not math.isfinite(node.value):
+            raise ClaimError(f"{ast.unparse(node)}: only finite numbers are allowed as constants")
+    elif isinstance(node, ast.Name):
+        if node.id not in RUN_TERMS:
+            hint = f" (per cc: {node.id}(cc))" if node.id in CC_TERMS else ""
+            raise ClaimError(f"unknown metric {node.id!r}{hint}; allowed: {vocabulary()}")
+    elif isinstance(node, ast.Call):
+        name = node.func.id if isinstance(node.func, ast.Name) else None
+        if name not in CC_TERMS:
+            raise ClaimError(f"unknown function {ast.unparse(node.func)!r}; allowed: "
+                             f"{', '.join(f'{t}(cc)' for t in CC_TERMS)}")
+        if node.keywords or len(node.args) != 1:
+            raise ClaimError(f"{name}() takes one congestion control, e.g. {name}(bbr)")
+        arg = node.args[0]
+        if isinstance(arg, ast.Name):
+            ccs.add(arg.id)
+        elif isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            ccs.add(arg.value)
+        else:
+            raise ClaimError(f"{name}(): the argument is a congestion control's name, e.g. {name}(bbr)")
+    elif isinstance(node, ast.BinOp) and type(node.op) in ARITHMETIC:
+        _check_arithmetic(node.left, ccs)
+        _check_arithmetic(node.right, ccs)
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        _check_arithmetic(node.operand, ccs)
+    else:
+        raise ClaimError(f"{ast.unparse(node)!r} not allowed; allowed: {vocabulary()}")
+
+
+def cc_of_call(node: ast.Call) -> str:
+    arg = node.args[0]
+    return arg.id if isinstance(arg, ast.Name) else arg.value
+
+
+def evaluate(node: ast.expr, lookup: Callable[[ast.expr], float]) -> float:
+    """Value of an operand, with `lookup` giving each metric's (Name or Call node's) value."""
+    if isinstance(node, ast.Constant):
+        return float(node.value)
+    if isinstance(node, (ast.Name, ast.Call)):
+        return float(lookup(node))
+    if isinstance(node, ast.UnaryOp):
+        value = evaluate(node.operand, lookup)
+        return -value if isinstance(node.op, ast.USub) else value
+    left, right = evaluate(node.left, lookup), evaluate(node.right, lookup)
+    op = ARITHMETIC[type(node.op)]
+    if op == "+":
+        return left + right
+    if op == "-":
+        return left - right
+    if op == "*":
+        return left * right
+    return left / right if right != 0 else math.nan
+
+
+def margins(claim: Claim, lookup: Callable[[ast.expr], float]) -> list[float]:
+    """For each comparison in the chain, how far it holds (positive) or fails (negative)."""
+    values = [evaluate(op, lookup) for op in claim.operands]
+    out = []
+    for k, op in enumerate(claim.operators):
+        a, b = values[k], values[k + 1]
+        out.append(b - a if op in ("<", "<=") else a - b)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Judging on measured runs
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Expectation:
+    """One `expect:` entry of a scenario, as recorded in its run directories."""
+
+    scenario: str
+    claim: Claim
+    where: dict[str, list[Any]] = field(default_factory=dict)
+    source: str = ""
+    note: str = ""
+
+    @classmethod
+    def from_entry(cls, scenario: str, entry: dict) -> "Expectation":
+        where = {k: v if isinstance(v, list) else [v] for k, v in (entry.get("where") or {}).items()}
+        return cls(scenario, parse(entry["claim"]), where, str(entry.get("source") or ""),
+                   str(entry.get("note") or ""))
+
+
+@dataclass
+class Verdict:
+    expectation: Expectation
+    point: str  # the matrix point's label, or "across points"
+    verdict: str  # pass, fail, inconclusive, no data
+    margin: tuple[float, float, int]  # mean, 95 % CI half-width, n (worst comparison of a chain)
+    values: dict[str, tuple[float, float, int]]  # each non-constant operand: mean, CI, n
+    reason: str = ""
+
+    def measured(self) -> str:
+        parts = []
+        for text, (mean, ci, n) in self.values.items():
+            ci_text = f" ± {ci:.3g}" if ci == ci else ""
+            parts.append(f"{text} = {mean:.3g}{ci_text} (n={n})")
+        return "; ".join(parts) or self.reason
+
+    def as_dict(self) -> dict:
+        e = self.expectation
+
+        def clean(x):
+            return None if isinstance(x, float) and not math.isfinite(x) else x
+
+        return {"scenario": e.scenario, "claim": e.claim.text, "where": e.where, "source": e.source,
+                "note": e.note, "point": self.point, "verdict": self.verdict,
+                "margin": {"mean": clean(self.margin[0]), "ci95": clean(self.margin[1]), "n": self.margin[2]},
+                "values": {k: {"mean": clean(m), "ci95": clean(c), "n": n} for k, (m, c, n) in self.values.items()},
+                "measured": self.measured(), "reason": self.reason}
+
+
+def judge(margins_per_rep: list[list[float]], strict: list[bool]) -> tuple[str, tuple[float, float, int]]:
+    """Verdict from the margins of each repetition (one list per comparison of the chain)."""
+    verdicts, worst = [], (math.nan, math.nan, 0)
+    for k, is_strict in enumerate(strict):
+        mean, ci, n = mean_ci95([m[k] for m in margins_per_rep])
+        if n == 0:
+            return "no data", (mean, ci, n)
+        lo, hi = (mean, mean) if n < 2 else (mean - ci, mean + ci)
+        holds = lo > 0 or (not is_strict and lo >= 0)
+        breaks = hi < 0 or (is_strict and hi <= 0)
+        verdicts.append("pass" if holds else "fail" if breaks else "inconclusive")
+        if not (worst[0] <= mean):
+            worst = (mean, ci, n)
+    for v in ("fail", "inconclusive"):
+        if v in verdicts:
+            return v, worst
+    return "pass", worst
+
+
+def _matches(value: Any, wanted: list[Any]) -> bool:
+    for w in wanted:
+        try:
+            if float(value) == float(w):
+                return True
+        except (TypeError, ValueError):
+            if str(value) == str(w):
+                return True
+    return False
+
+
+def _cc_values(groups: pd.DataFrame) -> dict[tuple[str, str], float]:
+    """(run_id, cc) -> {term column: value} from the report's per-run x cc rows."""
+    out: dict[tuple[str, str], dict] = {}
+    for row in groups.to_dict("records"):
+        flows = row.get("flows") or 0
+        out[(row["run_id"], row["cc"])] = {
+            "share": row.get("share"), "steady_share": row.get("steady_share"),
+            "retransmits": row.get("retransmits"),
+            "throughput": (row.get("mean_mbps") or math.nan) * flows,
+        }
+    return out
+
+
+def _term_value(node: ast.expr, run: dict, cc_values: dict) -> float:
+    if isinstance(node, ast.Name):
+        value = run.get(RUN_TERMS[node.id][0])
+    else:
+        entry = cc_values.get((run["run_id"], cc_of_call(node)))
+        value = None if entry is None else entry.get(CC_TERMS[node.func.id][0])
+    try:
+        return float(value) if value is not None else math.nan
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def check_expectation(e: Expectation, runs: pd.DataFrame, groups: pd.DataFrame) -> list[Verdict]:
+    """Judge one expectation on the per-run table and the per-run x cc table of a report."""
+    mine = runs[runs["scenario"] == e.scenario] if len(runs) else runs
+    for key, wanted in e.where.items():
+        column = f"matrix.{key}"
+        mine = mine[mine[column].map(lambda v: _matches(v, wanted))] if column in mine else mine.iloc[0:0]
+    if mine.empty:
+        return [Verdict(e, "-", "no data", (math.nan, math.nan, 0), {},
+                        f"no runs of {e.scenario}" + (f" where {e.where}" if e.where else ""))]
+    cc_values = _cc_values(groups[groups["run_id"].isin(mine["run_id"])]) if len(groups) else {}
+    present = {(r, cc) for (r, cc) in cc_values}
+    points = list(mine.groupby("group", sort=False))
+    strict = [op in ("<", ">") for op in e.claim.operators]
+    terms = [n for operand in e.claim.operands for n in metric_nodes(operand)]
+
+    def in_point(d: pd.DataFrame) -> bool:
+        return all(any((r, cc) in present for r in d["run_id"]) for cc in e.claim.ccs)
+
+    if all(in_point(d) for _, d in points):
+        return [_verdict_of(e, label_of(d), d.to_dict("records"), cc_values, strict, terms)
+                for _, d in points]
+    return [_across_points(e, points, cc_values, strict, terms)]
+
+
+def label_of(d: pd.DataFrame) -> str:
+    return str(d["group_label"].iloc[0])
+
+
+def _verdict_of(e: Expectation, label: str, reps: list[dict], cc_values: dict, strict: list[bool],
+                terms: list[ast.expr]) -> Verdict:
+    per_rep = []
+    for run in reps:
+        m = margins(e.claim, lambda node: _term_value(node, run, cc_values))
+        if all(math.isfinite(x) for x in m):
+            per_rep.append(m)
+    values = {}
+    for k, operand in enumerate(e.claim.operands):
+        if not e.claim.is_constant(k):
+            values[e.claim.operand_text(k)] = mean_ci95(
+                [evaluate(operand, lambda node, run=run: _term_value(node, run, cc_values)) for run in reps])
+    verdict, margin = judge(per_rep, strict)
+    reason = ""
+    if verdict == "no data":
+        missing = sorted({ast.unparse(t) for t in terms
+                          if all(math.isnan(_term_value(t, run, cc_values)) for run in reps)})
+        reason = f"not measured: {', '.join(missing) or 'a term'}"
+    return Verdict(e, label, verdict, margin, values, reason)
+
+
+def _across_points(e: Expectation, points, cc_values: dict, strict: list[bool], terms) -> Verdict:
+    """Each term averaged, per repetition index, over the selected points where it was measured."""
+    by_rep: dict[Any, list[dict]] = {}
+    for _, d in points:
+        for run in d.to_dict("records"):
+            by_rep.setdefault(run.get("repetition"), []).append(run)
+
+    def term_mean(node: ast.expr, runs: list[dict]) -> float:
+        vals = [_term_value(node, run, cc_values) for run in runs]
+        vals = [v for v in vals if math.isfinite(v)]
+        return float(np.mean(vals)) if vals else math.nan
+
+    per_rep, operand_values = [], {e.claim.operand_text(k): [] for k in range(len(e.claim.operands))
+                                   if not e.claim.is_constant(k)}
+    for runs in by_rep.values():
+        def lookup(node, runs=runs):
+            return term_mean(node, runs)
+
+        m = margins(e.claim, lookup)
+        if all(math.isfinite(x) for x in m):
+            per_rep.append(m)
+        for k, operand in enumerate(e.claim.operands):
+            if not e.claim.is_constant(k):
+                operand_values[e.claim.operand_text(k)].append(evaluate(operand, lookup))
+    verdict, margin = judge(per_rep, strict)
+    reason = ""
+    if verdict == "no data":
+        all_runs = [run for runs in by_rep.values() for run in runs]
+        missing = sorted({ast.unparse(t) for t in terms if math.isnan(term_mean(t, all_runs))})
+        reason = f"not measured in any selected point: {', '.join(missing) or 'a term'}"
+    return Verdict(e, "across points", verdict, margin,
+                   {k: mean_ci95(v) for k, v in operand_values.items()}, reason)
+
+
+def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
+    """The expectations recorded with each scenario's runs (their scenario.yaml), once per scenario.
+    Returns them and notes on any that could not be read."""
+    import yaml
+
+    seen: dict[str, list] = {}
+    notes: list[str] = []
+    for run in runs:
+        name = run.meta.get("scenario")
+        if name in seen or not isinstance(name, str):
+            continue
+        path = run.path / "scenario.yaml"
+        try:
+            resolved = yaml.safe_load(path.read_text()) if path.exists() else {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+            notes.append(f"{path}: unreadable ({error.__class__.__name__}); its claims are not judged")
+            resolved = {}
+        seen[name] = (resolved.get("expect") or []) if isinstance(resolved, dict) else []
+    out = []
+    for name, entries in seen.items():
+        for k, entry in enumerate(entries):
+            try:
+                out.append(Expectation.from_entry(name, entry))
+            except (ClaimError, KeyError, TypeError, AttributeError) as error:
+                notes.append(f"scenario {name}: expect.{k}: {error}; not judged")
+    return out, notes
+
+
+def judge_all(expectations: list[Expectation], runs: pd.DataFrame, groups: pd.DataFrame) -> list[Verdict]:
+    return [v for e in expectations for v in check_expectation(e, runs, groups)]
+
+
+def failed(verdicts: list[Verdict]) -> list[Verdict]:
+    """What fails the gate: a claim contradicted by the data, or one with nothing to judge it on."""
+    return [v for v in verdicts if v.verdict in ("fail", "no data")]
+
+
+def counts(verdicts: list[Verdict]) -> dict[str, int]:
+    out = {"pass": 0, "fail": 0, "inconclusive": 0, "no data": 0}
+    for v in verdicts:
+        out[v.verdict] += 1
+    return out

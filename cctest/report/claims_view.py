@@ -1,0 +1,32 @@
+"""The report's Claims table and claims.json: what the runs say of each scenario's `expect:`."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..claims import Verdict, counts
+from .html import Page, esc, table
+
+ROW_CLASS = {"fail": "reg", "no data": "reg", "inconclusive": "", "pass": ""}
+
+
+def claims_section(page: Page, verdicts: list[Verdict], notes: list[str]) -> None:
+    page.h2("Claims", "claims")
+    n = counts(verdicts)
+    gate = n["fail"] + n["no data"]
+    page.add(f"<p class='{'bad' if gate else 'ok'}'>{n['pass']} pass, {n['fail']} fail, "
+             f"{n['inconclusive']} inconclusive, {n['no data']} without data.</p>"
+             "<p class='note'>Each claim is judged per matrix point on the margin by which it holds in each "
+             "repetition: pass when the 95 % Student-t interval of the margins lies on the holding side, fail "
+             "when it lies on the other, inconclusive when it straddles the bound; one repetition is judged by "
+             "its value. A claim naming controls that run in different points is judged across them.</p>")
+    if notes:
+        page.add("<ul class='notes'>" + "".join(f"<li>{esc(x)}</li>" for x in notes) + "</ul>")
+    rows = pd.DataFrame([{"scenario": v.expectation.scenario, "claim": v.expectation.claim.text,
+                          "point": v.point, "source": v.expectation.source, "measured": v.measured(),
+                          "verdict": v.verdict, "note": v.expectation.note} for v in verdicts])
+    page.add(table(rows, left=set(rows.columns), cls_rows=[ROW_CLASS[v.verdict] for v in verdicts]))
+
+
+def claims_json(verdicts: list[Verdict], notes: list[str]) -> dict:
+    return {"counts": counts(verdicts), "notes": notes, "claims": [v.as_dict() for v in verdicts]}

@@ -1,0 +1,88 @@
+"""`cctest run --shard i/N` and `cctest list`'s tags and time estimates."""
+
+from __future__ import annotations
+
+import re
+
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cctest.cli import main
+from cctest.plan import estimated_wall_s, expand, shard
+from cctest.scenario import parse_experiments
+
+
+def sweep(buffers: int, variants: int, reps: int):
+    text = f"""
+scenarios:
+  s:
+    tags: [paper-000]
+    link: {{rate_mbps: 20, rtt_ms: 20, buffer_bdp: 1}}
+    flows: [{{cc: cubic}}, {{cc: bbr, count: 2}}]
+    duration_s: 10
+    repetitions: {reps}
+    matrix:
+      buffer_bdp: {[0.25 * (k + 1) for k in range(buffers)]}
+      duration_s: {[10 + 5 * k for k in range(variants)]}
+"""
+    return text, expand(parse_experiments(text, "e.yaml"), "s")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 4), st.integers(1, 3), st.integers(1, 12))
+def test_shards_partition_the_runs_and_are_stable(buffers, variants, reps, n):
+    _, specs = sweep(buffers, variants, reps)
+    shards = [shard(specs, i, n) for i in range(1, n + 1)]
+    flat = [i for part in shards for i in part]
+    assert sorted(flat) == list(range(len(specs)))  # every run once: union is all, pairwise disjoint
+    assert shards == [shard(specs, i, n) for i in range(1, n + 1)]  # the same on every machine
+    _, again = sweep(buffers, variants, reps)  # and from a fresh parse of the same file
+    assert shards == [shard(again, i, n) for i in range(1, n + 1)]
+
+
+def test_shards_balance_the_time():
+    _, specs = sweep(6, 4, 2)
+    loads = [sum(specs[i].scenario.duration_s for i in shard(specs, k, 4)) for k in range(1, 5)]
+    assert max(loads) - min(loads) <= max(s.scenario.duration_s for s in specs) + 20
+
+
+def test_dry_run_shows_the_shard_and_only_its_runs(tmp_path):
+    text, specs = sweep(3, 1, 2)
+    f = tmp_path / "e.yaml"
+    f.write_text(text)
+    runner = CliRunner()
+    listed = []
+    for i in (1, 2, 3):
+        out = runner.invoke(main, ["run", "s", "-f", str(f), "--shard", f"{i}/3", "--dry-run"]).output
+        header = re.search(r"shard (\d)/3: (\d+) of 6 runs", out)
+        assert header and header[1] == str(i)
+        listed += re.findall(r"^# run s (\S+) repetition (\d)$", out, re.M)
+    assert sorted(listed) == sorted((s.label, str(s.repetition)) for s in specs)
+
+
+def test_a_bad_shard_is_one_line_and_exit_2(tmp_path):
+    text, _ = sweep(1, 1, 1)
+    f = tmp_path / "e.yaml"
+    f.write_text(text)
+    for bad in ("0/3", "4/3", "x", "1/0"):
+        result = CliRunner().invoke(main, ["run", "s", "-f", str(f), "--shard", bad, "--dry-run"])
+        assert result.exit_code == 2 and "--shard" in result.output and result.output.count("\n") == 1
+
+
+def test_list_filters_by_tag_and_estimates_time(tmp_path):
+    text, specs = sweep(2, 1, 1)
+    f = tmp_path / "e.yaml"
+    f.write_text(text + """  other:
+    link: {rate_mbps: 20, rtt_ms: 20, buffer_bdp: 1}
+    flows: [{cc: cubic}]
+    duration_s: 10
+""")
+    out = CliRunner().invoke(main, ["list", "-f", str(f), "--tag", "paper-000"], env={"COLUMNS": "200"}).output
+    assert " s " in out and "other" not in out
+    # 2 runs of 10 s plus the per-run overhead, natively
+    assert round(sum(estimated_wall_s(s, vm=False) for s in specs) / 60) == 1 and "1 min" in out
+    # in the VM a run costs more host time than its guest time, and more with more flows
+    assert estimated_wall_s(specs[0], vm=True) > estimated_wall_s(specs[0], vm=False)
+    bad = CliRunner().invoke(main, ["list", "-f", str(f), "--tag", "paper-999"])
+    assert bad.exit_code == 2 and "tags: paper-000" in bad.output
