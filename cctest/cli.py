@@ -58,10 +58,8 @@ def list_scenarios(experiments_file: str, tags: tuple[str, ...]) -> None:
     from .plan import estimated_wall_s
 
     experiments = load_or_exit(experiments_file)
-    chosen = {name: s for name, s in experiments.scenarios.items() if not tags or set(tags) & set(s.tags)}
-    if not chosen:
-        known = sorted({t for s in experiments.scenarios.values() for t in s.tags})
-        fail(f"{experiments_file}: no scenario tagged {', '.join(tags)}; tags: {', '.join(known) or '(none)'}", 2)
+    names = tagged(experiments, experiments_file, tags) if tags else list(experiments.scenarios)
+    chosen = {name: experiments.scenarios[name] for name in dict.fromkeys(names)}
     cores = os.cpu_count() or 1
     table = Table("scenario", "tags", "bottleneck", "flows", "runs", "claims", "native", f"--vm -j{cores}",
                   caption=f"native, --vm: estimated wall time (the VM's from bench/vm_clock.py's figures, {cores} "
@@ -91,6 +89,18 @@ def list_scenarios(experiments_file: str, tags: tuple[str, ...]) -> None:
     console.print(table)
 
 
+def tagged(experiments, experiments_file: str, tags: tuple[str, ...]) -> list[str]:
+    """Scenarios carrying any of `tags`, in file order; a tag nothing carries is bad input."""
+    names = []
+    for tag in tags:
+        mine = [name for name, s in experiments.scenarios.items() if tag in s.tags]
+        if not mine:
+            known = sorted({t for s in experiments.scenarios.values() for t in s.tags})
+            fail(f"{experiments_file}: no scenario tagged {tag}; tags: {', '.join(known) or '(none)'}", 2)
+        names += mine
+    return names
+
+
 def parse_shard(value: str | None) -> tuple[int, int] | None:
     if value is None:
         return None
@@ -101,8 +111,9 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 
 
 @main.command()
-@click.argument("scenarios", nargs=-1, required=True)
+@click.argument("scenarios", nargs=-1)
 @experiments_option
+@click.option("--tag", "tags", multiple=True, help="also run every scenario with this tag (repeatable)")
 @click.option("--repetitions", "-n", type=click.IntRange(min=1), help="override the scenario's repetitions")
 @click.option("--out", default="reports", show_default=True, type=click.Path(file_okay=False), help="where run directories go")
 @click.option("--vm", "mode", flag_value="vm", help="run inside a virtme-ng VM on a stock kernel")
@@ -123,13 +134,16 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 @click.option("--in-vm", is_flag=True, hidden=True)
 @click.option("--manifest", type=click.Path(dir_okay=False), hidden=True)
 @click.option("--only-runs", hidden=True, help="inside a VM: comma-separated indices of this VM's runs")
-def run(scenarios, experiments_file, repetitions, out, mode, kernel, kvm, clock, icount_shift, jobs, shard,
+def run(scenarios, experiments_file, tags, repetitions, out, mode, kernel, kvm, clock, icount_shift, jobs, shard,
         dry_run, no_ingest, in_vm, manifest, only_runs) -> None:
     """Run SCENARIOS for real and write one run directory per run."""
     from . import dumbbell, vm
     from .session import NativeUnavailable, RunOptions, SessionError, choose_mode, run_in_vm, run_native
 
     experiments = load_or_exit(experiments_file)
+    scenarios = list(dict.fromkeys([*scenarios, *tagged(experiments, experiments_file, tags)]))
+    if not scenarios:
+        fail("name at least one scenario, or --tag (cctest list shows both)", 2)
     try:
         specs = [spec for name in scenarios for spec in expand(experiments, name, repetitions)]
     except ScenarioError as error:

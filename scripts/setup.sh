@@ -14,8 +14,8 @@ packages=(
   mininet bridge-utils iproute2 ethtool iperf3 iputils-ping tcpdump bpftrace kmod procps psmisc
   # a stock kernel to boot with virtme-ng, its headers to build modules against, and qemu
   qemu-system-x86 busybox-static linux-image-amd64 linux-headers-amd64 make gcc
-  # the report's browser test
-  chromium chromium-driver
+  # the report's browser test; the workflow and example scripts' linters
+  chromium chromium-driver shellcheck
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -41,4 +41,14 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -e '.[test]'
+
+# actionlint (a Go module, from the Go module proxy) lints .github/workflows in the tests.
+if [ ! -x .venv/bin/actionlint ]; then
+  go=$(command -v go || echo /usr/local/go/bin/go)
+  if [ ! -x "$go" ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go >/dev/null
+    go=$(command -v go)
+  fi
+  GOBIN="$PWD/.venv/bin" "$go" install github.com/rhysd/actionlint/cmd/actionlint@v1.7.7
+fi
 echo "setup done: $(.venv/bin/cctest --version)"

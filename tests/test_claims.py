@@ -221,3 +221,12 @@ def test_check_without_claims_is_bad_input(tmp_path):
     shutil.copytree(FIXTURES / "cubic-bbr-shallow-20261121-231855-base-r0", tmp_path / "run")
     result = CliRunner().invoke(main, ["check", str(tmp_path / "run"), "-o", str(tmp_path / "c.json")])
     assert result.exit_code == 2 and "no claims" in result.output
+
+
+def test_readme_examples_of_experiments_yaml_load():
+    """README's experiments.yaml examples (keys, a claim) are what the loader accepts."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    blocks = readme.split("## experiments.yaml", 1)[1].split("```yaml\n")[1:3]
+    full = blocks[0].split("```")[0]
+    experiments = parse_experiments(full, "README.md")
+    assert experiments.get("my-scenario").expect[0].claim == "share(bbr_cws) < 0.7"

@@ -86,3 +86,14 @@ def test_list_filters_by_tag_and_estimates_time(tmp_path):
     assert estimated_wall_s(specs[0], vm=True) > estimated_wall_s(specs[0], vm=False)
     bad = CliRunner().invoke(main, ["list", "-f", str(f), "--tag", "paper-999"])
     assert bad.exit_code == 2 and "tags: paper-000" in bad.output
+
+
+def test_run_takes_scenarios_by_tag(tmp_path):
+    text, specs = sweep(2, 1, 1)
+    f = tmp_path / "e.yaml"
+    f.write_text(text)
+    out = CliRunner().invoke(main, ["run", "--tag", "paper-000", "-f", str(f), "--dry-run"]).output
+    assert len(re.findall(r"^# run s ", out, re.M)) == len(specs)
+    for args in (["--tag", "paper-9"], []):
+        result = CliRunner().invoke(main, ["run", *args, "-f", str(f), "--dry-run"])
+        assert result.exit_code == 2 and result.output.count("\n") == 1

@@ -81,3 +81,24 @@ def test_the_guest_cpu_had_slack(vm_results):
             assert meta["vm"]["clock"] == "virtual" and meta["vm"]["vcpus"] == 1
             assert meta["vm"]["phases"]["flows"]["guest_s"] >= meta["duration_s"]
             assert meta["vm"]["phases"]["flows"]["wall_s"] > 0
+
+
+@pytest.mark.vm_jobs("cubic-fills-the-link", "cubic-bbr-shallow")
+def test_claims_are_judged_on_the_real_runs(vm_results, tmp_path):
+    """`expect:` in tests/vm/scenarios.yaml travels with the runs; `cctest check` judges it on them."""
+    from click.testing import CliRunner
+
+    from cctest.cli import main
+
+    dirs = [d for job in ("cubic-fills-the-link", "cubic-bbr-shallow") for d in vm_results[job]["run_dirs"]]
+    out = tmp_path / "claims.json"
+    result = CliRunner().invoke(main, ["check", *dirs, "-o", str(out)])
+    claims = json.loads(out.read_text())["claims"]
+    judged = {(c["claim"], c["point"]): c for c in claims}
+    assert len(judged) == 4  # utilisation at 20 and at 50 Mbit/s, BBR's share, Jain's index
+    for claim in claims:
+        [(_, value)] = claim["values"].items()
+        assert value["n"] == 1 and value["mean"] is not None, claim
+    # the same physics the tests above assert on these runs, now as data
+    assert {c["verdict"] for c in claims} == {"pass"}, result.output
+    assert result.exit_code == 0
