@@ -49,6 +49,8 @@ CC_TERMS = {
     "steady_share": ("steady_share", "that fraction in steady state"),
     "throughput": ("throughput", "cc's flows' goodput together, Mbit/s"),
     "retransmits": ("retransmits", "cc's flows' retransmitted segments together"),
+    "startup_s": ("startup_s", "seconds from a flow's first byte to its module leaving Startup (this "
+                               "project's modules only: they trace their mode), mean over cc's flows"),
 }
 COMPARISONS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 ARITHMETIC = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
@@ -276,6 +278,7 @@ def _cc_values(groups: pd.DataFrame) -> dict[tuple[str, str], float]:
             "share": row.get("share"), "steady_share": row.get("steady_share"),
             "retransmits": row.get("retransmits"),
             "throughput": (row.get("mean_mbps") or math.nan) * flows,
+            "startup_s": row.get("startup_exit_s"),
         }
     return out
 

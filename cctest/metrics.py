@@ -119,6 +119,27 @@ def flow_spans(throughput: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"flow": flows, "t_start": t_start, "t_end": t_end})
 
 
+STARTUP_MODE = 0  # the `mode` value this project's modules trace for Startup (bbr1 family and bbr3)
+
+
+def startup_exit_s(cc_state: pd.DataFrame | None, spans: pd.DataFrame) -> dict[int, float]:
+    """Per flow: seconds from the flow's first byte to its module's first traced mode other than
+    Startup. Flows without a mode trace (kernel ccs) are absent; one that never left Startup gets
+    NaN."""
+    if cc_state is None or cc_state.empty or spans.empty:
+        return {}
+    modes = cc_state[cc_state["key"] == "mode"]
+    starts = dict(zip(spans["flow"].astype(int), spans["t_start"].astype(float)))
+    out = {}
+    for flow, trace in modes.groupby("flow"):
+        flow = int(flow)
+        if flow not in starts:
+            continue
+        left = trace[trace["value"] != STARTUP_MODE]["t_s"]
+        out[flow] = float(left.min()) - starts[flow] if len(left) else float("nan")
+    return out
+
+
 def binned_throughput(throughput: pd.DataFrame, bin_s: float = DEFAULT_BIN_MS / 1000.0,
                       t_end: float | None = None) -> pd.DataFrame:
     """Per-flow throughput in fixed bins from iperf3 intervals.
@@ -467,6 +488,7 @@ def run_metrics(meta: dict, tables: dict[str, pd.DataFrame], *, bin_s: float = D
 
     # CC groups: share of bytes, retransmissions, percentile band of the 0.5 s shares.
     groups = []
+    totals["startup_exit_s"] = totals["flow"].map(startup_exit_s(tables.get("cc_state"), spans))
     if len(totals):
         gshare = group_share_series(binned, flow_cc, SHARE_BIN_S, s0, s1)
         series["group_share"] = group_share_series(binned, flow_cc, SHARE_BIN_S)
@@ -480,6 +502,7 @@ def run_metrics(meta: dict, tables: dict[str, pd.DataFrame], *, bin_s: float = D
                 "steady_share_p75": float(gs.quantile(0.75)) if len(gs) else float("nan"),
                 "retransmits": float(g["retransmits"].sum()),
                 "mean_mbps": float(g["mean_mbps"].mean()),
+                "startup_exit_s": float(g["startup_exit_s"].mean()),  # NaN without a mode trace
             })
     # Utilisation over time.
     if len(binned) and rate == rate:

@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -27,7 +28,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 @pytest.mark.parametrize("text", [
     "jain < 0.8", "share(bbr) > 0.7", "retransmits(bbr_cws) <= 0.5 * retransmits(bbr)",
     "0.4 < share(cubic) < 0.6", "throughput(bbr) / throughput(cubic) >= -(-2)", "queue_delay_ms < 5",
-    "share('bbr') > 0.5",
+    "share('bbr') > 0.5", "startup_s(bbr3plus) < startup_s(bbr3)",
 ])
 def test_the_language_accepts_claims_about_metrics(text):
     assert parse(text).text == text
@@ -230,3 +231,17 @@ def test_readme_examples_of_experiments_yaml_load():
     full = blocks[0].split("```")[0]
     experiments = parse_experiments(full, "README.md")
     assert experiments.get("my-scenario").expect[0].claim == "share(bbr_cws) < 0.7"
+
+
+def test_startup_time_is_read_from_the_modules_mode_trace():
+    from cctest.metrics import startup_exit_s
+
+    spans = pd.DataFrame({"flow": [0, 1, 2], "t_start": [0.1, 2.0, 0.0], "t_end": [10.0, 10.0, 10.0]})
+    state = pd.DataFrame({"flow": [0, 0, 0, 1, 1], "t_s": [0.2, 0.6, 0.9, 2.1, 2.4],
+                          "cc": ["bbr3"] * 3 + ["bbr3plus"] * 2, "key": ["mode", "mode", "mode", "mode", "cwnd"],
+                          "value": [0.0, 1.0, 2.0, 0.0, 10.0]})
+    out = startup_exit_s(state, spans)
+    assert out[0] == pytest.approx(0.5)  # Startup (0) until 0.6 s, the flow began at 0.1 s
+    assert np.isnan(out[1])  # traced, never left Startup
+    assert 2 not in out  # no mode trace: a kernel cc
+    assert parse("startup_s(bbr3plus) < startup_s(bbr3)").ccs == {"bbr3", "bbr3plus"}
