@@ -35,7 +35,9 @@ RUN /opt/venv/bin/pip install -q --no-cache-dir --disable-pip-version-check --no
 
 # The commit the image was built from, recorded in each run's meta.json (the image has no .git):
 #   --build-arg CCTEST_GIT_COMMIT=$(git rev-parse HEAD)
+# The RUN makes the value part of the layer cache's key (buildah keys ENV by its unexpanded text).
 ARG CCTEST_GIT_COMMIT=
+RUN echo "${CCTEST_GIT_COMMIT:-unknown}" > /cctest/.built-from-commit
 ENV CCTEST_GIT_COMMIT=$CCTEST_GIT_COMMIT PATH=/opt/venv/bin:$PATH
 ENTRYPOINT ["cctest"]
 CMD ["doctor"]

@@ -113,6 +113,13 @@ def test_version_is_the_checkout_s(engine, image):
     assert out.stdout.strip() == f"cctest, version {version('cctest')}"
 
 
+def test_runs_record_the_commit_the_image_was_built_from(engine, image):
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    out = run(engine, image, "-c", "from cctest.rundir import git_commit; print(git_commit())", entrypoint="python3")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == head
+
+
 def test_doctor_inside_says_the_container_drives_the_host_kernel(engine, image):
     out = run(engine, image, "doctor")
     assert out.returncode == 0, out.stderr
