@@ -5,7 +5,7 @@
 #   ca_bundle  a CA bundle pip should trust (behind a TLS-inspecting proxy)
 #   pip_conf   a pip.conf (index URL, mirror), used as PIP_CONFIG_FILE during the build only
 # Neither ends up in the image. RUN --mount needs BuildKit (Docker >= 23's default) or podman/buildah.
-FROM debian:bookworm-slim
+FROM docker.io/library/debian:bookworm-slim
 
 # The emulation stack (mininet, tc, iperf3, ...), capture tools, and make + gcc to build modules/
 # against the host's kernel headers (mounted at run time).

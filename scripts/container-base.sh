@@ -5,7 +5,8 @@
 # Root only (debootstrap). Engine: $CCTEST_CONTAINER_ENGINE, else podman, else a running docker.
 set -euo pipefail
 
-IMAGE=debian:bookworm-slim
+# Fully qualified, as the Dockerfile names it: podman resolves no short names without a search registry.
+IMAGE=docker.io/library/debian:bookworm-slim
 SUITE=bookworm
 
 engine=${CCTEST_CONTAINER_ENGINE:-}
