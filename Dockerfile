@@ -30,8 +30,7 @@ RUN --mount=type=secret,id=ca_bundle,required=false --mount=type=secret,id=pip_c
 
 # Editable, so the package finds modules/ beside it (cctest.kmod looks next to the package).
 COPY . .
-RUN /opt/venv/bin/pip install -q --no-cache-dir --disable-pip-version-check --no-deps --no-build-isolation -e . \
-    && rm -rf build *.egg-info/SOURCES.txt
+RUN /opt/venv/bin/pip install -q --no-cache-dir --disable-pip-version-check --no-deps --no-build-isolation -e .
 
 # The commit the image was built from, recorded in each run's meta.json (the image has no .git):
 #   --build-arg CCTEST_GIT_COMMIT=$(git rev-parse HEAD)
