@@ -10,9 +10,10 @@ demo: setup
 	.venv/bin/cctest report reports/demo -o reports/demo.html
 	@echo "report: reports/demo.html"
 
-# Unit tests, then the real stack inside a stock-kernel VM (CCTEST_REQUIRE_VM=1: no silent skips).
+# Unit tests, the Dockerfile built and run (podman), then the real stack inside a stock-kernel VM
+# (CCTEST_REQUIRE_VM=1, CCTEST_REQUIRE_CONTAINER=1: no silent skips).
 test: setup
-	CCTEST_REQUIRE_VM=1 .venv/bin/pytest -v -rs
+	CCTEST_REQUIRE_VM=1 CCTEST_REQUIRE_CONTAINER=1 .venv/bin/pytest -v -rs
 
 bench: setup
 	.venv/bin/python bench/report.py

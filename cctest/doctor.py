@@ -100,9 +100,61 @@ def distro_default_image() -> str | None:
     return package.replace("linux-image-", "vmlinuz-", 1) if package.startswith("linux-image-") else None
 
 
+CGROUP_ENGINES = ("libpod", "docker", "containerd", "kubepods", "lxc")
+
+
+def container_engine(root: Path = Path("/"), environ: dict[str, str] | None = None) -> str | None:
+    """The container engine this process runs under, or None on a host or in a VM.
+
+    Looked up in this order: podman's /run/.containerenv; the `container` variable (podman, LXC,
+    systemd-nspawn set it); the process's own cgroup path (not PID 1's, which is the host's init
+    under --pid host); docker's /.dockerenv, believed only when the root filesystem is not a block
+    device, because VM images made from container images keep that file on their ext4 root.
+    """
+    environ = os.environ if environ is None else environ
+    if (root / "run/.containerenv").exists():
+        return "podman"
+    if environ.get("container"):
+        return environ["container"]
+    try:
+        cgroups = (root / "proc/self/cgroup").read_text()
+    except OSError:
+        cgroups = ""
+    for line in cgroups.splitlines():
+        path = line.split(":", 2)[-1]
+        engine = next((e for e in CGROUP_ENGINES if e in path), None)
+        if engine:
+            return "podman" if engine == "libpod" else engine
+    if (root / ".dockerenv").exists() and not _root_is_block_device(root):
+        return "docker"
+    return None
+
+
+def _root_is_block_device(root: Path) -> bool:
+    try:
+        mounts = (root / "proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return False
+    # mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS... - FSTYPE SOURCE SUPEROPTIONS
+    sources = [line.split(" - ", 1)[1].split()[1] for line in mounts
+               if len(line.split()) > 4 and line.split()[4] == "/" and " - " in line]
+    return bool(sources) and sources[-1].startswith("/dev/")
+
+
+def container_note(engine: str, release: str) -> str:
+    """What a run inside a container can and cannot do, in one plain sentence."""
+    return (f"inside a {engine} container: it has no kernel of its own and drives the host's ({release}), "
+            "so native runs need a capable HOST kernel (the qdisc and module checks below are that kernel's) "
+            "and the container needs --privileged --network host --pid host with the host's /lib/modules and "
+            "/usr/src mounted (README, Docker)")
+
+
 def checks() -> list[Check]:
     root = os.geteuid() == 0
     result = [Check("root", root, "uid 0" if root else f"uid {os.geteuid()}", "run as root (sudo)")]
+    engine = container_engine()
+    if engine:
+        result.append(Check("container", True, container_note(engine, platform.release())))
     for name, spec, needed_for in (("sch_netem", "netem delay 1ms", "native"),
                                    ("sch_htb", "htb default 1", "native"),
                                    ("sch_tbf", "tbf rate 1mbit burst 10k latency 10ms", "native"),
@@ -163,6 +215,12 @@ def vm_problems(results: list[Check]) -> list[Check]:
 
 
 def verdict(results: list[Check]) -> str:
+    container = next((c for c in results if c.name == "container"), None)
+    said = _verdict(results)
+    return f"{said.rstrip('.')}. Note: {container.detail}." if container else said
+
+
+def _verdict(results: list[Check]) -> str:
     native = native_problems(results, needs_modules=True)
     if not native:
         return "native: this host can run every scenario itself (the default)"

@@ -16,6 +16,8 @@ packages=(
   qemu-system-x86 busybox-static linux-image-amd64 linux-headers-amd64 make gcc
   # the report's browser test; the workflow and example scripts' linters
   chromium chromium-driver shellcheck
+  # the container test (tests/test_container.py): podman with runc, and debootstrap for its base image
+  podman runc debootstrap
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -51,4 +53,7 @@ if [ ! -x .venv/bin/actionlint ]; then
   fi
   GOBIN="$PWD/.venv/bin" "$go" install github.com/rhysd/actionlint/cmd/actionlint@v1.7.7
 fi
+# The container test builds the Dockerfile FROM debian:bookworm-slim; without a registry, make that
+# image locally from the Debian mirror (skipped when an engine already has it).
+bash scripts/container-base.sh
 echo "setup done: $(.venv/bin/cctest --version)"

@@ -16,3 +16,54 @@ def test_the_distro_default_kernel_comes_first_whatever_its_date(tmp_path):
     # no metapackage (not Debian) or it names a kernel that is not installed: newest first
     assert doctor.order_kernels([old, new], None) == [new, old]
     assert doctor.order_kernels([old, new], "vmlinuz-6.19.0-1-amd64") == [new, old]
+
+
+# Container detection and what doctor says inside one: a container has no kernel of its own.
+
+def _fake_root(tmp_path, files: dict[str, str]):
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path
+
+
+OVERLAY_ROOT = "80 54 0:40 / / rw,relatime - overlay overlay rw,lowerdir=/l\n"
+BLOCK_ROOT = "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard\n"
+PLAIN_CGROUP = "4:memory:/user.slice\n0::/\n"
+
+
+def test_podman_docker_and_cgroup_paths_are_recognised(tmp_path):
+    podman = _fake_root(tmp_path / "p", {"run/.containerenv": "", "proc/self/cgroup": PLAIN_CGROUP})
+    assert doctor.container_engine(podman, environ={}) == "podman"
+    docker = _fake_root(tmp_path / "d", {".dockerenv": "", "proc/self/cgroup": "0::/\n",
+                                         "proc/self/mountinfo": OVERLAY_ROOT})
+    assert doctor.container_engine(docker, environ={}) == "docker"
+    by_cgroup = _fake_root(tmp_path / "c", {"proc/self/cgroup": "0::/system.slice/docker-3f2a.scope\n"})
+    assert doctor.container_engine(by_cgroup, environ={}) == "docker"
+    k8s = _fake_root(tmp_path / "k", {"proc/self/cgroup": "0::/kubepods/besteffort/pod1/abc\n"})
+    assert doctor.container_engine(k8s, environ={}) == "kubepods"
+    assert doctor.container_engine(_fake_root(tmp_path / "n", {}), environ={"container": "lxc"}) == "lxc"
+
+
+def test_a_plain_host_and_a_vm_made_from_a_container_image_are_not_containers(tmp_path):
+    host = _fake_root(tmp_path / "h", {"proc/self/cgroup": PLAIN_CGROUP, "proc/self/mountinfo": BLOCK_ROOT})
+    assert doctor.container_engine(host, environ={}) is None
+    # A VM image built from a docker image keeps /.dockerenv on its ext4 root: still the VM's own kernel.
+    vm = _fake_root(tmp_path / "v", {".dockerenv": "", "proc/self/cgroup": PLAIN_CGROUP,
+                                     "proc/self/mountinfo": BLOCK_ROOT})
+    assert doctor.container_engine(vm, environ={}) is None
+
+
+def test_doctor_says_plainly_that_a_container_drives_the_host_kernel():
+    note = doctor.container_note("docker", "6.1.0-56-amd64")
+    assert "inside a docker container" in note
+    assert "drives the host's (6.1.0-56-amd64)" in note
+    assert "native runs need a capable HOST kernel" in note
+    for flag in ("--privileged", "--network host", "--pid host", "/lib/modules", "/usr/src"):
+        assert flag in note
+    results = [doctor.Check("container", True, note), doctor.Check("sch_netem", True, "works")]
+    said = doctor.verdict(results)
+    assert said.startswith("native: ") and said.endswith(f"Note: {note}.")
+    # outside a container the verdict carries no such note
+    assert "container" not in doctor.verdict(results[1:])
