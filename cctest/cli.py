@@ -89,7 +89,7 @@ def run(scenarios, experiments_file, repetitions, out, mode, kernel, kvm, clock,
         no_ingest, in_vm, manifest, only_runs) -> None:
     """Run SCENARIOS for real and write one run directory per run."""
     from . import dumbbell, vm
-    from .session import NativeUnavailable, RunOptions, SessionError, choose_mode, run_in_vm, run_native
+    from .session import BadInput, RunOptions, SessionError, choose_mode, run_in_vm, run_native
 
     experiments = load_or_exit(experiments_file)
     try:
@@ -117,7 +117,7 @@ def run(scenarios, experiments_file, repetitions, out, mode, kernel, kvm, clock,
             console.print("[yellow]notice:[/] -j spreads runs over VMs; native runs go one at a time")
         run_dirs = (run_in_vm if chosen == "vm" else run_native)(specs, opts, console)
     except (SessionError, kmod.ModuleError, journal.RunLockedError) as error:
-        fail(str(error), 2 if isinstance(error, (journal.RunLockedError, NativeUnavailable)) else 1)
+        fail(str(error), 2 if isinstance(error, (journal.RunLockedError, BadInput)) else 1)
     except KeyboardInterrupt:
         err_console.print("interrupted: torn down; what was measured is kept")
         sys.exit(130)
@@ -144,12 +144,21 @@ def doctor_command() -> None:
 
 
 @main.command()
-def clean() -> None:
-    """Remove what a run killed with SIGKILL left behind (namespaces, links, processes, modules)."""
-    actions = journal.clean()
+@click.option("--force", is_flag=True,
+              help="clean even while a run holds the lock, and also remove cc* links, Mininet host shells and "
+                   "modules the journal does not name or cannot vouch for")
+def clean(force: bool) -> None:
+    """Remove what a run killed with SIGKILL left behind, as its journal names it (links, host shells,
+    processes, modules, sysctls)."""
+    try:
+        actions = journal.clean(force=force)
+    except (journal.CleanRefused, journal.JournalError) as error:
+        fail(str(error), 2)
     for line in actions:
-        console.print(line)
-    console.print("nothing to clean" if not actions else f"{len(actions)} leftover(s) removed")
+        console.print(line, highlight=False)
+    if not actions:
+        console.print("nothing to clean" + ("" if force else ": no journal of a killed run (--force also removes "
+                                                              "anything that looks like a cctest run's)"))
 
 
 @main.group()
@@ -216,10 +225,12 @@ def modules_unload(name: str) -> None:
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 def ingest(run_dirs) -> None:
     """(Re)make the tidy tables and health verdict of run directories from their raw captures."""
-    from .session import finalize
+    from .session import finalize_each
 
-    for run_dir in run_dirs:
-        finalize(Path(run_dir), console)
+    failures: list[str] = []
+    finalize_each([Path(run_dir) for run_dir in run_dirs], console, failures)
+    if failures:
+        fail(f"ingest failed for {len(failures)} of {len(run_dirs)} run(s); the first: {failures[0]}", 1)
 
 
 main.add_command(report_command)
