@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__, doctor, journal, kmod
-from .plan import expand
+from .plan import MAX_RUNS, expand, run_count
 from .report.command import report_command
 from .scenario import ScenarioError, load_experiments
 
@@ -42,13 +42,21 @@ def main() -> None:
     """Experiment-as-code for TCP congestion-control research."""
 
 
+force_option = click.option("--force", is_flag=True, help=f"allow more than {MAX_RUNS} runs in one invocation")
+
+
 @main.command("list")
 @experiments_option
-def list_scenarios(experiments_file: str) -> None:
-    """Show the scenarios in the experiments file."""
+@force_option
+def list_scenarios(experiments_file: str, force: bool) -> None:
+    """Show the scenarios in the experiments file (every matrix variant is validated as `run` does)."""
     experiments = load_or_exit(experiments_file)
     table = Table("scenario", "link", "buffer", "flows", "duration", "runs")
     for name, scenario in experiments.scenarios.items():
+        try:
+            expand(experiments, name, force=force)
+        except ScenarioError as error:
+            fail(str(error), 2)
         link = scenario.link
         buffer = f"{link.buffer_bdp:g} BDP" if link.buffer_bdp is not None else f"{link.buffer_bytes} B"
         flows = ", ".join(
@@ -81,11 +89,12 @@ def list_scenarios(experiments_file: str) -> None:
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="--vm: VMs in parallel, one vCPU each (default: the host's cores on the virtual clock, 1 on the wall clock)")
 @click.option("--dry-run", is_flag=True, help="print topology, commands and flow schedule; change nothing")
+@force_option
 @click.option("--no-ingest", is_flag=True, hidden=True)
 @click.option("--in-vm", is_flag=True, hidden=True)
 @click.option("--manifest", type=click.Path(dir_okay=False), hidden=True)
 @click.option("--only-runs", hidden=True, help="inside a VM: comma-separated indices of this VM's runs")
-def run(scenarios, experiments_file, repetitions, out, mode, kernel, kvm, clock, icount_shift, jobs, dry_run,
+def run(scenarios, experiments_file, repetitions, out, mode, kernel, kvm, clock, icount_shift, jobs, dry_run, force,
         no_ingest, in_vm, manifest, only_runs) -> None:
     """Run SCENARIOS for real and write one run directory per run."""
     from . import dumbbell, vm
@@ -93,7 +102,11 @@ def run(scenarios, experiments_file, repetitions, out, mode, kernel, kvm, clock,
 
     experiments = load_or_exit(experiments_file)
     try:
-        specs = [spec for name in scenarios for spec in expand(experiments, name, repetitions)]
+        total = sum(run_count(experiments, name, repetitions) for name in scenarios)
+        if total > MAX_RUNS and not force:
+            fail(f"{experiments_file}: {' '.join(scenarios)}: {total} runs in one invocation; at most {MAX_RUNS} "
+                 "without --force", 2)
+        specs = [spec for name in scenarios for spec in expand(experiments, name, repetitions, force=force)]
     except ScenarioError as error:
         fail(str(error), 2)
     try:
@@ -110,7 +123,7 @@ def run(scenarios, experiments_file, repetitions, out, mode, kernel, kvm, clock,
             click.echo(dumbbell.describe(spec))
         return
     opts = RunOptions(Path(experiments_file), list(scenarios), repetitions, Path(out), mode or "auto", kernel, kvm,
-                      not no_ingest, in_vm, Path(manifest) if manifest else None, vm_clock, jobs)
+                      not no_ingest, in_vm, Path(manifest) if manifest else None, vm_clock, jobs, force)
     try:
         chosen = choose_mode(opts.mode, specs, console, in_vm)
         if chosen == "native" and not in_vm and (jobs or 1) > 1:

@@ -37,6 +37,7 @@ class RunOptions:
     manifest: Path | None
     clock: "vm.VMClock | None" = None  # --vm only
     jobs: int | None = None  # VMs in parallel; None: the host's cores on the virtual clock, else 1
+    force: bool = False  # more than plan.MAX_RUNS runs: the guest must be told too
 
 
 class SessionError(Exception):
@@ -219,6 +220,8 @@ def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[
             cmd += ["--repetitions", str(opts.repetitions)]
         if len(parts) > 1:
             cmd += ["--only-runs", ",".join(map(str, part))]
+        if opts.force:
+            cmd += ["--force"]
         guests.append((cmd, manifest, len(part)))
     console.print(f"booting {kernel.name} in {len(parts)} virtme-ng VM(s), {clock.describe()}")
     codes: list[int] = []
