@@ -60,6 +60,9 @@ def report_command(ctx, paths, output, open_, bin_ms, skip_s, jain_window_s, max
     if res.compare is not None and not res.compare.empty:
         for r in res.compare.itertuples():
             mark = "REGRESSION" if r.regression else "ok"
+            if r.n_candidate == 0:
+                click.echo(f"{mark:10s} {r.group}: {r.label}: {r.baseline:.4g} -> no value")
+                continue
             click.echo(f"{mark:10s} {r.group}: {r.label}: {r.baseline:.4g} -> {r.candidate:.4g} "
                        f"({r.delta_pct:+.1f} %, {r.better} is better)")
     size = res.html.stat().st_size / 1e6
