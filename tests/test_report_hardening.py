@@ -150,7 +150,7 @@ def _set(doc: dict, dotted: str, value) -> None:
         node[parts[-1]] = value
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(st.tuples(st.sampled_from(META_KEYS), json_values), min_size=1, max_size=3),
        checks=st.one_of(st.none(), json_values))
 def test_property_any_meta_or_checks_keeps_the_report(small_run, tmp_path_factory, edits, checks):
