@@ -25,6 +25,7 @@ KNOWN_CCS = KERNEL_CCS + PROJECT_CCS
 MAX_FLOWS = 253  # flow i's hosts are 10.0.1.(i+1) and 10.0.2.(i+1)
 MAX_BUFFER_BYTES = 1 << 30  # 1 GiB: far beyond any emulated path, and netem's limit stays in range
 MAX_PARAM = 2**32 - 1  # module parameters are uint
+MAX_FILE_BYTES = 1 << 20
 MAX_NESTING = 32  # an experiments file is a few levels deep; deeper is a mistake or an attack
 ETHERNET_HEADER_BYTES = 14  # what the shaper counts on top of the IP packet
 ETHERNET_FRAME_BYTES = 1500 + ETHERNET_HEADER_BYTES  # one MTU-sized packet on the wire, the smallest buffer
@@ -222,7 +223,10 @@ class Experiments(BaseModel):
         return self.scenarios[name]
 
 
-class _StrictLoader(yaml.SafeLoader):
+FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present
+
+
+class _StrictLoader(FAST_SAFE_LOADER):
     """SafeLoader that refuses what YAML would silently accept: a key given twice (the last would
     win) and keys that are not text (YAML 1.1 reads `yes:`, `on:`, `no:` as booleans)."""
 
@@ -276,7 +280,8 @@ def _check_depth(text: str) -> None:
     """Refuse deep nesting from the parser's event stream, before the (recursive) composer would
     take seconds to reach Python's recursion limit."""
     depth = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    # libyaml's scanner when present: the pure-Python one takes time quadratic in flow nesting.
+    for event in yaml.parse(text, Loader=FAST_SAFE_LOADER):
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             depth += 1
             if depth > MAX_NESTING:
@@ -332,6 +337,9 @@ def load_experiments(path: str | Path) -> Experiments:
         data = path.read_bytes()
     except OSError as error:
         raise ScenarioError(f"{path}: cannot read ({error.strerror})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ScenarioError(f"{path}: {len(data)} bytes; an experiments file is at most {MAX_FILE_BYTES} "
+                            "(matrices are lists of values, not generated data)")
     try:
         text = data.decode("utf-8-sig")  # UTF-8 only (a UTF-8 byte-order mark is fine)
     except UnicodeDecodeError as error:

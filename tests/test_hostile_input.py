@@ -106,6 +106,8 @@ HOSTILE: dict[str, tuple[str | bytes, str]] = {
                          "capture.ss_interval_ms"),
     "scenario name with slash": (GOOD.replace("  one:", "  a/b:"), "name must be"),
     "empty file": ("", "no scenarios"),
+    "over 1 MiB": (GOOD + "#" + "x" * (1 << 20) + "\n", "at most 1048576"),
+    "control characters": (GOOD.replace("cubic}", "cu\x07bic}"), "not valid YAML"),
     "defaults a list": ("defaults: [1]\nscenarios: {one: {}}\n", "must be mappings"),
 }
 
