@@ -19,6 +19,7 @@ import subprocess
 from pathlib import Path
 
 from . import kmod
+from .doctor import DOCTOR_NS_PREFIX
 from .dumbbell import NODE_PREFIX
 
 STATE_DIR = Path(os.environ.get("CCTEST_STATE_DIR", "/run/cctest"))
@@ -234,6 +235,12 @@ def host_shells(names: list[str] | None) -> list[int]:
     return [int(pid) for pid in out.split() if int(pid) > 1]
 
 
+def doctor_namespaces() -> list[str]:
+    """--force only: the probe namespaces of a `cctest doctor` (or a run's probe) that was killed."""
+    out = _run(["ip", "netns", "list"]).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(DOCTOR_NS_PREFIX)]
+
+
 class CleanRefused(Exception):
     """`clean` would risk harm (a run is active): a one-line reason (exit 2)."""
 
@@ -289,6 +296,9 @@ def _clean(state_dir: Path, force: bool, sys_module: Path) -> list[str]:
         else:
             actions.append(f"could not delete link {name}")
             remaining["links"].append(name)
+    for ns in doctor_namespaces() if force else []:
+        if _run(["ip", "netns", "del", ns]).returncode == 0:
+            actions.append(f"deleted network namespace {ns}")
     for key, old in data.get("sysctls", {}).items():
         if _run(["sysctl", "-qw", f"{key}={old}"]).returncode == 0:
             actions.append(f"restored sysctl {key}={old}")

@@ -38,6 +38,17 @@ def procs():
             proc.wait()
 
 
+@pytest.fixture
+def no_real_run():
+    """--force matches by name machine-wide: never while a real run on this machine holds its lock."""
+    lock = journal._lock(journal.STATE_DIR) if (journal.STATE_DIR / "lock").exists() else None
+    if lock is None and (journal.STATE_DIR / "lock").exists():
+        pytest.skip("a cctest run is active on this machine; --force would touch it")
+    yield  # (no lock file: no run has ever been active since boot)
+    if lock is not None:
+        journal._unlock(lock)
+
+
 def killed_journal(state_dir: Path, **data) -> Path:
     """The journal a SIGKILLed run leaves: active.json without anyone holding the lock."""
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -47,7 +58,7 @@ def killed_journal(state_dir: Path, **data) -> Path:
     return path
 
 
-def test_clean_refuses_while_a_run_holds_the_lock(tmp_path, procs):
+def test_clean_refuses_while_a_run_holds_the_lock(tmp_path, procs, no_real_run):
     victim = sleeper()
     procs.append(victim)
     holder = subprocess.Popen(
@@ -132,7 +143,7 @@ def test_ended_processes_leave_the_journal(tmp_path, procs):
         j.finish()
 
 
-def test_without_a_journal_clean_touches_nothing_unless_forced(tmp_path, procs):
+def test_without_a_journal_clean_touches_nothing_unless_forced(tmp_path, procs, no_real_run):
     # A process that looks like a Mininet host shell of a cctest run, but no journal names it.
     lookalike = sleeper("mininet:ccsnd0")
     procs.append(lookalike)
@@ -226,3 +237,16 @@ def test_runs_racing_for_one_name_get_distinct_directories(tmp_path):
         t.join()
     assert errors == []
     assert len(set(made)) == 80 and all((d / "scenario.yaml").exists() for d in made)
+
+
+def test_force_removes_a_killed_doctor_probe_namespace(tmp_path, no_real_run):
+    ns = f"cctest-doctor-test{os.getpid()}"
+    if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode != 0:
+        pytest.skip("cannot create a network namespace here (needs root)")
+    try:
+        assert clean(tmp_path) == []  # without --force: a name pattern, not touched
+        assert ns in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert f"deleted network namespace {ns}" in clean(tmp_path, force=True)
+        assert ns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
