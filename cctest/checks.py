@@ -47,6 +47,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import atomic
 from .scenario import ETHERNET_HEADER_BYTES
 
 BASE_RTT_TOL = 0.10  # |min ping RTT / configured RTT - 1| allowed
@@ -319,5 +320,5 @@ def evaluate(meta: dict, tables: dict[str, pd.DataFrame]) -> dict:
 def write_checks(run_dir: str | Path, meta: dict, tables: dict[str, pd.DataFrame]) -> dict:
     """Evaluate and write ``<run_dir>/checks.json``; returns its content."""
     result = evaluate(meta, tables)
-    (Path(run_dir) / "checks.json").write_text(json.dumps(result, indent=2) + "\n")
+    atomic.write_text(Path(run_dir) / "checks.json", json.dumps(result, indent=2) + "\n")
     return result

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__, doctor, journal, kmod
-from .plan import expand
+from .plan import MAX_RUNS, expand, run_count
 from .report.command import check_command, report_command
 from .scenario import ScenarioError, load_experiments
 
@@ -43,6 +43,9 @@ def main() -> None:
     """Experiment-as-code for TCP congestion-control research."""
 
 
+force_option = click.option("--force", is_flag=True, help=f"allow more than {MAX_RUNS} runs in one invocation")
+
+
 def _duration(seconds: float) -> str:
     minutes = seconds / 60
     return f"{minutes:.0f} min" if minutes < 90 else f"{minutes / 60:.1f} h"
@@ -51,8 +54,10 @@ def _duration(seconds: float) -> str:
 @main.command("list")
 @experiments_option
 @click.option("--tag", "tags", multiple=True, help="only scenarios with this tag (repeatable: any of them)")
-def list_scenarios(experiments_file: str, tags: tuple[str, ...]) -> None:
-    """Show the scenarios in the experiments file, their claims and estimated wall time."""
+@force_option
+def list_scenarios(experiments_file: str, tags: tuple[str, ...], force: bool) -> None:
+    """Show the scenarios, their claims and estimated wall time (every matrix variant is validated as
+    `run` does)."""
     import os
 
     from .plan import estimated_wall_s
@@ -68,7 +73,7 @@ def list_scenarios(experiments_file: str, tags: tuple[str, ...]) -> None:
     totals = [0, 0.0, 0.0]
     for name, scenario in chosen.items():
         try:
-            specs = expand(experiments, name)
+            specs = expand(experiments, name, force=force)
         except ScenarioError as error:
             fail(str(error), 2)
         link = scenario.link
@@ -130,22 +135,29 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 @click.option("--shard", metavar="i/N",
               help="run only shard i of N (a stable split of this invocation's runs; with --dry-run, shows which)")
 @click.option("--dry-run", is_flag=True, help="print topology, commands and flow schedule; change nothing")
+@force_option
 @click.option("--no-ingest", is_flag=True, hidden=True)
 @click.option("--in-vm", is_flag=True, hidden=True)
 @click.option("--manifest", type=click.Path(dir_okay=False), hidden=True)
 @click.option("--only-runs", hidden=True, help="inside a VM: comma-separated indices of this VM's runs")
 def run(scenarios, experiments_file, tags, repetitions, out, mode, kernel, kvm, clock, icount_shift, jobs, shard,
-        dry_run, no_ingest, in_vm, manifest, only_runs) -> None:
+        dry_run, force, no_ingest, in_vm, manifest, only_runs) -> None:
     """Run SCENARIOS for real and write one run directory per run."""
     from . import dumbbell, vm
-    from .session import NativeUnavailable, RunOptions, SessionError, choose_mode, run_in_vm, run_native
+    from .session import BadInput, RunOptions, SessionError, choose_mode, run_in_vm, run_native
 
     experiments = load_or_exit(experiments_file)
-    scenarios = list(dict.fromkeys([*scenarios, *tagged(experiments, experiments_file, tags)]))
+    # named scenarios as given (twice is twice), then the tagged ones not named already
+    scenarios = [*scenarios, *(name for name in dict.fromkeys(tagged(experiments, experiments_file, tags))
+                               if name not in scenarios)]
     if not scenarios:
         fail("name at least one scenario, or --tag (cctest list shows both)", 2)
     try:
-        specs = [spec for name in scenarios for spec in expand(experiments, name, repetitions)]
+        total = sum(run_count(experiments, name, repetitions) for name in scenarios)
+        if total > MAX_RUNS and not force:
+            fail(f"{experiments_file}: {' '.join(scenarios)}: {total} runs in one invocation; at most {MAX_RUNS} "
+                 "without --force", 2)
+        specs = [spec for name in scenarios for spec in expand(experiments, name, repetitions, force=force)]
     except ScenarioError as error:
         fail(str(error), 2)
     try:
@@ -172,14 +184,14 @@ def run(scenarios, experiments_file, tags, repetitions, out, mode, kernel, kvm, 
             click.echo(dumbbell.describe(spec))
         return
     opts = RunOptions(Path(experiments_file), list(scenarios), repetitions, Path(out), mode or "auto", kernel, kvm,
-                      not no_ingest, in_vm, Path(manifest) if manifest else None, vm_clock, jobs)
+                      not no_ingest, in_vm, Path(manifest) if manifest else None, vm_clock, jobs, force)
     try:
         chosen = choose_mode(opts.mode, specs, console, in_vm)
         if chosen == "native" and not in_vm and (jobs or 1) > 1:
             console.print("[yellow]notice:[/] -j spreads runs over VMs; native runs go one at a time")
         run_dirs = (run_in_vm if chosen == "vm" else run_native)(specs, opts, console)
     except (SessionError, kmod.ModuleError, journal.RunLockedError) as error:
-        fail(str(error), 2 if isinstance(error, (journal.RunLockedError, NativeUnavailable)) else 1)
+        fail(str(error), 2 if isinstance(error, (journal.RunLockedError, BadInput)) else 1)
     except KeyboardInterrupt:
         err_console.print("interrupted: torn down; what was measured is kept")
         sys.exit(130)
@@ -206,12 +218,21 @@ def doctor_command() -> None:
 
 
 @main.command()
-def clean() -> None:
-    """Remove what a run killed with SIGKILL left behind (namespaces, links, processes, modules)."""
-    actions = journal.clean()
+@click.option("--force", is_flag=True,
+              help="clean even while a run holds the lock, and also remove cc* links, Mininet host shells and "
+                   "modules the journal does not name or cannot vouch for")
+def clean(force: bool) -> None:
+    """Remove what a run killed with SIGKILL left behind, as its journal names it (links, host shells,
+    processes, modules, sysctls)."""
+    try:
+        actions = journal.clean(force=force)
+    except (journal.CleanRefused, journal.JournalError) as error:
+        fail(str(error), 2)
     for line in actions:
-        console.print(line)
-    console.print("nothing to clean" if not actions else f"{len(actions)} leftover(s) removed")
+        console.print(line, highlight=False)
+    if not actions:
+        console.print("nothing to clean" + ("" if force else ": no journal of a killed run (--force also removes "
+                                                              "anything that looks like a cctest run's)"))
 
 
 @main.group()
@@ -278,10 +299,12 @@ def modules_unload(name: str) -> None:
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 def ingest(run_dirs) -> None:
     """(Re)make the tidy tables and health verdict of run directories from their raw captures."""
-    from .session import finalize
+    from .session import finalize_each
 
-    for run_dir in run_dirs:
-        finalize(Path(run_dir), console)
+    failures: list[str] = []
+    finalize_each([Path(run_dir) for run_dir in run_dirs], console, failures)
+    if failures:
+        fail(f"ingest failed for {len(failures)} of {len(run_dirs)} run(s); the first: {failures[0]}", 1)
 
 
 main.add_command(report_command)

@@ -18,6 +18,9 @@ from pathlib import Path
 from .kmod import headers_dir
 
 
+DOCTOR_NS_PREFIX = "cctest-doctor-"  # `cctest clean --force` removes these if a probe was killed
+
+
 @dataclass
 class Check:
     name: str
@@ -28,7 +31,7 @@ class Check:
 
 
 def probe_qdisc(spec: str) -> bool:
-    ns = f"cctest-doctor-{uuid.uuid4().hex[:8]}"
+    ns = f"{DOCTOR_NS_PREFIX}{uuid.uuid4().hex[:8]}"
     if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode != 0:
         return False
     try:

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import atomic
+
 NS_PER_S = 1_000_000_000
 US_PER_MS = 1000.0
 
@@ -611,7 +613,8 @@ def load_raw(run_dir: str | Path, meta: dict) -> dict[str, str | None]:
 def write_tables(run_dir: str | Path, tables: dict[str, pd.DataFrame]) -> None:
     """Write each table as ``<run_dir>/<name>.parquet`` (pyarrow, no index)."""
     for name, df in tables.items():
-        df.to_parquet(Path(run_dir) / f"{name}.parquet", engine="pyarrow", index=False)
+        with atomic.replacing(Path(run_dir) / f"{name}.parquet") as tmp:
+            df.to_parquet(tmp, engine="pyarrow", index=False)
 
 
 def ingest_run(run_dir: str | Path) -> dict[str, pd.DataFrame]:

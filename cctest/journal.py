@@ -1,8 +1,12 @@
 """One active run per machine, and a journal of everything it created.
 
-The lock (flock) refuses a second concurrent `cctest run`. The journal is written *before* each
-side effect, so that `cctest clean` can undo a run that was killed with SIGKILL: it names the
-processes started, the modules loaded and the sysctls changed (with their old values).
+The lock (flock) refuses a second concurrent `cctest run`, and `cctest clean` while a run is
+active. The journal is written *before* each side effect, so that `cctest clean` can undo a run
+that was killed with SIGKILL: it names the processes started (with their start time, so that a
+PID the kernel has since given to another process is never killed), the links and host shells
+of the topology, the modules loaded (with where the kernel placed them, so that a module the
+user loaded again after the crash is left alone) and the sysctls changed (with their old values).
+`clean` touches only what the journal names; name patterns are used only with --force.
 """
 
 from __future__ import annotations
@@ -15,13 +19,82 @@ import subprocess
 from pathlib import Path
 
 from . import kmod
+from .doctor import DOCTOR_NS_PREFIX
 from .dumbbell import NODE_PREFIX
 
 STATE_DIR = Path(os.environ.get("CCTEST_STATE_DIR", "/run/cctest"))
+SYS_MODULE = Path("/sys/module")
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
 class RunLockedError(Exception):
     pass
+
+
+class JournalError(Exception):
+    """active.json is not a journal this code wrote: a one-line reason (exit 2)."""
+
+
+def process_start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat): with the
+    PID it names one process for the life of the system, unlike the PID alone, which is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    # comm (field 2) may hold spaces and parentheses: the fields after it start at the last ')'.
+    fields = stat[stat.rfind(")") + 2:].split()
+    try:
+        return int(fields[19])  # field 22 overall; fields[0] is field 3
+    except (IndexError, ValueError):
+        return None
+
+
+def is_same_process(pid: int, start_time: int | None) -> bool:
+    """Whether `pid` is still the process that was journaled (never init or the kernel's pid 0)."""
+    return pid > 1 and start_time is not None and process_start_time(pid) == start_time
+
+
+def module_identity(name: str, sys_module: Path = SYS_MODULE) -> str | None:
+    """Where the kernel placed the module's code: a reload puts it elsewhere. None if unreadable
+    (not loaded, or not root: the addresses read as zero)."""
+    try:
+        text = (sys_module / name / "sections" / ".text").read_text().strip()
+    except OSError:
+        return None
+    return text if text and int(text, 16) != 0 else None
+
+
+def boot_id() -> str | None:
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return None
+
+
+def _lock(state_dir: Path):
+    """The run lock, taken without waiting. Returns the open file, or None if another holds it."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    lock_file = open(state_dir / "lock", "a+")
+    try:
+        fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock_file.close()
+        return None
+    return lock_file
+
+
+def _lock_holder(state_dir: Path) -> str:
+    try:
+        pid = (state_dir / "lock").read_text().strip()
+    except OSError:
+        pid = ""
+    return f"pid {pid}" if pid.isdigit() else "pid unknown"
+
+
+def _unlock(lock_file) -> None:
+    fcntl.flock(lock_file, fcntl.LOCK_UN)
+    lock_file.close()
 
 
 class Journal:
@@ -29,18 +102,18 @@ class Journal:
         self.dir = state_dir
         self.path = state_dir / "active.json"
         self._lock_file = None
-        self.data: dict = {"pid": os.getpid(), "processes": [], "modules": [], "sysctls": {}}
+        self.data: dict = {"pid": os.getpid(), "boot_id": boot_id(), "processes": [], "modules": [],
+                           "links": [], "hosts": [], "sysctls": {}}
 
     def acquire(self, description: str) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._lock_file = open(self.dir / "lock", "a+")
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = read_journal(self.path).get("description", "another run")
-            self._lock_file.close()
-            self._lock_file = None
-            raise RunLockedError(f"another cctest run is active ({holder}); wait for it to finish") from None
+        self._lock_file = _lock(self.dir)
+        if self._lock_file is None:
+            raise RunLockedError(f"a run is active ({_lock_holder(self.dir)}); wait for it to finish") from None
+        # Who holds the lock, for a refused `run` or `clean` to name.
+        self._lock_file.seek(0)
+        self._lock_file.truncate()
+        self._lock_file.write(f"{os.getpid()}\n")
+        self._lock_file.flush()
         if self.path.exists():
             self.release()
             raise RunLockedError(
@@ -55,11 +128,32 @@ class Journal:
         tmp.replace(self.path)
 
     def add_process(self, pid: int, what: str) -> None:
-        self.data["processes"].append({"pid": pid, "what": what})
+        # Entries of processes that have ended go: a long sweep's journal stays the size of one run,
+        # and a PID the kernel reuses is never named.
+        self.data["processes"] = [p for p in self.data["processes"] if is_same_process(p["pid"], p["start"])]
+        self.data["processes"].append({"pid": pid, "what": what, "start": process_start_time(pid)})
         self._write()
 
     def add_module(self, name: str) -> None:
-        self.data["modules"].append(name)
+        """Before insmod: the module may be loaded from here on."""
+        self.data["modules"].append({"name": name, "identity": None})
+        self._write()
+
+    def module_loaded(self, name: str) -> None:
+        """After insmod: record where it sits, so that `clean` unloads this load and no later one."""
+        for entry in self.data["modules"]:
+            if entry["name"] == name and entry["identity"] is None:
+                entry["identity"] = module_identity(name)
+        self._write()
+
+    def module_unloaded(self, name: str) -> None:
+        self.data["modules"] = [m for m in self.data["modules"] if m["name"] != name]
+        self._write()
+
+    def add_topology(self, hosts: list[str], links: list[str]) -> None:
+        """Before Mininet builds them: the host shells' names and every interface name."""
+        self.data["hosts"] = sorted(set(self.data["hosts"]) | set(hosts))
+        self.data["links"] = sorted(set(self.data["links"]) | set(links))
         self._write()
 
     def add_sysctl(self, key: str, old: str) -> None:
@@ -73,67 +167,178 @@ class Journal:
 
     def release(self) -> None:
         if self._lock_file is not None:
-            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
-            self._lock_file.close()
+            _unlock(self._lock_file)
             self._lock_file = None
 
 
 def read_journal(path: Path) -> dict:
+    """The journal at `path` ({} if there is none); JournalError if it is not one this code wrote."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        text = path.read_text()
+    except FileNotFoundError:
         return {}
+    except (OSError, UnicodeDecodeError) as error:
+        raise JournalError(f"{path}: unreadable ({error}); inspect it, then delete it") from None
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise JournalError(f"{path}: not JSON ({error}); inspect it, then delete it") from None
+    problem = _shape_problem(data)
+    if problem:
+        raise JournalError(f"{path}: not a cctest journal ({problem}); inspect it, then delete it")
+    return data
+
+
+def _shape_problem(data) -> str | None:
+    if not isinstance(data, dict):
+        return f"a JSON object expected, got {type(data).__name__}"
+    processes = data.get("processes", [])
+    if not isinstance(processes, list) or not all(
+            isinstance(p, dict) and type(p.get("pid")) is int and type(p.get("start", 0)) in (int, type(None))
+            for p in processes):
+        return "processes must be a list of {pid: integer, what, start}"
+    modules = data.get("modules", [])
+    if not isinstance(modules, list) or not all(
+            isinstance(m, str) or (isinstance(m, dict) and isinstance(m.get("name"), str)) for m in modules):
+        return "modules must be a list of {name, identity}"
+    for key in ("links", "hosts"):
+        if not isinstance(data.get(key, []), list) or not all(isinstance(n, str) for n in data.get(key, [])):
+            return f"{key} must be a list of names"
+    sysctls = data.get("sysctls", {})
+    if not isinstance(sysctls, dict) or not all(isinstance(v, str) for v in sysctls.values()):
+        return "sysctls must map names to their old values"
+    return None
 
 
 def _run(cmd: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
-def leftover_links() -> list[str]:
-    """Interfaces in the root namespace that only a cctest run creates (ccs1-btl, ccs2-rcv0, ...)."""
+def root_links() -> list[str]:
     out = _run(["ip", "-o", "link", "show"]).stdout
-    names = re.findall(r"^\d+:\s+([^:@\s]+)", out, flags=re.M)
-    return [n for n in names if re.fullmatch(rf"{NODE_PREFIX}(s\d+|snd\d+|rcv\d+)(-\w+)?", n)]
+    return re.findall(r"^\d+:\s+([^:@\s]+)", out, flags=re.M)
 
 
-def leftover_host_shells() -> list[int]:
-    """Mininet host shells of cctest nodes (each holds a network namespace open)."""
-    out = _run(["pgrep", "-f", rf"mininet:{NODE_PREFIX}(snd|rcv|s)\d+"]).stdout
-    return [int(pid) for pid in out.split()]
+def pattern_links() -> list[str]:
+    """--force only: interfaces that look like a cctest run's (ccs1-btl, ccs2-rcv0, ...)."""
+    return [n for n in root_links() if re.fullmatch(rf"{NODE_PREFIX}(s\d+|snd\d+|rcv\d+)(-\w+)?", n)]
 
 
-def clean(state_dir: Path = STATE_DIR) -> list[str]:
-    """Undo whatever a killed run left behind. Returns a line per action taken."""
+def host_shells(names: list[str] | None) -> list[int]:
+    """Mininet host shells (each holds a network namespace open): of the journaled host names, or,
+    with names None (--force), of any cctest-looking name."""
+    if names is not None and not names:
+        return []
+    # pgrep takes POSIX extended regular expressions: [0-9], not \d (which never matches there).
+    pattern = "|".join(re.escape(n) for n in names) if names is not None else rf"{NODE_PREFIX}(snd|rcv|s)[0-9]+"
+    out = _run(["pgrep", "-f", rf"mininet:({pattern})( |$)"]).stdout
+    return [int(pid) for pid in out.split() if int(pid) > 1]
+
+
+def doctor_namespaces() -> list[str]:
+    """--force only: the probe namespaces of a `cctest doctor` (or a run's probe) that was killed."""
+    out = _run(["ip", "netns", "list"]).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(DOCTOR_NS_PREFIX)]
+
+
+class CleanRefused(Exception):
+    """`clean` would risk harm (a run is active): a one-line reason (exit 2)."""
+
+
+def clean(state_dir: Path = STATE_DIR, force: bool = False, sys_module: Path = SYS_MODULE) -> list[str]:
+    """Undo whatever a killed run left behind. Returns a line per action taken or refused.
+
+    Only what the journal names is touched, unless `force`. The journal is kept, naming what is
+    still to undo, when something could not be undone."""
+    lock_file = _lock(state_dir)
+    if lock_file is None and not force:
+        raise CleanRefused(f"a run is active ({_lock_holder(state_dir)}); let it finish, or use --force")
+    try:
+        return _clean(state_dir, force, sys_module)
+    finally:
+        if lock_file is not None:
+            _unlock(lock_file)
+
+
+def _clean(state_dir: Path, force: bool, sys_module: Path) -> list[str]:
     actions: list[str] = []
     journal_path = state_dir / "active.json"
     data = read_journal(journal_path)
-    for proc in data.get("processes", []):
+    if not data and not force:
+        return []
+    same_boot = data.get("boot_id") in (None, boot_id())
+    remaining: dict = {"processes": [], "modules": [], "links": [], "hosts": data.get("hosts", []), "sysctls": {}}
+    for proc in data.get("processes", []) if same_boot else []:
+        pid, what = proc["pid"], proc.get("what", "process")
+        if not is_same_process(pid, proc.get("start")):
+            continue  # ended (and perhaps its PID given to another process): nothing of ours to kill
         try:
-            os.kill(proc["pid"], 9)
-            actions.append(f"killed {proc['what']} (pid {proc['pid']})")
-        except (ProcessLookupError, PermissionError):
+            os.kill(pid, 9)
+            actions.append(f"killed {what} (pid {pid})")
+        except ProcessLookupError:
             pass
-    for pid in leftover_host_shells():
+        except PermissionError:
+            actions.append(f"could not kill {what} (pid {pid}): permission denied")
+            remaining["processes"].append(proc)
+    shells = host_shells(None if force else (data.get("hosts", []) if same_boot else []))
+    for pid in shells:
         try:
             os.kill(pid, 9)
             actions.append(f"killed Mininet host shell (pid {pid})")
         except ProcessLookupError:
             pass
-    for name in leftover_links():
-        if _run(["ip", "link", "del", name]).returncode == 0:
+    journaled = set(data.get("links", [])) if same_boot else set()
+    names = (journaled & set(root_links())) | (set(pattern_links()) if force else set())
+    for name in sorted(names):
+        # Deleting one end of a veth deletes its peer: gone is as good as deleted.
+        if _run(["ip", "link", "del", name]).returncode == 0 or name not in root_links():
             actions.append(f"deleted link {name}")
+        else:
+            actions.append(f"could not delete link {name}")
+            remaining["links"].append(name)
+    for ns in doctor_namespaces() if force else []:
+        if _run(["ip", "netns", "del", ns]).returncode == 0:
+            actions.append(f"deleted network namespace {ns}")
     for key, old in data.get("sysctls", {}).items():
         if _run(["sysctl", "-qw", f"{key}={old}"]).returncode == 0:
             actions.append(f"restored sysctl {key}={old}")
-    for module in reversed(data.get("modules", [])):
-        if not Path("/sys/module", module).exists():
-            continue
-        try:
-            kmod.unload(module)  # retries: the killed namespaces release their sockets late
-            actions.append(f"unloaded module {module}")
-        except kmod.ModuleError as error:
-            actions.append(f"could not unload {module}: {error}")
-    if journal_path.exists():
-        journal_path.unlink()
+        else:
+            actions.append(f"could not restore sysctl {key}={old}")
+            remaining["sysctls"][key] = old
+    for entry in reversed(data.get("modules", [])):
+        entry = {"name": entry, "identity": None} if isinstance(entry, str) else entry
+        outcome = _unload_journaled(entry, same_boot, force, sys_module)
+        if outcome:
+            actions.append(outcome)
+        if outcome and outcome.startswith("could not"):
+            remaining["modules"].insert(0, entry)
+    if not data:
+        return actions
+    if any(remaining[k] for k in ("processes", "modules", "links", "sysctls")):
+        data.update(remaining)
+        tmp = journal_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(journal_path)
+        actions.append(f"kept {journal_path}: it names what is still to undo")
+    else:
+        journal_path.unlink(missing_ok=True)
         actions.append(f"removed {journal_path}")
     return actions
+
+
+def _unload_journaled(entry: dict, same_boot: bool, force: bool, sys_module: Path) -> str | None:
+    """Unload a journaled module only if it is the load the run made. Returns what was done."""
+    name, identity = entry["name"], entry.get("identity")
+    if not (sys_module / name).exists() or not same_boot:
+        return None
+    if not force:
+        if identity is None:
+            return (f"left module {name} loaded: the run was killed while loading it, so whether this load "
+                    f"is the run's is unknown; `cctest modules unload` it if it is")
+        if module_identity(name, sys_module) != identity:
+            return f"left module {name} loaded: it was loaded again after the run"
+    try:
+        kmod.unload(name)  # retries: the killed namespaces release their sockets late
+        return f"unloaded module {name}"
+    except kmod.ModuleError as error:
+        return f"could not unload {name}: {error}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,8 +90,7 @@ class RunSpec:
 
     @property
     def label(self) -> str:
-        parts = [f"{_slug(key)}-{_slug(value)}" for key, value in self.matrix.items()]
-        return "_".join(parts) if parts else "base"
+        return run_label(self.matrix)
 
     @property
     def modules(self) -> dict[str, dict[str, int]]:
@@ -99,6 +99,11 @@ class RunSpec:
         for flow in self.flows:
             needed.setdefault(flow.cc, flow.params)
         return needed
+
+
+def run_label(matrix: dict[str, Any]) -> str:
+    parts = [f"{_slug(key)}-{_slug(value)}" for key, value in matrix.items()]
+    return "_".join(parts) if parts else "base"
 
 
 def _slug(value: Any) -> str:
@@ -172,25 +177,71 @@ def _set_path(mapping: dict, key: str, value: Any, source: str, name: str) -> No
         raise ScenarioError(f"{source}: scenario {name}: key matrix.{key}: cannot set {leaf} there")
 
 
-def expand(experiments: Experiments, name: str, repetitions: int | None = None) -> list[RunSpec]:
+MAX_RUNS = 10_000  # one invocation's runs without --force: counted before anything is expanded
+MAX_LABEL_CHARS = 200  # a run directory is <stamp>-<label>-r<n>: file names stop at 255 bytes
+
+
+def _canonical(key: str) -> tuple[str, ...]:
+    path = tuple(key.split("."))
+    return ("link", path[0]) if len(path) == 1 and path[0] in LINK_FIELDS else path
+
+
+def _check_matrix_keys(matrix: dict, where: str) -> None:
+    """Two keys that set the same thing (`rate_mbps` and `link.rate_mbps`, `flows.0` and
+    `flows.0.cc`, the two buffer notations) would make meta.json disagree with what ran."""
+    seen: dict[tuple[str, ...], str] = {}
+    for key in matrix:
+        path = _canonical(key)
+        if path[:1] == ("link",) and path[1:] in (("buffer_bytes",), ("buffer_bdp",)):
+            path = ("link", "buffer")
+        for other_path, other in seen.items():
+            shorter = min(len(path), len(other_path))
+            if path[:shorter] == other_path[:shorter]:
+                raise ScenarioError(f"{where}: key matrix.{key}: sets what matrix.{other} sets; keep one of them")
+        seen[path] = key
+
+
+def run_count(experiments: Experiments, name: str, repetitions: int | None = None) -> int:
+    """How many runs `expand` would make, without making them."""
+    base = experiments.get(name)
+    reps = repetitions if repetitions is not None else base.repetitions
+    return math.prod(len(values) for values in base.matrix.values()) * reps
+
+
+def expand(experiments: Experiments, name: str, repetitions: int | None = None, force: bool = False) -> list[RunSpec]:
     """All concrete runs of one scenario, in order: variants (matrix product) x repetitions."""
     base = experiments.get(name)
     raw = experiments.raw[name]
     matrix = base.matrix
+    where = f"{experiments.source}: scenario {name}"
     for key, values in matrix.items():
         if not values:
-            raise ScenarioError(f"{experiments.source}: scenario {name}: key matrix.{key}: empty list")
+            raise ScenarioError(f"{where}: key matrix.{key}: empty list")
+    _check_matrix_keys(matrix, where)
     keys = list(matrix)
     reps = repetitions if repetitions is not None else base.repetitions
     if reps < 1:
-        raise ScenarioError(f"{experiments.source}: scenario {name}: repetitions must be >= 1")
+        raise ScenarioError(f"{where}: repetitions must be >= 1")
+    count = run_count(experiments, name, repetitions)
+    if count > MAX_RUNS and not force:
+        raise ScenarioError(f"{where}: key matrix: {count} runs (variants x repetitions); at most {MAX_RUNS} "
+                            "without --force")
     runs: list[RunSpec] = []
+    labels: dict[str, dict] = {}
     for combination in itertools.product(*(matrix[key] for key in keys)) if keys else [()]:
         variant_raw = copy.deepcopy(raw)
         variant_raw.pop("matrix", None)
         # Claims are about the whole matrix: checked on the scenario, recorded with each run.
         expect = variant_raw.pop("expect", None)
         chosen = dict(zip(keys, combination))
+        label = run_label(chosen)
+        if label in labels:
+            raise ScenarioError(f"{where}: key matrix: the variants {labels[label]} and {chosen} get one label "
+                                f"{label!r} (labels keep letters, digits and '.'); make the values differ there")
+        if len(label) > MAX_LABEL_CHARS:
+            raise ScenarioError(f"{where}: key matrix: the label of {chosen} is {len(label)} characters; at most "
+                                f"{MAX_LABEL_CHARS} (it names the run directory): use shorter keys or values")
+        labels[label] = chosen
         for key, value in chosen.items():
             _set_path(variant_raw, key, value, experiments.source, name)
         scenario = validate_scenario(variant_raw, name, experiments.source)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from . import __version__
+from . import __version__, atomic
 from .kmod import REPO_ROOT
 from .vmtime import stretch
 from .plan import RunSpec
@@ -32,12 +32,17 @@ TOOL_VERSION_COMMANDS = {
 def new_run_dir(out_root: Path, run: RunSpec) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     base = out_root / run.scenario.name / f"{stamp}-{run.label}-r{run.repetition}"
+    base.parent.mkdir(parents=True, exist_ok=True)
     path, n = base, 1
-    while path.exists():
-        path = base.with_name(f"{base.name}.{n}")
-        n += 1
-    (path / "raw").mkdir(parents=True)
-    (path / "scenario.yaml").write_text(yaml.safe_dump(run.resolved, sort_keys=False))
+    while True:
+        try:
+            path.mkdir()  # atomic: of two runs racing for one name, one gets it, the other the next
+            break
+        except FileExistsError:
+            path = base.with_name(f"{base.name}.{n}")
+            n += 1
+    (path / "raw").mkdir()
+    atomic.write_text(path / "scenario.yaml", yaml.safe_dump(run.resolved, sort_keys=False))
     return path
 
 
@@ -126,9 +131,7 @@ def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
 
 
 def write_meta(run_dir: Path, meta: dict) -> None:
-    tmp = run_dir / "meta.json.tmp"
-    tmp.write_text(json.dumps(meta, indent=2, default=str))
-    tmp.replace(run_dir / "meta.json")
+    atomic.write_text(run_dir / "meta.json", json.dumps(meta, indent=2, default=str))
 
 
 def elapsed_since(t0_ns: int) -> float:

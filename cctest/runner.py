@@ -104,12 +104,18 @@ class Run:
         for cc, params in self.spec.modules.items():
             loaded = kmod.load(cc, params, self.release, on_loaded=self.journal.add_module)
             if loaded.loaded_by_us:
-                undo.callback(kmod.unload, kmod.module_name(loaded))
+                name = kmod.module_name(loaded)
+                self.journal.module_loaded(name)
+                undo.callback(self._unload_module, name)
             self.meta["modules"].append(loaded.as_meta())
         available = kmod.available_ccs()
         missing = [cc for cc in self.spec.modules if cc not in available]
         if missing:
             raise RunFailed(f"congestion control(s) {', '.join(missing)} not in tcp_available_congestion_control")
+
+    def _unload_module(self, name: str) -> None:
+        kmod.unload(name)
+        self.journal.module_unloaded(name)
 
     def _start_bpftrace(self, undo: "Teardown"):
         if not self.with_bpftrace:
@@ -132,6 +138,10 @@ class Run:
                 self.console.print("  (the previous run's hosts and links: reshape topology)", highlight=False)
             settings = net.settings
         else:
+            nodes = [name for flow in self.spec.flows for name in (flow.sender, flow.receiver)]
+            switches = [dumbbell.LEFT_SWITCH, dumbbell.RIGHT_SWITCH]
+            ifaces = [iface for link in dumbbell.links(self.spec) for iface in (link.iface1, link.iface2)]
+            self.journal.add_topology(nodes + switches, switches + ifaces)  # before: a kill mid-build
             net.build()
             for pid in net.host_pids():
                 self.journal.add_process(pid, "Mininet host shell")

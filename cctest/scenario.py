@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, StringConstraints, ValidationError, ValidationInfo,
-                      field_validator, model_validator)
+from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError,
+                      ValidationInfo, field_validator, model_validator)
 
 from .claims import ClaimError
 from .claims import parse as parse_claim
@@ -25,6 +25,11 @@ KERNEL_CCS = ("cubic", "reno", "bbr", "htcp", "vegas", "westwood", "dctcp", "bic
 PROJECT_CCS = ("bbr1", "bbr_cws", "bbr_acw", "bbr_modest", "bbr_shallow", "bbr_histmin", "bbr3", "bbr3plus")
 KNOWN_CCS = KERNEL_CCS + PROJECT_CCS
 
+MAX_FLOWS = 253  # flow i's hosts are 10.0.1.(i+1) and 10.0.2.(i+1)
+MAX_BUFFER_BYTES = 1 << 30  # 1 GiB: far beyond any emulated path, and netem's limit stays in range
+MAX_PARAM = 2**32 - 1  # module parameters are uint
+MAX_FILE_BYTES = 1 << 20
+MAX_NESTING = 32  # an experiments file is a few levels deep; deeper is a mistake or an attack
 ETHERNET_HEADER_BYTES = 14  # what the shaper counts on top of the IP packet
 ETHERNET_FRAME_BYTES = 1500 + ETHERNET_HEADER_BYTES  # one MTU-sized packet on the wire, the smallest buffer
 
@@ -32,18 +37,27 @@ ETHERNET_FRAME_BYTES = 1500 + ETHERNET_HEADER_BYTES  # one MTU-sized packet on t
 class ScenarioError(Exception):
     """A one-line, user-facing description of what is wrong with experiments.yaml."""
 
+    def __init__(self, message: str):
+        # Keys and values quoted from the file may hold line breaks: the message stays one line.
+        super().__init__(message.replace("\r", "\\r").replace("\n", "\\n"))
+
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # allow_inf_nan: YAML's .inf and .nan are numbers to PyYAML, never a rate, delay or buffer.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+
+ModuleParam = Annotated[StrictInt, Field(ge=0, le=MAX_PARAM)]
 
 
 class Link(Strict):
-    rate_mbps: float = Field(gt=0, le=100_000)
+    # netem's rate is whole bit/s: below 10 kbit/s the rounding is the rate, and 0 means no shaping.
+    rate_mbps: float = Field(ge=0.01, le=100_000)
     rtt_ms: float = Field(gt=0, le=10_000)
-    buffer_bdp: float | None = Field(default=None, gt=0)
-    buffer_bytes: int | None = Field(default=None, gt=0)
+    buffer_bdp: float | None = Field(default=None, gt=0, le=1000)
+    buffer_bytes: int | None = Field(default=None, gt=0, le=MAX_BUFFER_BYTES)
     loss_pct: float = Field(default=0.0, ge=0, lt=100)
-    bdp_rtt_ms: float | None = Field(default=None, gt=0)
+    bdp_rtt_ms: float | None = Field(default=None, gt=0, le=10_000)
 
     @model_validator(mode="after")
     def one_buffer_size(self) -> "Link":
@@ -51,6 +65,9 @@ class Link(Strict):
             raise ValueError("set one of buffer_bdp or buffer_bytes")
         if self.buffer_bdp is not None and self.buffer_bytes is not None:
             raise ValueError("set only one of buffer_bdp or buffer_bytes, not both")
+        if self.buffer_size_bytes > MAX_BUFFER_BYTES:
+            raise ValueError(f"buffer is {self.buffer_size_bytes} bytes, more than {MAX_BUFFER_BYTES} (1 GiB); "
+                             "lower buffer_bdp or buffer_bytes")
         if self.buffer_size_bytes < ETHERNET_FRAME_BYTES:
             raise ValueError(
                 f"buffer is {self.buffer_size_bytes} bytes, less than one packet "
@@ -77,7 +94,7 @@ class Flow(Strict):
     rtt_ms: float | None = Field(default=None, gt=0, le=10_000)
     start_s: float = Field(default=0.0, ge=0)
     duration_s: float | None = Field(default=None, gt=0)
-    params: dict[str, int] = Field(default_factory=dict)
+    params: dict[str, ModuleParam] = Field(default_factory=dict)
 
     @field_validator("cc")
     @classmethod
@@ -93,6 +110,13 @@ class Flow(Strict):
             if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
                 raise ValueError(f"module parameter name {name!r} must match [a-z_][a-z0-9_]*")
         return params
+
+    @model_validator(mode="after")
+    def params_only_for_project_modules(self) -> "Flow":
+        if self.params and self.cc not in PROJECT_CCS:
+            raise ValueError(f"params: {self.cc} is the kernel's own congestion control and takes none; "
+                             f"params are for this project's modules ({', '.join(PROJECT_CCS)})")
+        return self
 
 
 class Capture(Strict):
@@ -135,12 +159,25 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def flows_fit(self) -> "Scenario":
+        if self.flow_count > MAX_FLOWS:
+            raise ValueError(f"flows: {self.flow_count} flows (counts summed); at most {MAX_FLOWS}, "
+                             "one address per flow in 10.0.1.0/24")
         for i, flow in enumerate(self.flows):
-            end = flow.start_s + (flow.duration_s or self.duration_s - flow.start_s)
+            if flow.start_s >= self.duration_s:
+                raise ValueError(f"flows.{i}.start_s: {flow.start_s:g} s is not before the scenario's end "
+                                 f"(duration_s = {self.duration_s:g} s)")
+            length = flow.duration_s or self.duration_s - flow.start_s
+            end = flow.start_s + length
             if end > self.duration_s + 1e-9:
                 raise ValueError(
                     f"flows.{i}: start_s + duration_s = {end:g} s exceeds the scenario's "
                     f"duration_s = {self.duration_s:g} s"
+                )
+            if abs(length - round(length)) > 1e-9 or round(length) < 1:
+                # iperf3 -t takes whole seconds (2.7 runs 2 s, 0.4 runs forever): refuse, never round.
+                raise ValueError(
+                    f"flows.{i}: lasts {length:g} s; iperf3 runs whole seconds: make the flow's duration_s "
+                    "(or the scenario's duration_s minus its start_s) a whole number of seconds, at least 1"
                 )
         params_by_cc: dict[str, dict[str, int]] = {}
         for i, flow in enumerate(self.flows):
@@ -198,6 +235,12 @@ def _describe(error: ValidationError) -> tuple[str, str]:
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         message = "unknown key"
+    elif "params" in first["loc"] and first["type"].startswith("int"):
+        message = f"{message}: a module parameter is a whole number from 0 to {MAX_PARAM}"
+    named = re.match(r"([a-z_]+(?:\.\w+)*): (.*)", message)
+    if named and first["type"] == "value_error":  # a model check that names its key itself
+        key = named.group(1) if key == "(scenario)" else f"{key}.{named.group(1)}"
+        message = named.group(2)
     return key, message
 
 
@@ -227,13 +270,91 @@ class Experiments(BaseModel):
         return self.scenarios[name]
 
 
+FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present
+
+
+class _StrictLoader(FAST_SAFE_LOADER):
+    """SafeLoader that refuses what YAML would silently accept: a key given twice (the last would
+    win) and keys that are not text (YAML 1.1 reads `yes:`, `on:`, `no:` as booleans)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *defaults`: the keys given here override the merged ones, as meant
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, bool) or key is None:
+                raise ScenarioError(
+                    f"line {line}: key {key_node.value!r} reads as {key!r} in YAML, not as text; quote it "
+                    f"('{key_node.value}':)")
+            if not isinstance(key, (str, int, float)):
+                raise ScenarioError(f"line {line}: a key must be text, got a {type(key).__name__}")
+            if key in seen:
+                raise ScenarioError(f"line {line}: key {key!r} given twice (first on line {seen[key]}); "
+                                    "keep one")
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node):
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:  # more digits than Python converts
+            raise ScenarioError(f"line {node.start_mark.line + 1}: a number of {len(node.value)} digits; "
+                                "not a value any key takes") from None
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
+
+
+def _nesting_problem(node, depth: int = 0, path: tuple = ()) -> str | None:
+    """Depth beyond MAX_NESTING, or a cycle (a recursive YAML anchor), as a message; else None."""
+    if not isinstance(node, (dict, list)):
+        return None
+    if depth > MAX_NESTING:
+        return f"nested more than {MAX_NESTING} levels deep"
+    if any(node is outer for outer in path):
+        return "a recursive YAML anchor (a value contains itself)"
+    children = node.values() if isinstance(node, dict) else node
+    for child in children:
+        problem = _nesting_problem(child, depth + 1, path + (node,))
+        if problem:
+            return problem
+    return None
+
+
+def _check_depth(text: str) -> None:
+    """Refuse deep nesting from the parser's event stream, before the (recursive) composer would
+    take seconds to reach Python's recursion limit."""
+    depth = 0
+    # libyaml's scanner when present: the pure-Python one takes time quadratic in flow nesting.
+    for event in yaml.parse(text, Loader=FAST_SAFE_LOADER):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise ScenarioError(f"line {event.start_mark.line + 1}: nested more than {MAX_NESTING} levels deep; "
+                                    "not an experiments file")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+
+
 def parse_experiments(text: str, source: str) -> Experiments:
     try:
-        document = yaml.safe_load(text) or {}
+        _check_depth(text)
+        document = yaml.load(text, Loader=_StrictLoader) or {}
+    except ScenarioError as error:
+        raise ScenarioError(f"{source}: {error}") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         raise ScenarioError(f"{source}:{where}: not valid YAML ({getattr(error, 'problem', error)})") from None
+    except ValueError as error:  # e.g. an integer of more than 4300 digits
+        raise ScenarioError(f"{source}: a value cannot be read ({error})") from None
+    except RecursionError:
+        raise ScenarioError(f"{source}: nested more than {MAX_NESTING} levels deep; not an experiments file") from None
+    problem = _nesting_problem(document)
+    if problem:
+        raise ScenarioError(f"{source}: {problem}; not an experiments file")
     if not isinstance(document, dict):
         raise ScenarioError(f"{source}: top level must be a mapping with keys defaults, scenarios")
     unknown = set(document) - {"defaults", "scenarios"}
@@ -260,9 +381,17 @@ def parse_experiments(text: str, source: str) -> Experiments:
 def load_experiments(path: str | Path) -> Experiments:
     path = Path(path)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as error:
         raise ScenarioError(f"{path}: cannot read ({error.strerror})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ScenarioError(f"{path}: {len(data)} bytes; an experiments file is at most {MAX_FILE_BYTES} "
+                            "(matrices are lists of values, not generated data)")
+    try:
+        text = data.decode("utf-8-sig")  # UTF-8 only (a UTF-8 byte-order mark is fine)
+    except UnicodeDecodeError as error:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start}); "
+                            "save it as UTF-8") from None
     return parse_experiments(text, str(path))
 
 

@@ -37,6 +37,7 @@ class RunOptions:
     manifest: Path | None
     clock: "vm.VMClock | None" = None  # --vm only
     jobs: int | None = None  # VMs in parallel; None: the host's cores on the virtual clock, else 1
+    force: bool = False  # more than plan.MAX_RUNS runs: the guest must be told too
 
 
 class SessionError(Exception):
@@ -60,13 +61,34 @@ def finalize(run_dir: Path, console: Console) -> None:
     console.print(f"[bold]{run_dir}[/]: status {meta['status']}, emulation health {verdict}")
 
 
+def finalize_each(run_dirs: list[Path], console: Console, failures: list[str]) -> None:
+    """finalize() every run directory; a failure is printed and added to `failures`, never raised:
+    it must neither hide the run's own error nor stop the other runs' ingest."""
+    for run_dir in run_dirs:
+        try:
+            finalize(run_dir, console)
+        except Exception as error:  # noqa: BLE001 - reported here and once more at the end
+            failures.append(f"{run_dir}: {type(error).__name__}: {error}")
+            console.print(f"[red]ingest of {run_dir} failed: {type(error).__name__}: {error}[/]", highlight=False)
+
+
+def raise_for_ingest(failures: list[str]) -> None:
+    if failures:
+        raise SessionError(f"ingest failed for {len(failures)} run(s) (raw data kept; retry with "
+                           f"`cctest ingest`): {failures[0]}" + (" ..." if len(failures) > 1 else ""))
+
+
 def needs_modules(specs: list[RunSpec]) -> bool:
     """Whether the runs need module loading: this project's modules, or kernel ccs not built in."""
     available = kmod.available_ccs()
     return any(cc in kmod.PROJECT_CCS or cc not in available for spec in specs for cc in spec.modules)
 
 
-class NativeUnavailable(SessionError):
+class BadInput(SessionError):
+    """The invocation cannot work as given (exit 2)."""
+
+
+class NativeUnavailable(BadInput):
     """--native was asked for on a host that lacks what the run needs (bad input: exit 2)."""
 
 
@@ -106,6 +128,7 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
     journal = Journal()
     journal.acquire(f"pid {journal.data['pid']}: {', '.join(opts.names)}")
     run_dirs: list[Path] = []
+    ingest_failures: list[str] = []
     leftovers = False
     topologies = Topologies()
     vm_boot = vmtime.boot_times() if opts.in_vm and vmtime.in_vm_env() else None
@@ -126,7 +149,7 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
             finally:
                 leftovers = leftovers or not run.torn_down_cleanly
                 if opts.ingest:
-                    finalize(run.dir, console)
+                    finalize_each([run.dir], console, ingest_failures)
     finally:
         try:
             topologies.close()
@@ -139,6 +162,7 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
             journal.release()
         else:
             journal.finish()
+    raise_for_ingest(ingest_failures)
     return run_dirs
 
 
@@ -171,6 +195,9 @@ def _available_memory_gb() -> float | None:
 
 
 def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[Path]:
+    if any(c in str(opts.out.resolve()) for c in "=,"):
+        # vng reads `--rwdir GUEST=HOST` and splits lists on commas: such a path shares the wrong place.
+        raise BadInput(f"--out {opts.out}: with --vm the path may not contain '=' or ','")
     kernel = vm.pick_kernel(opts.kernel)
     release = vm.guest_release(kernel)
     clock = opts.clock or vm.VMClock.choose(None, None, opts.kvm)
@@ -193,6 +220,8 @@ def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[
             cmd += ["--repetitions", str(opts.repetitions)]
         if len(parts) > 1:
             cmd += ["--only-runs", ",".join(map(str, part))]
+        if opts.force:
+            cmd += ["--force"]
         guests.append((cmd, manifest, len(part)))
     console.print(f"booting {kernel.name} in {len(parts)} virtme-ng VM(s), {clock.describe()}")
     codes: list[int] = []
@@ -204,18 +233,25 @@ def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[
     finally:
         run_dirs = []
         for _, manifest, _ in guests:
-            run_dirs += [Path(line) for line in manifest.read_text().split()] if manifest.exists() else []
+            run_dirs += read_manifest(manifest)
             manifest.unlink(missing_ok=True)
+        ingest_failures: list[str] = []
         if opts.ingest:
-            for run_dir in run_dirs:
-                if (run_dir / "meta.json").exists():
-                    finalize(run_dir, console)
+            finalize_each([d for d in run_dirs if (d / "meta.json").exists()], console, ingest_failures)
     failed = [(k, code) for k, code in enumerate(codes) if code != 0]
     if failed:
         raise SessionError("the run inside the VM exited with " + ", ".join(
             f"{code}" + (f" (VM {k}, console in {out / f'.vm-{k}.log'})" if len(guests) > 1 else "")
             for k, code in failed))
+    raise_for_ingest(ingest_failures)
     return run_dirs
+
+
+def read_manifest(manifest: Path) -> list[Path]:
+    """The run directories a VM wrote, one per line (a path may hold spaces)."""
+    if not manifest.exists():
+        return []
+    return [Path(line) for line in manifest.read_text().splitlines() if line.strip()]
 
 
 def _run_parallel(kernel: Path, guests: list, out: Path, clock: vm.VMClock, console: Console) -> list[int]:
@@ -226,7 +262,7 @@ def _run_parallel(kernel: Path, guests: list, out: Path, clock: vm.VMClock, cons
     try:
         while True:
             for k, (_, manifest, total) in enumerate(guests):
-                dirs = manifest.read_text().split() if manifest.exists() else []
+                dirs = read_manifest(manifest)
                 for n, line in enumerate(dirs[seen[k]:], start=seen[k] + 1):
                     console.print(f"VM {k}: run {n}/{total} {Path(line).parent.name}/{Path(line).name}", highlight=False)
                 seen[k] = len(dirs)

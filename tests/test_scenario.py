@@ -55,7 +55,7 @@ def test_wrong_type():
 
 def test_negative_rate():
     message = error_of(GOOD.replace("rate_mbps: 20", "rate_mbps: -5"))
-    assert "link.rate_mbps" in message and "greater than 0" in message
+    assert "link.rate_mbps" in message and "greater than or equal to 0.01" in message
 
 
 def test_buffer_smaller_than_a_packet():

@@ -13,6 +13,7 @@ torn down with it.
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -87,7 +88,7 @@ class Dumbbell:
             else:
                 self._host_cmd(node, cmd)
             offloads[iface] = {"tso": "off", "gso": "off", "gro": "off"}
-        _shell("; ".join(root_cmds))
+        _run(["sh", "-c", "; ".join(root_cmds)])  # our own interface names only; one process
         for flow in self.run.flows:
             for key, value in dumbbell.SENDER_SYSCTLS.items():
                 self._host_cmd(flow.sender, f"sysctl -qw {key}={value}")
@@ -109,14 +110,14 @@ class Dumbbell:
             with tempfile.NamedTemporaryFile("w", suffix=".tc") as batch:
                 batch.write("\n".join(root_lines) + "\n")
                 batch.flush()
-                _shell(f"tc -b {batch.name}")
+                _run(["tc", "-b", batch.name])  # an argument list: TMPDIR may hold spaces or quotes
 
     def qdisc_snapshot(self) -> dict[str, str]:
         """`tc -s qdisc show` of every interface, for meta.json."""
         snapshot = {}
         for node, iface in dumbbell.all_ifaces(self.run):
-            cmd = f"tc -s qdisc show dev {iface}"
-            snapshot[iface] = self.hosts[node].cmd(cmd) if node else _shell(cmd)
+            cmd = ["tc", "-s", "qdisc", "show", "dev", iface]
+            snapshot[iface] = self.hosts[node].cmd(" ".join(cmd)) if node else _run(cmd)
         return snapshot
 
     def _host_cmd(self, node: str, cmd: str) -> str:
@@ -133,10 +134,10 @@ class Dumbbell:
             self.net = None
 
 
-def _shell(cmd: str) -> str:
-    result = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+def _run(argv: list[str]) -> str:
+    result = subprocess.run(argv, capture_output=True, text=True)
     if result.returncode != 0:
-        raise TopologyError(f"`{cmd}` failed: {(result.stderr or result.stdout).strip()}")
+        raise TopologyError(f"`{shlex.join(argv)}` failed: {(result.stderr or result.stdout).strip()}")
     return result.stdout
 
 

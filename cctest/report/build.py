@@ -15,8 +15,8 @@ from ..claims import Verdict, expectations_of_runs, judge_all
 from . import figures as F
 from .claims_view import claims_json, claims_section
 from .html import Page, esc, fmt, table
-from .load import Run, load_runs
-from .summary import (RUN_METRICS, Summary, compare, summarize, summary_frame, summary_json,
+from .load import ReportInputError, Run, load_runs, shown
+from .summary import (RUN_METRICS, Summary, compare, spreadsheet_safe, summarize, summary_frame, summary_json,
                       unmatched_groups)
 
 
@@ -69,14 +69,23 @@ def _finite(o):
     return o
 
 
-def analyse(runs: list[Run], opts: Options) -> tuple[list[dict], Summary]:
-    results = []
+def analyse(runs: list[Run], opts: Options, skipped: list[str]) -> tuple[list[Run], list[dict], Summary]:
+    """Metrics of every run; a run whose data the metrics cannot use is named in `skipped` and left
+    out, so that one malformed run never sinks the report of the others."""
+    kept, results = [], []
     for run in runs:
-        res = M.run_metrics(run.meta, run.tables, bin_s=opts.bin_ms / 1000.0, skip_s=opts.skip_s)
-        if opts.jain_window_s != M.DEFAULT_JAIN_WINDOW_S and len(res["series"].get("binned", [])):
-            res["series"]["jain"] = M.jain_series(res["series"]["binned"], opts.jain_window_s)
+        try:
+            res = M.run_metrics(run.meta, run.tables, bin_s=opts.bin_ms / 1000.0, skip_s=opts.skip_s)
+            if opts.jain_window_s != M.DEFAULT_JAIN_WINDOW_S and len(res["series"].get("binned", [])):
+                res["series"]["jain"] = M.jain_series(res["series"]["binned"], opts.jain_window_s)
+        except Exception as e:  # noqa: BLE001 - named in the report and on stderr instead
+            skipped.append(f"{shown(run.path)}: could not be analysed ({type(e).__name__}: {e}); run skipped")
+            continue
+        kept.append(run)
         results.append(res)
-    return results, summarize(runs, results)
+    if runs and not kept:
+        raise ReportInputError(skipped[-1])
+    return kept, results, summarize(kept, results)
 
 
 def judge_claims(runs: list[Run], summary: Summary) -> tuple[list[Verdict], list[str]]:
@@ -100,9 +109,10 @@ def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, in
             f"{_verdict_badge(run.checks)} <span class='kv'>J={fmt(r.get('jain'))}, "
             f"util={fmt(100 * r.get('utilisation', float('nan')), 1)} %</span>")
     side = f"[{esc(run.side)}] " if run.side else ""
+    figs = F.run_figures(run, res, max_points=opts.max_points, jain_window_s=opts.jain_window_s)
     out = [f"<details class='run' id='run-{index}'{' open' if open_ else ''}><summary>{side}{head}</summary>"]
     out.append(
-        f"<p class='kv'>path <b>{esc(run.path)}</b> · status <b>{esc(meta.get('status'))}</b> · "
+        f"<p class='kv'>path <b>{esc(shown(run.path))}</b> · status <b>{esc(meta.get('status'))}</b> · "
         f"mode <b>{esc(meta.get('mode'))}</b> · kernel <b>{esc((meta.get('kernel') or {}).get('release'))}</b>"
         f" · link <b>{fmt(link.get('rate_mbps'))} Mbit/s</b>, RTT <b>{fmt(link.get('rtt_ms'))} ms</b>, "
         f"buffer <b>{fmt(link.get('buffer_bdp'))} BDP</b> ({fmt(link.get('buffer_bytes'))} B; BDP "
@@ -141,7 +151,6 @@ def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, in
         out.append("<h3>Per CC group</h3>")
         out.append(table(pd.DataFrame(res["groups"]), left={"cc"}))
     page.add("".join(out))
-    figs = F.run_figures(run, res, max_points=opts.max_points, jain_window_s=opts.jain_window_s)
     page.add("<div class='grid'>" + "".join(page.fig_html(f) for f in figs) + "</div></details>")
 
 
@@ -209,10 +218,11 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
                  threshold_pct: float = 5.0) -> Result:
     output = Path(output)
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    skipped: list[str] = []
     if compare_paths:
-        base_runs, cand_runs = load_runs([compare_paths[0]]), load_runs([compare_paths[1]])
-        base_res, base_s = analyse(base_runs, opts)
-        cand_res, cand_s = analyse(cand_runs, opts)
+        base_runs, cand_runs = load_runs([compare_paths[0]], skipped), load_runs([compare_paths[1]], skipped)
+        base_runs, base_res, base_s = analyse(base_runs, opts, skipped)
+        cand_runs, cand_res, cand_s = analyse(cand_runs, opts, skipped)
         for r in base_runs:
             r.side = "baseline"
         for r in cand_runs:
@@ -222,15 +232,19 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
         cmp = compare(base_s, cand_s, threshold_pct)
         verdicts, claim_notes = judge_claims(cand_runs, cand_s)  # the candidate must bear the claims out
     else:
-        runs = load_runs(paths)
-        results, summary = analyse(runs, opts)
+        runs, results, summary = analyse(load_runs(paths, skipped), opts, skipped)
         cmp = None
         verdicts, claim_notes = judge_claims(runs, summary)
     title = opts.title or ("cctest comparison" if cmp is not None else "cctest report")
     scen = sorted({str(r.meta.get("scenario")) for r in runs})
     page = Page(title, f"{len(runs)} run(s) of {', '.join(scen)} · generated {now} · bin {opts.bin_ms:g} ms · "
                        f"steady state after {opts.skip_s:g} s · Jain window {opts.jain_window_s:g} s")
-    warnings: list[str] = []
+    warnings: list[str] = list(skipped)
+    if skipped:
+        page.h2("Runs not shown", "skipped")
+        page.add("<ul class='notes'>" + "".join(f"<li>{esc(w)}</li>" for w in skipped) + "</ul>")
+    # Every note of every run also reaches the terminal: a report is often read there only.
+    warnings += [f"{shown(run.path)}: {note}" for run in runs for note in run.notes]
     regressions = 0
     if verdicts or claim_notes:
         claims_section(page, verdicts, claim_notes)
@@ -240,12 +254,11 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
                  f"<b>{esc(compare_paths[1])}</b>; regression = change in the worse direction by more than "
                  f"<b>{threshold_pct:g} %</b> of the baseline mean.</p>")
         ub, uc = unmatched_groups(base_s, cand_s)
-        for g in ub:
-            warnings.append(f"baseline configuration without candidate: {g}")
-        for g in uc:
-            warnings.append(f"candidate configuration without baseline: {g}")
-        if warnings:
-            page.add("<ul class='notes'>" + "".join(f"<li>{esc(w)}</li>" for w in warnings) + "</ul>")
+        unmatched = ([f"baseline configuration without candidate: {g}" for g in ub]
+                     + [f"candidate configuration without baseline: {g}" for g in uc])
+        warnings += unmatched
+        if unmatched:
+            page.add("<ul class='notes'>" + "".join(f"<li>{esc(w)}</li>" for w in unmatched) + "</ul>")
         if cmp.empty:
             warnings.append("no configuration present on both sides: nothing compared")
             page.add("<p class='bad'>No configuration present on both sides.</p>")
@@ -285,10 +298,10 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
         _run_section(page, run, res, per_run, open_=(i == 0), index=i)
 
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(page.render(), encoding="utf-8")
+    output.write_text(page.render(), encoding="utf-8", errors="replace")
     stem = output.parent
     csv_path, json_path = stem / "summary.csv", stem / "summary.json"
-    summary_frame(summary).to_csv(csv_path, index=False)
+    spreadsheet_safe(summary_frame(summary)).to_csv(csv_path, index=False, errors="replace")
     js = summary_json(summary, opts.as_dict())
     if cmp is not None:
         js["compare"] = {"baseline": str(compare_paths[0]), "candidate": str(compare_paths[1]),

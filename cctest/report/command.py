@@ -61,6 +61,9 @@ def report_command(ctx, paths, output, open_, bin_ms, skip_s, jain_window_s, max
     if res.compare is not None and not res.compare.empty:
         for r in res.compare.itertuples():
             mark = "REGRESSION" if r.regression else "ok"
+            if r.n_candidate == 0:
+                click.echo(f"{mark:10s} {r.group}: {r.label}: {r.baseline:.4g} -> no value")
+                continue
             click.echo(f"{mark:10s} {r.group}: {r.label}: {r.baseline:.4g} -> {r.candidate:.4g} "
                        f"({r.delta_pct:+.1f} %, {r.better} is better)")
     print_claims(res.claims)
@@ -117,13 +120,14 @@ def check_command(ctx, paths, output, skip_s, no_fail):
     from .claims_view import claims_json
     from .load import ReportInputError, load_runs
 
+    skipped: list[str] = []  # runs that could not be read or analysed: named, never silently dropped
     try:
-        runs = load_runs(paths)
+        runs, _, summary = analyse(load_runs(paths, skipped), Options(skip_s=skip_s), skipped)
     except ReportInputError as e:
         click.echo(f"error: {e}", err=True)
         ctx.exit(2)
-    _, summary = analyse(runs, Options(skip_s=skip_s))
     verdicts, notes = judge_claims(runs, summary)
+    notes = skipped + notes
     for note in notes:
         click.echo(f"warning: {note}", err=True)
     if not verdicts:

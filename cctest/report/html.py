@@ -175,7 +175,7 @@ class Page:
         template = pio.json.to_json_plotly(pio.templates["plotly_white"].to_plotly_json())
         figs = "[" + ",".join(self.figs) + "]"
         nav = "".join(f"<a href='#{esc(a)}'>{esc(t)}</a>" for a, t in self.toc)
-        safe = lambda s: s.replace("</", "<\\/")  # noqa: E731  (no '</script>' inside JSON)
+        safe = lambda s: s.replace("<", "\\u003c")  # noqa: E731  (no '</script>' or '<!--' inside JSON)
         return (
             "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>{esc(self.title)}</title><meta name='viewport' content='width=device-width'>"

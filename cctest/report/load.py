@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 TABLES = ("flows", "throughput", "ss", "tcp_probe", "qdisc", "cc_state", "ping")
@@ -18,6 +20,30 @@ ABSENT_NOTE = {
     "ss": "ss.parquet absent: no cwnd, RTT or srtt-based queueing delay",
     "ping": "ping.parquet absent: no base-RTT probes",
 }
+
+
+# The columns the report reads from each table, and which of them must be numbers: a table that
+# lacks them (another table's file in its place, an old format) is skipped with a note.
+SCHEMA = {
+    "flows": ({"flow", "bytes_received"}, {"flow", "bytes_sent", "bytes_received", "retransmits"}),
+    "throughput": ({"flow", "t_s", "interval_s", "bytes"}, {"flow", "t_s", "interval_s", "bytes", "retransmits"}),
+    "ss": ({"flow", "t_s"}, {"flow", "t_s", "cwnd", "srtt_ms", "min_rtt_ms", "mss"}),
+    "tcp_probe": ({"flow", "t_s"}, {"flow", "t_s", "snd_cwnd", "srtt_ms"}),
+    "qdisc": ({"t_s", "iface", "role"}, {"t_s", "backlog_bytes", "backlog_pkts", "drops", "sent_bytes", "sent_pkts"}),
+    "cc_state": ({"flow", "t_s", "key", "value"}, {"flow", "t_s", "value"}),
+    "ping": ({"flow", "rtt_ms"}, {"flow", "rtt_ms"}),
+}
+# Columns every row is placed or grouped by: a NaN or infinity there has no meaning.
+FINITE = ("flow", "t_s", "interval_s")
+FINITE_IN = {"throughput": ("bytes",)}  # a sample without its bytes is no sample
+# meta.json keys the report reads, and the JSON types each may have (None: may be null).
+META_TYPES = {"scenario": (str,), "status": (str,), "error": (str,), "run_id": (str,), "mode": (str,),
+              "repetition": (int,), "duration_s": (int, float), "matrix": (dict,), "link": (dict,),
+              "flows": (list,), "kernel": (dict,), "start_time": (str,)}
+LINK_NUMBERS = ("rate_mbps", "rtt_ms", "bdp_rtt_ms", "bdp_bytes", "buffer_bytes", "buffer_bdp", "loss_pct")
+FLOW_TYPES = {"flow": (int,), "cc": (str,), "rtt_ms": (int, float), "start_s": (int, float),
+              "duration_s": (int, float), "launched_s": (int, float)}
+RUN_DIR_SIGNS = ("scenario.yaml", "raw", "flows.parquet", "throughput.parquet", "checks.json")
 
 
 class ReportInputError(Exception):
@@ -35,37 +61,101 @@ class Run:
 
     @property
     def run_id(self) -> str:
-        return str(self.meta.get("run_id") or self.path.name)
+        return shown(self.meta.get("run_id") or self.path.name)
 
 
-def find_run_dirs(path: Path | str) -> list[Path]:
-    """Run dirs at `path`: itself if it holds meta.json, else every dir below that does."""
+def shown(path: Path | str) -> str:
+    """A path as text that any page or file can hold: bytes that are not UTF-8 become U+FFFD."""
+    return os.fsencode(path).decode("utf-8", errors="replace")
+
+
+def find_run_dirs(path: Path | str, skipped: list[str] | None = None) -> list[Path]:
+    """Run dirs at `path`: itself if it holds meta.json, else every dir below that does. Directories
+    that look like run dirs but lack meta.json are named in `skipped` (when given)."""
     p = Path(path)
     if not p.exists():
-        raise ReportInputError(f"{p}: no such file or directory")
+        raise ReportInputError(f"{shown(p)}: no such file or directory")
     if not p.is_dir():
-        raise ReportInputError(f"{p}: not a directory")
+        raise ReportInputError(f"{shown(p)}: not a directory")
     if (p / "meta.json").exists():
         return [p]
-    found = []
+    found, headless = [], []
     for root, dirs, files in os.walk(p):
         dirs.sort()
         if "meta.json" in files:
             found.append(Path(root))
             dirs[:] = []  # a run dir's raw/ holds no runs
+        elif any(sign in files or sign in dirs for sign in RUN_DIR_SIGNS):
+            headless.append(Path(root))
+            dirs[:] = []
+    if skipped is not None:
+        skipped += [f"{shown(d)}: a run directory without meta.json; skipped" for d in headless]
     if not found:
-        raise ReportInputError(f"{p}: no run directories (no meta.json at any depth)")
+        what = f" ({len(headless)} without meta.json, e.g. {shown(headless[0])})" if headless else ""
+        raise ReportInputError(f"{shown(p)}: no run directories (no meta.json at any depth){what}")
     return found
 
 
 def _read_json(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ReportInputError(f"{path}: unreadable ({e.__class__.__name__}: {e})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ReportInputError(f"{shown(path)}: unreadable ({e.__class__.__name__}: {e})") from None
     if not isinstance(data, dict):
-        raise ReportInputError(f"{path}: unreadable (not a JSON object)")
+        raise ReportInputError(f"{shown(path)}: unreadable (not a JSON object)")
     return data
+
+
+def _type_problem(value, types: tuple) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, bool) or not isinstance(value, types):
+        return True
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def meta_problem(meta: dict) -> str | None:
+    """What in meta.json the report cannot read, or None."""
+    for key, types in META_TYPES.items():
+        if _type_problem(meta.get(key), types):
+            return f"{key} must be {' or '.join(t.__name__ for t in types)}, not {type(meta[key]).__name__}"
+    for key in LINK_NUMBERS:
+        if _type_problem((meta.get("link") or {}).get(key), (int, float)):
+            return f"link.{key} must be a finite number"
+    for i, flow in enumerate(meta.get("flows") or []):
+        if not isinstance(flow, dict):
+            return f"flows.{i} must be an object"
+        for key, types in FLOW_TYPES.items():
+            if _type_problem(flow.get(key), types):
+                return f"flows.{i}.{key} must be {' or '.join(t.__name__ for t in types)}"
+    return None
+
+
+def checks_problem(checks: dict) -> str | None:
+    if not isinstance(checks.get("verdict"), (str, type(None))):
+        return "verdict must be text"
+    items = checks.get("checks", [])
+    if not isinstance(items, list) or not all(isinstance(c, dict) for c in items):
+        return "checks must be a list of objects"
+    return None
+
+
+def table_problem(name: str, df: pd.DataFrame) -> str | None:
+    """Why `df` is not a `name` table the report can use, or None."""
+    required, numeric = SCHEMA[name]
+    missing = sorted(required - set(df.columns))
+    if missing:
+        return f"not a {name} table (lacks {', '.join(missing)})"
+    for col in sorted(numeric & set(df.columns)):
+        if not pd.api.types.is_numeric_dtype(df[col].dtype) or pd.api.types.is_bool_dtype(df[col].dtype):
+            return f"column {col} is not numeric"
+    for col in FINITE + FINITE_IN.get(name, ()):
+        if col in df.columns and len(df) and not np.isfinite(df[col].to_numpy(dtype="float64")).all():
+            return f"column {col} holds NaN or infinity"
+    for col in sorted(numeric & set(df.columns)):
+        if len(df) and np.isinf(df[col].to_numpy(dtype="float64")).any():
+            return f"column {col} holds infinity"
+    return None
 
 
 def _tidy(df: pd.DataFrame) -> pd.DataFrame:
@@ -89,15 +179,20 @@ def load_run(path: Path | str) -> Run:
     meta = _read_json(p / "meta.json")
     notes = []
     checks = None
+    problem = meta_problem(meta)
+    if problem:
+        raise ReportInputError(f"{shown(p / 'meta.json')}: unreadable ({problem})")
     if (p / "checks.json").exists():
         try:
             checks = _read_json(p / "checks.json")
+            problem = checks_problem(checks)
+            if problem:
+                checks = None
+                raise ReportInputError(f"{shown(p / 'checks.json')}: unreadable ({problem})")
         except ReportInputError as e:  # the verdict is shown, but its absence is not fatal
             notes.append(f"{e}; no emulation-health verdict")
     else:
         notes.append("checks.json absent: no emulation-health verdict")
-    if not isinstance(meta.get("flows", []), list) or not isinstance(meta.get("link", {}) or {}, dict):
-        raise ReportInputError(f"{p / 'meta.json'}: unreadable (flows must be a list, link an object)")
     run = Run(p, meta, checks, notes=notes)
     if meta.get("status") not in (None, "ok"):
         run.notes.append(f"run status {meta.get('status')}: {meta.get('error') or 'no error message'}")
@@ -110,16 +205,38 @@ def load_run(path: Path | str) -> Run:
                 run.notes.append(ABSENT_NOTE[name])
             continue
         try:
-            run.tables[name] = _tidy(pd.read_parquet(f))
+            table = _tidy(pd.read_parquet(f))
         except Exception as e:  # a corrupt table must not sink the whole report
-            run.notes.append(f"{f}: unreadable ({e.__class__.__name__}); skipped")
+            run.notes.append(f"{shown(f)}: unreadable ({e.__class__.__name__}); skipped")
+            continue
+        problem = table_problem(name, table)
+        if problem:
+            run.notes.append(f"{shown(f)}: {problem}; skipped")
+            if name in REQUIRED:
+                run.notes.append(f"{name}.parquet unusable: throughput metrics unavailable")
+            continue
+        run.tables[name] = table
     return run
 
 
-def load_runs(paths) -> list[Run]:
+def load_runs(paths, skipped: list[str] | None = None) -> list[Run]:
+    """Every run under `paths`. With `skipped` given, a run that cannot be read is named there and
+    left out (the report shows the rest); without, or when no run at all can be read, it is an error."""
     dirs: list[Path] = []
     for p in paths:
-        for d in find_run_dirs(p):
+        for d in find_run_dirs(p, skipped):
             if d.resolve() not in {x.resolve() for x in dirs}:
                 dirs.append(d)
-    return [load_run(d) for d in dirs]
+    runs, errors = [], []
+    for d in dirs:
+        try:
+            runs.append(load_run(d))
+        except ReportInputError as e:
+            if skipped is None:
+                raise
+            errors.append(str(e))
+    if errors and not runs:
+        raise ReportInputError(errors[0] + (f" (and {len(errors) - 1} more run(s) unreadable)" if len(errors) > 1 else ""))
+    if skipped is not None:
+        skipped += [f"{e}; run skipped" for e in errors]
+    return runs

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics as M
-from .load import Run
+from .load import Run, shown
 
 # Run-level metrics: name -> (label, unit, +1 higher is better / -1 lower is better).
 RUN_METRICS = {
@@ -82,7 +82,7 @@ def identity(run: Run) -> dict:
         "buffer_bdp": link.get("buffer_bdp"), "loss_pct": link.get("loss_pct"),
         "flow_rtt_min_ms": min(rtts) if rtts else np.nan,
         "flow_rtt_max_ms": max(rtts) if rtts else np.nan,
-        "path": str(run.path),
+        "path": shown(run.path),
     }
     out["rtt_ratio"] = (out["flow_rtt_max_ms"] / out["flow_rtt_min_ms"]
                         if rtts and min(rtts) > 0 else np.nan)
@@ -175,6 +175,19 @@ def summary_frame(s: Summary) -> pd.DataFrame:
     return df[cols]
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """Text cells a spreadsheet would run as a formula (=, +, -, @ first) get a leading apostrophe,
+    which spreadsheets show as text; numbers stay numbers."""
+    out = df.copy()
+    for col in out.columns:
+        if not pd.api.types.is_numeric_dtype(out[col].dtype):
+            out[col] = out[col].map(lambda v: f"'{v}" if isinstance(v, str) and v.startswith(FORMULA_START) else v)
+    return out
+
+
 def _clean(v):
     if isinstance(v, (np.floating, float)):
         return None if not np.isfinite(v) else float(v)
@@ -216,10 +229,20 @@ def compare(base: Summary, cand: Summary, threshold_pct: float) -> pd.DataFrame:
         b = bg.get_group(bk).set_index("metric")
         c = cg.get_group(ck).set_index("metric")
         for m, (label, unit, sign) in RUN_METRICS.items():
-            if m not in b.index or m not in c.index:
+            bm = float(b.loc[m, "mean"]) if m in b.index else math.nan
+            cm = float(c.loc[m, "mean"]) if m in c.index else math.nan
+            if not np.isfinite(bm):
                 continue
-            bm, cm = float(b.loc[m, "mean"]), float(c.loc[m, "mean"])
-            if not (np.isfinite(bm) and np.isfinite(cm)):
+            if not np.isfinite(cm):
+                # The baseline measured it and the candidate did not (a table missing or unreadable):
+                # a comparison that cannot be made fails, it does not pass.
+                rows.append({"group": b["group_label"].iloc[0], "candidate_group": c["group_label"].iloc[0],
+                             "metric": m, "label": f"{label} (missing in the candidate)", "unit": unit,
+                             "better": "higher" if sign > 0 else "lower", "baseline": bm,
+                             "baseline_ci95": float(b.loc[m, "ci95"]), "candidate": math.nan,
+                             "candidate_ci95": math.nan, "delta": math.nan, "delta_pct": math.nan,
+                             "n_baseline": int(b.loc[m, "n"]), "n_candidate": 0, "significant": None,
+                             "regression": True})
                 continue
             delta = cm - bm
             if bm != 0:

@@ -1,0 +1,228 @@
+"""Every bad experiments file is one line naming the file and the key, exit 2, in under a second,
+from `cctest run NAME --dry-run` and from `cctest list` alike; nothing is expanded before the run
+count is known. HOSTILE lists the review's findings one by one; the hypothesis tests throw
+mutated and random files at the same entry points and allow only a validated file or that one line."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cctest.cli import main
+from cctest.plan import expand
+from cctest.scenario import ScenarioError, parse_experiments
+
+REPO = Path(__file__).resolve().parent.parent
+GOOD = """
+defaults:
+  link: {rate_mbps: 20, rtt_ms: 10, buffer_bdp: 1}
+  duration_s: 10
+scenarios:
+  one:
+    flows: [{cc: cubic}, {cc: bbr, count: 2, rtt_ms: 40, start_s: 2}]
+"""
+
+
+def matrix(body: str) -> str:
+    return GOOD + f"    matrix: {body}\n"
+
+
+def numbers(n: int, scale: float = 1.0) -> str:
+    return "[" + ",".join(f"{(i + 1) * scale:g}" for i in range(n)) + "]"
+
+
+# name -> (file content, what the one line must contain)
+HOSTILE: dict[str, tuple[str | bytes, str]] = {
+    "buffer_bdp .inf": (GOOD.replace("buffer_bdp: 1", "buffer_bdp: .inf"), "link.buffer_bdp"),
+    "bdp_rtt_ms .inf": (GOOD.replace("buffer_bdp: 1", "buffer_bdp: 1, bdp_rtt_ms: .inf"), "link.bdp_rtt_ms"),
+    "rate .nan": (GOOD.replace("rate_mbps: 20", "rate_mbps: .nan"), "link.rate_mbps"),
+    "rtt -.inf": (GOOD.replace("rtt_ms: 10,", "rtt_ms: -.inf,"), "link.rtt_ms"),
+    "duration .inf": (GOOD.replace("duration_s: 10", "duration_s: .inf"), "duration_s"),
+    "recursive anchor": ("scenarios: &s {one: *s}\n", "recursive"),
+    "recursive list": (matrix("&m {rtt_ms: [*m]}"), "recursive"),
+    "deep lists": ("scenarios: " + "[" * 5000 + "]" * 5000 + "\n", "nested"),
+    "deep mappings": ("scenarios: " + "{a: " * 60 + "1" + "}" * 60 + "\n", "nested"),
+    "latin-1": (GOOD.replace("scenarios:", "# caf\xe9\nscenarios:").encode("latin-1"), "not UTF-8"),
+    "utf-16": (GOOD.encode("utf-16"), "not UTF-8"),
+    "binary": (b"\x00\xff\xfe" * 100, "not UTF-8"),
+    "start at end": (GOOD.replace("start_s: 2", "start_s: 10"), "flows.1.start_s"),
+    "start after end": (GOOD.replace("start_s: 2", "start_s: 20"), "flows.1.start_s"),
+    "sub-second flow": (GOOD.replace("start_s: 2", "start_s: 2, duration_s: 0.4"), "whole seconds"),
+    "fractional flow": (GOOD.replace("start_s: 2", "start_s: 2.3"), "whole seconds"),
+    "fractional scenario": (GOOD.replace("duration_s: 10", "duration_s: 10.5"), "whole seconds"),
+    "tiny rate": (GOOD.replace("rate_mbps: 20", "rate_mbps: 1e-9"), "link.rate_mbps"),
+    "huge buffer_bdp": (GOOD.replace("buffer_bdp: 1", "buffer_bdp: 1e300"), "link.buffer_bdp"),
+    "huge buffer_bytes": (GOOD.replace("buffer_bdp: 1", "buffer_bytes: 1e300"), "link.buffer_bytes"),
+    "buffer over 1 GiB": (GOOD.replace("rate_mbps: 20", "rate_mbps: 100000").replace(
+        "buffer_bdp: 1", "buffer_bdp: 1000, bdp_rtt_ms: 1000"), "1 GiB"),
+    "254 flows": (GOOD.replace("[{cc: cubic},", "[" + "{cc: cubic, count: 32}," * 8), "at most 253"),
+    "params on a kernel cc": (GOOD.replace("{cc: cubic}", "{cc: cubic, params: {beta: 1}}"), "flows.0.params"),
+    "param 1e38": (GOOD.replace("{cc: cubic}", "{cc: bbr1, params: {x: 1e38}}"), "flows.0.params.x"),
+    "param 2**32": (GOOD.replace("{cc: cubic}", "{cc: bbr1, params: {x: 4294967296}}"), "flows.0.params.x"),
+    "param -1": (GOOD.replace("{cc: cubic}", "{cc: bbr1, params: {x: -1}}"), "flows.0.params.x"),
+    "param true": (GOOD.replace("{cc: cubic}", "{cc: bbr1, params: {x: true}}"), "flows.0.params.x"),
+    "param 1.5": (GOOD.replace("{cc: cubic}", "{cc: bbr1, params: {x: 1.5}}"), "flows.0.params.x"),
+    "param text": (GOOD.replace("{cc: cubic}", "{cc: bbr1, params: {x: '7'}}"), "flows.0.params.x"),
+    "matrix of 10**6": (matrix(f"{{rtt_ms: {numbers(1000)}, loss_pct: {numbers(1000, 0.01)}}}"), "1000000 runs"),
+    "matrix of 10**9": (matrix(f"{{rtt_ms: {numbers(1000)}, loss_pct: {numbers(1000, 0.01)}, "
+                               f"buffer_bdp: {numbers(1000)}}}"), "1000000000 runs"),
+    "repetitions x matrix": (matrix(f"{{rtt_ms: {numbers(100)}}}").replace("duration_s: 10", "duration_s: 10\n  "
+                                                                           "repetitions: 1000"), "100000 runs"),
+    "duplicate key": (GOOD.replace("duration_s: 10", "duration_s: 10\n  duration_s: 20"), "given twice"),
+    "duplicate scenario": (GOOD + "  one:\n    flows: [{cc: reno}]\n", "'one' given twice"),
+    "duplicate flow key": (GOOD.replace("{cc: cubic}", "{cc: cubic, cc: reno}"), "given twice"),
+    "rate_mbps and link.rate_mbps": (matrix("{rate_mbps: [10], link.rate_mbps: [20]}"), "matrix.link.rate_mbps"),
+    "both buffer notations": (matrix("{buffer_bdp: [1], link.buffer_bytes: [20000]}"), "matrix.link.buffer_bytes"),
+    "flow and its field": (matrix("{flows.0: [{cc: reno}], flows.0.cc: [cubic]}"), "matrix.flows.0.cc"),
+    "colliding labels": (matrix("{flows.0.cc: [cubic, 'cub ic']}"), "one label"),
+    "overlong label": (matrix("{flows.0.cc: [" + "x" * 300 + "]}"), "characters"),
+    "yes as a key": (GOOD.replace("duration_s: 10", "duration_s: 10\n  yes: 1"), "'yes'"),
+    "on as a key": (GOOD.replace("{cc: cubic}", "{cc: cubic, on: 1}"), "'on'"),
+    "null key": (GOOD.replace("duration_s: 10", "duration_s: 10\n  ~: 1"), "quote it"),
+    "list as a key": (GOOD.replace("duration_s: 10", "duration_s: 10\n  ? [a]\n  : 1"), "must be text"),
+    "empty matrix list": (matrix("{rtt_ms: []}"), "matrix.rtt_ms"),
+    "matrix value not a list": (matrix("{rtt_ms: 5}"), "matrix.rtt_ms"),
+    "matrix into nowhere": (matrix("{link.nope.x: [1]}"), "does not exist"),
+    "matrix makes a bad variant": (matrix("{rtt_ms: [10, -1]}"), "link.rtt_ms"),
+    "matrix flow start at end": (matrix("{flows.1.start_s: [2, 10]}"), "flows.1.start_s"),
+    "top level a list": ("- 1\n- 2\n", "top level"),
+    "not YAML": ("scenarios: [unclosed\n", "not valid YAML"),
+    "tab indentation": ("scenarios:\n\tone: 1\n", "not valid YAML"),
+    "scenario a string": ("scenarios: {one: hello}\n", "scenario one"),
+    "flows empty": (GOOD.replace("[{cc: cubic}, {cc: bbr, count: 2, rtt_ms: 40, start_s: 2}]", "[]"), "flows"),
+    "count 0": (GOOD.replace("count: 2", "count: 0"), "flows.1.count"),
+    "unknown cc": (GOOD.replace("cc: cubic", "cc: cubic2"), "flows.0.cc"),
+    "huge integer": (GOOD.replace("duration_s: 10", "duration_s: " + "9" * 5000), "line 4"),
+    "rtt a list": (GOOD.replace("rtt_ms: 40", "rtt_ms: [40]"), "flows.1.rtt_ms"),
+    "repetitions 0": (GOOD.replace("duration_s: 10", "duration_s: 10\n  repetitions: 0"), "repetitions"),
+    "loss 100": (GOOD.replace("buffer_bdp: 1}", "buffer_bdp: 1, loss_pct: 100}"), "link.loss_pct"),
+    "capture interval": (GOOD.replace("duration_s: 10", "duration_s: 10\n  capture: {ss_interval_ms: 1}"),
+                         "capture.ss_interval_ms"),
+    "scenario name with slash": (GOOD.replace("  one:", "  a/b:"), "name must be"),
+    "empty file": ("", "no scenarios"),
+    "over 1 MiB": (GOOD + "#" + "x" * (1 << 20) + "\n", "at most 1048576"),
+    "control characters": (GOOD.replace("cubic}", "cu\x07bic}"), "not valid YAML"),
+    "defaults a list": ("defaults: [1]\nscenarios: {one: {}}\n", "must be mappings"),
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_each_hostile_file_is_one_line_exit_2_under_a_second(tmp_path, name):
+    content, expected = HOSTILE[name]
+    path = tmp_path / "exp.yaml"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    runner = CliRunner()
+    for args in (["run", "one", "-f", str(path), "--dry-run"], ["list", "-f", str(path)]):
+        started = time.perf_counter()
+        result = runner.invoke(main, args)
+        elapsed = time.perf_counter() - started
+        assert result.exit_code == 2, (args, result.output, result.exception)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, lines
+        assert str(path) in lines[0] and expected in lines[0], lines[0]
+        assert result.stdout == ""
+        assert elapsed < 1.0, f"{args[0]}: {elapsed:.2f} s"
+
+
+def test_the_run_count_is_capped_across_scenarios_and_with_n(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(GOOD)
+    result = CliRunner().invoke(main, ["run", "one", "-f", str(path), "-n", "100000000", "--dry-run"])
+    assert result.exit_code == 2 and "100000000 runs" in result.stderr and "--force" in result.stderr
+    path.write_text(matrix(f"{{rtt_ms: {numbers(60)}}}").replace("duration_s: 10", "duration_s: 10\n  repetitions: 100"))
+    result = CliRunner().invoke(main, ["run", "one", "one", "-f", str(path), "--dry-run"])
+    assert result.exit_code == 2 and "12000 runs in one invocation" in result.stderr
+    assert CliRunner().invoke(main, ["list", "-f", str(path)]).exit_code == 0  # 6000 for the one scenario
+
+
+def test_what_is_accepted_still_runs_exactly():
+    """The hardening refuses only what was wrong: merge keys, a UTF-8 byte-order mark, fractional
+    scenario lengths with whole-second flows, and the buffer notations one at a time still work."""
+    text = ("defaults: &d\n  link: {rate_mbps: 5, rtt_ms: 10, buffer_bytes: 3000}\n  duration_s: 10.5\n"
+            "scenarios:\n  one:\n    <<: *d\n    duration_s: 10.5\n"
+            "    flows: [{cc: bbr1, params: {x: 4294967295}, start_s: 0.5}, {cc: reno, duration_s: 3}]\n"
+            "    matrix: {buffer_bdp: [1, 2], flows.1.cc: [reno, cubic]}\n")
+    experiments = parse_experiments(text, "exp.yaml")
+    runs = expand(experiments, "one")
+    assert [r.label for r in runs] == ["bufferbdp-1_f1.cc-reno", "bufferbdp-1_f1.cc-cubic",
+                                       "bufferbdp-2_f1.cc-reno", "bufferbdp-2_f1.cc-cubic"]
+    assert [f.duration_s for f in runs[0].flows] == [10.0, 3.0]
+
+
+def test_cli_subprocess_one_line(tmp_path):
+    """The same through a real process: no traceback reaches the terminal."""
+    path = tmp_path / "exp.yaml"
+    path.write_text("scenarios: &s {one: *s}\n")
+    result = subprocess.run([sys.executable, "-m", "cctest", "list", "-f", str(path)], capture_output=True,
+                            text=True, cwd=REPO)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def _one_line_or_valid(text: str) -> None:
+    """The property: parsing and expanding either succeed or raise one ScenarioError line."""
+    try:
+        experiments = parse_experiments(text, "fuzz.yaml")
+        for name in experiments.scenarios:
+            expand(experiments, name)
+    except ScenarioError as error:
+        message = str(error)
+        assert message.startswith("fuzz.yaml") and "\n" not in message
+
+
+# Values a hostile file might hold anywhere: every YAML scalar kind, the extremes, nesting.
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
+    st.sampled_from(["cubic", "bbr1", "reno", "link.rate_mbps", "flows.0.cc", "1e-9", ".inf", "yes"]),
+)
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
+                      | st.dictionaries(st.text(max_size=12), inner, max_size=4), max_leaves=12)
+KEYS = {
+    "link": ["rate_mbps", "rtt_ms", "buffer_bdp", "buffer_bytes", "loss_pct", "bdp_rtt_ms"],
+    "flow": ["cc", "count", "rtt_ms", "start_s", "duration_s", "params"],
+    "scenario": ["duration_s", "repetitions", "seed", "matrix", "capture", "description"],
+}
+
+
+@st.composite
+def mutated_experiments(draw) -> str:
+    """The good file with keys set to random values, dropped or added (schema-aware mutations)."""
+    doc = yaml.safe_load(GOOD)
+    scenario = doc["scenarios"]["one"]
+    link = doc["defaults"]["link"]
+    for _ in range(draw(st.integers(1, 4))):
+        where = draw(st.sampled_from(["link", "flow", "scenario", "matrix"]))
+        if where == "link":
+            link[draw(st.sampled_from(KEYS["link"]))] = draw(values)
+        elif where == "flow":
+            flows = scenario["flows"]
+            flows[draw(st.integers(0, len(flows) - 1))][draw(st.sampled_from(KEYS["flow"]))] = draw(values)
+        elif where == "scenario":
+            scenario[draw(st.sampled_from(KEYS["scenario"]))] = draw(values)
+        else:
+            key = draw(st.sampled_from(["rate_mbps", "link.rtt_ms", "buffer_bdp", "flows.0.cc", "flows.1.start_s",
+                                        "duration_s", "flows.0", "nope"]))
+            if not isinstance(scenario.get("matrix"), dict):
+                scenario["matrix"] = {}
+            scenario["matrix"][key] = draw(st.lists(values, max_size=4) | values)
+    return yaml.safe_dump(doc, allow_unicode=True)
+
+
+@settings(max_examples=300, deadline=1000, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_experiments())
+def test_property_mutated_files_validate_or_fail_in_one_line(text):
+    _one_line_or_valid(text)
+
+
+@settings(max_examples=300, deadline=1000)
+@given(st.lists(st.sampled_from(list("{}[]:,-&*!|>'\"#%@`?\n\t ab1.eE+~<") + ["yes", "<<", ".inf", "&a ", "*a"]),
+                max_size=120).map("".join))
+def test_property_random_yaml_text_fails_in_one_line(text):
+    _one_line_or_valid(text)

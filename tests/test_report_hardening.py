@@ -1,0 +1,173 @@
+"""A report never crashes on one malformed run and never passes on missing data: a bad run becomes
+a visible note (page and stderr) and the others render; a run directory without meta.json is
+named; --compare fails when the candidate lacks a metric the baseline has; what the page embeds
+cannot close its script element; summary.csv cells cannot run as spreadsheet formulas."""
+
+import csv
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cctest.report.build import Options, analyse, write_report
+from cctest.report.command import report_command
+from cctest.report.load import load_runs
+from report_fixtures import RunSpec, make_run
+from run_corruptions import CORRUPTIONS
+
+REAL = Path(__file__).parent / "fixtures" / "runs" / "cubic-bbr-shallow-20261121-231855-base-r0"
+
+
+def report(*args):
+    return CliRunner().invoke(report_command, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def good_and_bad(tmp_path_factory):
+    """One sweep directory per corruption: a good copy of a real run beside a corrupted one."""
+    root = tmp_path_factory.mktemp("corrupt")
+    for name, corrupt in CORRUPTIONS.items():
+        case = root / re.sub(r"\W", "_", name)
+        shutil.copytree(REAL, case / "good")
+        shutil.copytree(REAL, case / "bad")
+        corrupt(case / "bad")
+    return root
+
+
+@pytest.mark.parametrize("name", CORRUPTIONS)
+def test_one_malformed_run_is_a_note_and_the_rest_renders(good_and_bad, tmp_path, name):
+    case = good_and_bad / re.sub(r"\W", "_", name)
+    out = tmp_path / "r.html"
+    res = report(case, "-o", out)
+    assert res.exit_code == 0, (res.output, res.exception)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert str(case / "good") in {r["path"] for r in summary["runs"]}  # the good run is there
+    html = out.read_text()
+    bad = str(case / "bad")
+    if not any(r["path"] == bad for r in summary["runs"]):  # left out: named, on the page and on stderr
+        assert bad in res.stderr and bad in html and "Runs not shown" in html
+    else:  # kept: what was wrong with it is a note
+        assert any(line.startswith("warning: ") and bad in line for line in res.stderr.splitlines()) or \
+            name in ("interval zero", "flows in ping", "empty throughput"), res.stderr
+
+
+def test_a_run_directory_without_meta_json_is_named(tmp_path):
+    shutil.copytree(REAL, tmp_path / "sweep" / "a")
+    shutil.copytree(REAL, tmp_path / "sweep" / "b")
+    (tmp_path / "sweep" / "b" / "meta.json").unlink()
+    res = report(tmp_path / "sweep", "-o", tmp_path / "r.html")
+    assert res.exit_code == 0
+    assert f"{tmp_path / 'sweep' / 'b'}: a run directory without meta.json" in res.stderr
+    (tmp_path / "sweep" / "a" / "meta.json").unlink()
+    res = report(tmp_path / "sweep", "-o", tmp_path / "r.html")
+    assert res.exit_code == 2 and "without meta.json" in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_no_readable_run_is_one_line_exit_2(tmp_path):
+    shutil.copytree(REAL, tmp_path / "x" / "a")
+    (tmp_path / "x" / "a" / "meta.json").write_text('{"matrix": [1]}')
+    res = report(tmp_path / "x", "-o", tmp_path / "r.html")
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1 and "matrix" in res.output
+
+
+def test_compare_fails_when_the_candidate_lacks_a_metric(tmp_path):
+    shutil.copytree(REAL, tmp_path / "base" / "r")
+    shutil.copytree(REAL, tmp_path / "cand" / "r")
+    res = report("--compare", tmp_path / "base", tmp_path / "cand", "-o", tmp_path / "same.html")
+    assert res.exit_code == 0, res.output
+    qdisc = tmp_path / "cand" / "r" / "qdisc.parquet"
+    qdisc.write_bytes(qdisc.read_bytes()[:100])  # truncated: the bottleneck's metrics are gone
+    res = report("--compare", tmp_path / "base", tmp_path / "cand", "-o", tmp_path / "c.html")
+    assert res.exit_code == 1, res.output
+    missing = [line for line in res.output.splitlines() if "missing in the candidate" in line]
+    assert any("bottleneck drops" in line for line in missing) and all(line.startswith("REGRESSION") for line in missing)
+    assert "qdisc.parquet: unreadable" in res.stderr  # and why, on stderr
+    rows = json.loads((tmp_path / "summary.json").read_text())["compare"]["rows"]
+    assert any(r["candidate"] is None and r["regression"] for r in rows)
+
+
+def test_embedded_json_cannot_close_its_script_and_csv_cannot_run_formulas(tmp_path):
+    run = make_run(tmp_path / "runs", RunSpec(scenario="s", duration_s=5))
+    meta = json.loads((run / "meta.json").read_text())
+    meta.update(scenario="=HYPERLINK(\"http://x\")<!--</script><script>alert(1)</script>",
+                matrix={"note": "@SUM(1)", "other": "-1+2"})
+    (run / "meta.json").write_text(json.dumps(meta))
+    out = tmp_path / "r.html"
+    assert report(tmp_path / "runs", "-o", out).exit_code == 0
+    html = out.read_text()
+    for block in re.findall(r"<script type='application/json'[^>]*>(.*?)</script>", html, flags=re.S):
+        assert "<" not in block
+    assert "alert(1)</script>" not in html
+    with open(tmp_path / "summary.csv", newline="") as f:
+        cells = [cell for row in csv.reader(f) for cell in row]
+    assert cells and not any(c and c[0] in "=+@" for c in cells)
+    assert not any(c.startswith("-") and not re.fullmatch(r"-[\d.e+-]+", c) for c in cells)
+    assert "'=HYPERLINK(\"http://x\")<!--</script><script>alert(1)</script>" in cells and "'@SUM(1)" in cells
+
+
+def test_a_run_directory_name_that_is_not_utf8(tmp_path):
+    root = tmp_path / "runs"
+    root.mkdir()
+    shutil.copytree(REAL, os.fsdecode(os.fsencode(root) + b"/bad\xffname"))
+    res = report(root, "-o", tmp_path / "r.html")
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert "bad\ufffdname" in (tmp_path / "r.html").read_text(encoding="utf-8")
+
+
+# The property: whatever meta.json and checks.json hold, loading and analysing keeps the good run
+# and either keeps or names the other; nothing raises.
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**63) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8)
+META_KEYS = ["scenario", "status", "error", "run_id", "repetition", "duration_s", "matrix", "link", "flows",
+             "kernel", "t0_monotonic_ns", "mode", "start_time", "link.rate_mbps", "link.bdp_bytes",
+             "link.buffer_bdp", "flows.0", "flows.0.flow", "flows.0.cc", "flows.1.rtt_ms", "flows.0.start_s"]
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    return make_run(tmp_path_factory.mktemp("small"), RunSpec(scenario="s", duration_s=4))
+
+
+def _set(doc: dict, dotted: str, value) -> None:
+    node, parts = doc, dotted.split(".")
+    for part in parts[:-1]:
+        node = node[int(part)] if isinstance(node, list) else node.get(part)
+        if not isinstance(node, (dict, list)):
+            return
+    if isinstance(node, list):
+        if int(parts[-1]) < len(node):
+            node[int(parts[-1])] = value
+    else:
+        node[parts[-1]] = value
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.sampled_from(META_KEYS), json_values), min_size=1, max_size=3),
+       checks=st.one_of(st.none(), json_values))
+def test_property_any_meta_or_checks_keeps_the_report(small_run, tmp_path_factory, edits, checks):
+    root = tmp_path_factory.mktemp("prop")
+    shutil.copytree(small_run, root / "good")
+    shutil.copytree(small_run, root / "bad")
+    meta = json.loads((root / "bad" / "meta.json").read_text())
+    for key, value in edits:
+        _set(meta, key, value)
+    (root / "bad" / "meta.json").write_text(json.dumps(meta))
+    if checks is not None:
+        (root / "bad" / "checks.json").write_text(json.dumps(checks))
+    skipped: list[str] = []
+    runs = load_runs([root], skipped)
+    runs, results, summary = analyse(runs, Options(), skipped)
+    paths = {str(run.path) for run in runs}
+    assert str(root / "good") in paths
+    assert str(root / "bad") in paths or any(str(root / "bad") in s for s in skipped)
+    if len(edits) == 1:  # and the page and summary files are written (the slow part: a few examples)
+        write_report([root], root / "r.html", Options())
