@@ -100,6 +100,12 @@ class RunSpec:
             needed.setdefault(flow.cc, flow.params)
         return needed
 
+    def params_key(self, cc: str) -> str:
+        """Where the scenario sets `cc`'s module parameters, for a one-line error: scenario, flow key."""
+        index = next((i for i, flow in enumerate(self.scenario.flows) if flow.cc == cc), 0)
+        point = f" ({', '.join(f'{k}={v}' for k, v in self.matrix.items())})" if self.matrix else ""
+        return f"scenario {self.scenario.name}{point}: key flows.{index}.params"
+
 
 def _slug(value: Any) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "", str(value).replace("link.", "").replace("flows.", "f"))
