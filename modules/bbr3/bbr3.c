@@ -81,11 +81,18 @@
  *     RS.delivery_rate, which let Startup exit at ~5 % of the link rate in
  *     the emulated test VM.
  * 12. Now() is tp->tcp_mstamp (us), refreshed by the stack per packet/ACK.
+ * 13. AdvanceMaxBwFilter() does not shift the window past a cycle without
+ *     an accepted rate sample (bbr3_bw_filter.h): shifting would set
+ *     max_bw = 0 (issue 12, bug 1).
  *
  * If the per-socket state block cannot be allocated (kzalloc GFP_NOWAIT |
  * __GFP_NOWARN in init), the socket runs a Reno-like fallback (slow start,
  * AIMD via tcp_reno_cong_avoid, half cwnd in recovery, kernel-style pacing at
  * 2x/1.2x cwnd/srtt) and emits no tracepoint; get_info reports zero gains.
+ * ALGORITHMS.md asks for "plain BBR": no BBR fits the 104 bytes of
+ * icsk_ca_priv and tcp_bbr exports nothing, so this is a documented
+ * deviation (README.md, "Per-socket state, get_info and the fallback"); the read-only parameter `fallbacks`
+ * counts such sockets and cctest marks a run in which any occurred.
  */
 
 #include <linux/module.h>
