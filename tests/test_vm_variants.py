@@ -46,12 +46,11 @@ def test_cws_counts_rto_losses_and_judges_usf_after_them(vm_results):
     assert wide["rto_losses"].max() >= 1, "no RTO-only loss noted"
     noted = wide.index[wide["rto_losses"].diff() > 0]
     judged = 0
-    for t in noted:  # the next usf change after an RTO-only loss, with no Recovery entry between
-        after = wide[wide.index > t]
-        change = after.index[after["usf"] != wide.loc[t, "usf"]]
-        if len(change) and not (after.loc[:change[0], "in_conservation"] > 0).any():
+    for t in noted:  # its judgement: usf changes within 3 RTT (+ slack) of the RTO-only loss
+        after = wide[(wide.index > t) & (wide.index <= t + 2.0)]
+        if (after["usf"] != wide.loc[t, "usf"]).any():
             judged += 1
-    assert judged >= 1, f"{len(noted)} RTO-only losses, none followed by a usf decision of its own"
+    assert judged >= 1, f"{len(noted)} RTO-only losses, none followed by a usf decision"
 
 
 @pytest.mark.vm_jobs("modest-shallow")
