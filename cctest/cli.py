@@ -191,7 +191,8 @@ def run(scenarios, experiments_file, tags, repetitions, out, mode, kernel, kvm, 
             console.print("[yellow]notice:[/] -j spreads runs over VMs; native runs go one at a time")
         run_dirs = (run_in_vm if chosen == "vm" else run_native)(specs, opts, console)
     except (SessionError, kmod.ModuleError, journal.RunLockedError) as error:
-        fail(str(error), 2 if isinstance(error, (journal.RunLockedError, BadInput)) else 1)
+        bad_input = (journal.RunLockedError, BadInput, kmod.BadParameter)
+        fail(str(error), 2 if isinstance(error, bad_input) else 1)
     except KeyboardInterrupt:
         err_console.print("interrupted: torn down; what was measured is kept")
         sys.exit(130)
@@ -281,7 +282,7 @@ def modules_load(name: str, params: tuple[str, ...], kernel_release: str) -> Non
     try:
         loaded = kmod.load(name, parsed, kernel_release)
     except kmod.ModuleError as error:
-        fail(str(error), 1)
+        fail(str(error), 2 if isinstance(error, kmod.BadParameter) else 1)
     console.print(f"{name} available; parameters {loaded.effective_params}")
 
 

@@ -30,6 +30,40 @@ class ModuleError(Exception):
     """A one-line, user-facing module problem."""
 
 
+class BadParameter(ModuleError):
+    """A scenario gave a module a parameter it does not have or a value outside its range: bad input."""
+
+
+# A module's description of a parameter may end in "[range LO..HI]", "[range 0 or LO..HI]" (0 means
+# "unset") or "[read-only]": the module's own range check (its parameter ops refuse anything else
+# with -EINVAL) and this table are the same definition, read with modinfo.
+_RANGE = re.compile(r"\[range (?P<zero>0 or )?(?P<lo>\d+)\.\.(?P<hi>\d+)\]\s*$")
+_READ_ONLY = re.compile(r"\[read-only\]\s*$")
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    lo: int | None = None  # None: the module states no range (any value its type takes)
+    hi: int | None = None
+    zero_ok: bool = False
+    read_only: bool = False
+
+    def allows(self, value: int) -> bool:
+        if self.read_only:
+            return False
+        if self.lo is None:
+            return True
+        return self.lo <= value <= self.hi or (self.zero_ok and value == 0)
+
+    def allowed(self) -> str:
+        if self.read_only:
+            return "read-only (a counter the module reports)"
+        if self.lo is None:
+            return "any integer"
+        return f"{'0 or ' if self.zero_ok else ''}{self.lo}..{self.hi}"
+
+
 @dataclass
 class LoadedModule:
     name: str
@@ -38,10 +72,12 @@ class LoadedModule:
     sha256: str | None
     loaded_by_us: bool
     effective_params: dict[str, str] = field(default_factory=dict)
+    description: str | None = None  # the module's own (modinfo): e.g. which constants bbr3 uses
 
     def as_meta(self) -> dict:
         return {
             "name": self.name,
+            "description": self.description,
             "params": self.params,
             "effective_params": self.effective_params,
             "path": self.path,
@@ -102,24 +138,86 @@ def built_modules(release: str) -> dict[str, Path]:
     return {ko.stem: ko for ko in (BUILD_DIR / release).glob("*/*.ko")}
 
 
-def module_parameters(ko: Path) -> list[str]:
+def param_specs(ko: Path) -> dict[str, ParamSpec]:
+    """Every parameter of a built module with its allowed values, from its modinfo descriptions."""
     out = subprocess.run(["modinfo", "-F", "parm", str(ko)], capture_output=True, text=True).stdout
-    return [line.split(":", 1)[0] for line in out.splitlines() if line.strip()]
+    specs: dict[str, ParamSpec] = {}
+    for line in out.splitlines():
+        if not line.strip():
+            continue
+        name, _, desc = line.partition(":")
+        desc = re.sub(r"\s*\(\w+\)\s*$", "", desc)  # modinfo's "(uint)" type suffix of module_param
+        bounds = _RANGE.search(desc)
+        if bounds:
+            specs[name] = ParamSpec(name, int(bounds["lo"]), int(bounds["hi"]), bool(bounds["zero"]))
+        else:
+            specs[name] = ParamSpec(name, read_only=bool(_READ_ONLY.search(desc)))
+    return specs
 
 
-def check_params(cc: str, params: dict[str, int], release: str) -> None:
-    """Fail before any side effect when a scenario names a parameter the module lacks."""
+def description_of(module: str) -> str | None:
+    """A module's MODULE_DESCRIPTION (a .ko path or a module name), or None."""
+    out = subprocess.run(["modinfo", "-F", "description", module], capture_output=True, text=True).stdout.strip()
+    return out or None
+
+
+def module_parameters(ko: Path) -> list[str]:
+    return list(param_specs(ko))
+
+
+def param_problem(cc: str, specs: dict[str, ParamSpec], name: str, value: int) -> str | None:
+    """What is wrong with setting `name`=`value` on module `cc`, or None."""
+    spec = specs.get(name)
+    if spec is None:
+        return f"module {cc} has no parameter {name!r}; allowed: {', '.join(specs) or '(none)'}"
+    if not spec.allows(value):
+        return f"{value} is not allowed for {cc} parameter {name}; allowed: {spec.allowed()}"
+    return None
+
+
+def check_params(cc: str, params: dict[str, int], release: str, where: str = "") -> None:
+    """Fail before any side effect when a scenario gives a module a parameter it lacks or a value
+    outside the module's range. `where` names the scenario and flow key (prefix of the message)."""
     if not params:
         return
+    prefix = f"{where}: " if where else ""
     if cc in KERNEL_CCS:
-        raise ModuleError(f"flow params are only for this project's modules; {cc} is the kernel's own")
+        raise BadParameter(f"{prefix}flow params are only for this project's modules; {cc} is the kernel's own")
     ko = built_modules(release).get(cc)
     if ko is None:
         return  # not built yet: checked again at load time
-    allowed = module_parameters(ko)
-    for name in params:
-        if name not in allowed:
-            raise ModuleError(f"module {cc} has no parameter {name!r}; allowed: {', '.join(allowed) or '(none)'}")
+    specs = param_specs(ko)
+    for name, value in params.items():
+        problem = param_problem(cc, specs, name, value)
+        if problem:
+            raise BadParameter(f"{prefix}{problem}")
+
+
+def insmod(ko: Path, cc: str, params: dict[str, int], where: str = "") -> None:
+    """insmod with parameters; a refused value (the module's range check: -EINVAL) is bad input."""
+    result = subprocess.run(["insmod", str(ko)] + [f"{k}={v}" for k, v in params.items()],
+                            capture_output=True, text=True)
+    if result.returncode == 0:
+        return
+    stderr = " ".join(result.stderr.split())
+    if "Invalid parameters" in stderr or "Invalid argument" in stderr:
+        specs = param_specs(ko)
+        problems = [p for p in (param_problem(cc, specs, k, v) for k, v in params.items()) if p]
+        what = "; ".join(problems) or "parameters " + ", ".join(
+            f"{k}={v} (allowed: {specs[k].allowed() if k in specs else 'no such parameter'})" for k, v in params.items())
+        raise BadParameter(f"{where + ': ' if where else ''}module {cc} refused its parameters: {what}")
+    raise ModuleError(f"insmod {ko.name} failed: {stderr}")
+
+
+FALLBACK_COUNTER = "fallbacks"  # a module's count of sockets that ran its allocation-failure fallback
+
+
+def fallback_count(name: str) -> int | None:
+    """The module's fallback counter now, or None if it has none (or is not loaded)."""
+    try:
+        return int(Path("/sys/module", name, "parameters", FALLBACK_COUNTER).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def available_ccs() -> set[str]:
@@ -144,8 +242,9 @@ def read_params(name: str) -> dict[str, str]:
     return {p.name: p.read_text().strip() for p in sorted(pdir.iterdir())}
 
 
-def load(cc: str, params: dict[str, int], release: str, on_loaded=None) -> LoadedModule:
-    """Make `cc` available with `params`. on_loaded(name) is called before insmod (for the journal)."""
+def load(cc: str, params: dict[str, int], release: str, on_loaded=None, where: str = "") -> LoadedModule:
+    """Make `cc` available with `params`. on_loaded(name) is called before insmod (for the journal);
+    `where` (scenario and flow key) prefixes a bad-parameter message."""
     if cc in PROJECT_CCS:
         ko = built_modules(release).get(cc)
         if ko is None:
@@ -153,7 +252,7 @@ def load(cc: str, params: dict[str, int], release: str, on_loaded=None) -> Loade
                 f"no built module for {cc} (kernel {release}); run `cctest modules build` "
                 "(are its sources under modules/?)"
             )
-        check_params(cc, params, release)
+        check_params(cc, params, release, where)
         if is_loaded(cc):
             current = read_params(cc)
             wanted = {k: str(v) for k, v in params.items()}
@@ -162,14 +261,11 @@ def load(cc: str, params: dict[str, int], release: str, on_loaded=None) -> Loade
                     f"module {cc} is already loaded with other parameters {current}; "
                     f"unload it first: cctest modules unload {cc}"
                 )
-            return LoadedModule(cc, params, str(ko), sha256_of(ko), False, current)
+            return LoadedModule(cc, params, str(ko), sha256_of(ko), False, current, description_of(str(ko)))
         if on_loaded:
             on_loaded(cc)
-        args = ["insmod", str(ko)] + [f"{k}={v}" for k, v in params.items()]
-        result = subprocess.run(args, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise ModuleError(f"insmod {ko.name} failed: {result.stderr.strip()}")
-        return LoadedModule(cc, params, str(ko), sha256_of(ko), True, read_params(cc))
+        insmod(ko, cc, params, where)
+        return LoadedModule(cc, params, str(ko), sha256_of(ko), True, read_params(cc), description_of(str(ko)))
     # A kernel congestion control: built in, already loaded, or tcp_<cc>.ko.
     if cc in available_ccs():
         return LoadedModule(cc, {}, None, None, False, read_params(f"tcp_{cc}"))

@@ -100,6 +100,12 @@ class RunSpec:
             needed.setdefault(flow.cc, flow.params)
         return needed
 
+    def params_key(self, cc: str) -> str:
+        """Where the scenario sets `cc`'s module parameters, for a one-line error: scenario, flow key."""
+        index = next((i for i, flow in enumerate(self.scenario.flows) if flow.cc == cc), 0)
+        point = f" ({', '.join(f'{k}={v}' for k, v in self.matrix.items())})" if self.matrix else ""
+        return f"scenario {self.scenario.name}{point}: key flows.{index}.params"
+
 
 def run_label(matrix: dict[str, Any]) -> str:
     parts = [f"{_slug(key)}-{_slug(value)}" for key, value in matrix.items()]

@@ -102,12 +102,15 @@ class Run:
 
     def _load_modules(self, undo: "Teardown") -> None:
         for cc, params in self.spec.modules.items():
-            loaded = kmod.load(cc, params, self.release, on_loaded=self.journal.add_module)
+            loaded = kmod.load(cc, params, self.release, on_loaded=self.journal.add_module,
+                               where=self.spec.params_key(cc))
             if loaded.loaded_by_us:
                 name = kmod.module_name(loaded)
                 self.journal.module_loaded(name)
                 undo.callback(self._unload_module, name)
             self.meta["modules"].append(loaded.as_meta())
+            # Registered after the unload, so it runs before it (LIFO): the counter dies with the module.
+            undo.callback(self._note_fallbacks, loaded, kmod.fallback_count(kmod.module_name(loaded)))
         available = kmod.available_ccs()
         missing = [cc for cc in self.spec.modules if cc not in available]
         if missing:
@@ -299,6 +302,21 @@ class Run:
                     self.meta.update(status=self.status, error=error, end_time=now_iso())
                     write_meta(self.dir, self.meta)
         return self.dir
+
+    def _note_fallbacks(self, loaded: kmod.LoadedModule, at_load: int | None) -> None:
+        """How many sockets ran the module's allocation-failure fallback during the run (its counter
+        now minus at load); any is a mark on the run: those flows did not run the algorithm."""
+        now = kmod.fallback_count(kmod.module_name(loaded))
+        if now is None or at_load is None:
+            return
+        count = now - at_load
+        entry = next(m for m in self.meta["modules"] if m["name"] == loaded.name)
+        entry["fallbacks"] = count
+        if count > 0:
+            self.meta["fallback_sockets"] = self.meta.get("fallback_sockets", 0) + count
+            self.meta["warnings"].append(
+                f"{loaded.name}: {count} socket(s) ran the allocation-failure fallback, not {loaded.name} "
+                "(see modules/README.md)")
 
     @property
     def torn_down_cleanly(self) -> bool:

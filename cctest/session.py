@@ -120,6 +120,14 @@ def _record(manifest: Path | None, run_dir: Path) -> None:
             f.write(f"{run_dir}\n")
 
 
+def check_module_params(specs: list[RunSpec], release: str, source: Path) -> None:
+    """Every run's module parameters against the built modules' ranges, before anything runs:
+    kmod.BadParameter names the file, scenario, flow key, parameter and allowed values."""
+    for spec in specs:
+        for cc, params in spec.modules.items():
+            kmod.check_params(cc, params, release, f"{source}: {spec.params_key(cc)}")
+
+
 def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[Path]:
     from .net.topology import Topologies
     from .runner import Run
@@ -135,6 +143,7 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
     try:
         if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules) and not opts.in_vm:
             kmod.build(release)
+        check_module_params(specs, release, opts.experiments_file)  # every run's, before the first
         # Only what changes how a run is made; the full doctor costs seconds under emulation.
         with_fq = doctor.probe_qdisc("fq")
         with_bpftrace = doctor.which("bpftrace") is not None
@@ -204,9 +213,7 @@ def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[
     if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules):
         console.print(f"building modules for {release}")
         kmod.build(release)
-        for spec in specs:
-            for cc, params in spec.modules.items():
-                kmod.check_params(cc, params, release)
+        check_module_params(specs, release, opts.experiments_file)
     opts.out.mkdir(parents=True, exist_ok=True)
     out = opts.out.resolve()
     parts = split_for_vms(specs, vm_jobs(opts.jobs, clock, len(specs), console))

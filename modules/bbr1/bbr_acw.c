@@ -33,6 +33,22 @@
  * gain (cwnd_gain_x1000).  Ours: app-limited rate samples do not enter
  * d_max / d_min, d is clamped into [d_min, d_max] (so alpha stays in
  * [1, 2]), and ACKs without a valid rate sample keep the previous gain.
+ *
+ * Once per round, with hysteresis (issue 12, deviation 6). Per ACK, d and
+ * T are noisy: measured, the per-ACK choice flipped between 2 alpha, 2 and
+ * 2 beta many times a round; a cut applied at once, while a boost only
+ * raised a target that BBR's cwnd growth (+acked per ACK) rarely reached
+ * before the next flip, so the effective gain stayed near 2. With
+ * per_round = 1 (default) each ACK only votes: its I <= 1.25 Q test, its
+ * alpha and beta. At the end of the round the gain for the next round is
+ * decided from the votes: the low-queue case (gain 2 * mean alpha of the
+ * low-queue ACKs, if no RTT sample of the last 3 rounds reached RTprop)
+ * needs enter_share_pct of the ACKs to start and leave_share_pct to hold;
+ * the overload case (gain 2 * mean beta of the overloaded ACKs) needs a
+ * loss in the round and at most 100 - enter_share_pct low-queue ACKs to
+ * start, and at most 100 - leave_share_pct to hold; otherwise gain 2.
+ * Every change of the gain emits the tracepoint. per_round = 0 keeps the
+ * per-ACK choice (for comparison); gain_changes counts changes either way.
  */
 #define BBR1_CC_NAME "bbr_acw"
 #define BBR1_DEFAULT_CWND_GAIN_X1000 2000	/* the "2" of 001 Alg. 1 */
@@ -61,6 +77,25 @@ static int rate_rounds = 10;
 module_param(rate_rounds, int, 0644);
 MODULE_PARM_DESC(rate_rounds, "d_max/d_min window, rounds (001 Eq.1: 10)");
 
+/* 1 = decide the gain once per round from the round's votes (default);
+ * 0 = per ACK, as the paper's pseudocode reads (issue 12, deviation 6).
+ */
+static int per_round = 1;
+module_param(per_round, int, 0644);
+MODULE_PARM_DESC(per_round, "1 = decide the gain once per round with hysteresis (default), 0 = per ACK");
+
+/* Share of a round's ACKs that must agree to switch to a case, percent. */
+static int enter_share_pct = 75;
+module_param(enter_share_pct, int, 0644);
+MODULE_PARM_DESC(enter_share_pct, "share of a round's ACKs that starts the boost/cut case, % (default 75)");
+
+/* Share that keeps a case once in it (hysteresis), percent. */
+static int leave_share_pct = 50;
+module_param(leave_share_pct, int, 0644);
+MODULE_PARM_DESC(leave_share_pct, "share of a round's ACKs that holds the boost/cut case, % (default 50)");
+
+enum acw_case { ACW_NEUTRAL = 0, ACW_BOOST = 1, ACW_CUT = 2 };
+
 /* Min filters are max filters over the bitwise complement (only
  * minmax_running_max is exported by the kernel); an empty filter reads
  * as U32_MAX.
@@ -72,7 +107,12 @@ struct acw {
 	u32 gain;			/* chosen ProbeBW gain, BBR_UNIT */
 	u32 alpha_x1000;
 	u32 beta_x1000;
+	u32 gain_changes;		/* times the ProbeBW gain changed */
+	u32 votes_low, votes_high;	/* this round: I <= / > 1.25 Q */
+	u64 alpha_sum, beta_sum;	/* of the low / high votes, x1000 */
+	u32 kase;			/* enum acw_case of the gain in force */
 	u8 loss_in_round;		/* has_loss (Alg. 1 line 11) */
+	u8 loss_prev_round;		/* the voted round had a loss */
 };
 
 static u32 acw_param(int v, int lo, int hi)
@@ -101,6 +141,50 @@ static u32 acw_alpha_x1000(u32 d, u32 dmin, u32 dmax)
 	return max_t(u32, 1000, a);
 }
 
+static void acw_apply(struct sock *sk, struct acw *a, u32 gain, bool trace)
+{
+	gain = clamp_t(u32, gain, 1, 2047);
+	if (a->gain && gain != a->gain) {
+		a->gain_changes++;
+		if (trace)
+			bbr1_trace_request(sk);
+	}
+	a->gain = gain;
+	bbr1_ca(sk)->cwnd_gain = gain;
+}
+
+/* End of a round: the next round's case and gain, from the votes. */
+static void acw_decide_round(struct sock *sk, struct acw *a, u32 base,
+			     bool rtt3_above)
+{
+	u32 n = a->votes_low + a->votes_high;
+	u32 enter = acw_param(enter_share_pct, 50, 100);
+	u32 hold = acw_param(leave_share_pct, 0, enter);
+	u32 low_pct, kase = ACW_NEUTRAL, gain = base;
+
+	if (!n) {
+		if (a->gain)
+			bbr1_ca(sk)->cwnd_gain = a->gain;
+		return;			/* no votes: keep the gain */
+	}
+	low_pct = a->votes_low * 100 / n;
+	if (rtt3_above && low_pct >= (a->kase == ACW_BOOST ? hold : enter))
+		kase = ACW_BOOST;
+	else if (a->loss_prev_round &&
+		 100 - low_pct >= (a->kase == ACW_CUT ? hold : enter))
+		kase = ACW_CUT;
+	if (kase == ACW_BOOST)
+		gain = base * div_u64(a->alpha_sum, a->votes_low) / 1000;
+	else if (kase == ACW_CUT)
+		gain = base * div_u64(a->beta_sum, a->votes_high) / 1000;
+	if (kase != a->kase)
+		bbr1_trace_request(sk);
+	a->kase = kase;
+	acw_apply(sk, a, gain, true);
+	a->votes_low = a->votes_high = 0;
+	a->alpha_sum = a->beta_sum = 0;
+}
+
 /* Per ACK, after the model: Algorithm 1. */
 static void acw_on_model(struct sock *sk, const struct rate_sample *rs,
 			 void *ext)
@@ -113,8 +197,10 @@ static void acw_on_model(struct sock *sk, const struct rate_sample *rs,
 	u32 thresh = acw_param(queue_thresh_x1000, 1000, 100000);
 	u32 gain;
 
-	if (b->round_start)
+	if (b->round_start) {
+		a->loss_prev_round = a->loss_in_round;
 		a->loss_in_round = 0;
+	}
 	if (rs->losses > 0)
 		a->loss_in_round = 1;
 
@@ -131,29 +217,41 @@ static void acw_on_model(struct sock *sk, const struct rate_sample *rs,
 
 	if (b->mode != BBR1_PROBE_BW) {
 		a->gain = 0;
+		a->kase = ACW_NEUTRAL;
+		a->votes_low = a->votes_high = 0;
+		a->alpha_sum = a->beta_sum = 0;
 		return;				/* BBR's own gains */
 	}
-	if (!d || p == ~0U || !p) {		/* no sample: keep the gain */
-		if (a->gain)
-			b->cwnd_gain = a->gain;
+	rtt3 = ~minmax_get(&a->rtt_min_c);
+	if (acw_param(per_round, 0, 1) && b->round_start && p && p != ~0U)
+		acw_decide_round(sk, a, base, rtt3 > p);
+	else if (a->gain)
+		b->cwnd_gain = a->gain;	/* the core resets it per ACK */
+	if (!d || p == ~0U || !p)		/* no sample: keep the gain */
 		return;
-	}
 
 	t = rs->rtt_us >= 0 ? (u32)rs->rtt_us : tp->srtt_us >> 3;
-	rtt3 = ~minmax_get(&a->rtt_min_c);
 	a->alpha_x1000 = acw_alpha_x1000(d, ~minmax_get(&a->rate_min_c),
 					 minmax_get(&a->rate_max));
 	a->beta_x1000 = t ? div_u64((u64)t * 1000, (u64)t + p) : 1000;
 
+	if (acw_param(per_round, 0, 1)) {		/* a vote */
+		if ((u64)t * 1000 <= (u64)p * thresh) {
+			a->votes_low++;
+			a->alpha_sum += a->alpha_x1000;
+		} else {
+			a->votes_high++;
+			a->beta_sum += a->beta_x1000;
+		}
+		return;
+	}
 	if ((u64)t * 1000 <= (u64)p * thresh)		/* I <= 1.25 Q */
 		gain = rtt3 > p ? base * a->alpha_x1000 / 1000 : base;
 	else if (a->loss_in_round)			/* overload + loss */
 		gain = base * a->beta_x1000 / 1000;
 	else
 		gain = base;
-
-	a->gain = clamp_t(u32, gain, 1, 2047);
-	b->cwnd_gain = a->gain;
+	acw_apply(sk, a, gain, false);
 }
 
 static void acw_trace(const struct sock *sk, const struct bbr1_tv *tv,
@@ -162,7 +260,8 @@ static void acw_trace(const struct sock *sk, const struct bbr1_tv *tv,
 	const struct acw *a = ext;
 
 	trace_state(sk, tv, a ? a->alpha_x1000 : 1000,
-		    a ? a->beta_x1000 : 1000);
+		    a ? a->beta_x1000 : 1000, a ? a->kase : 0,
+		    a ? a->gain_changes : 0);
 }
 
 static const struct bbr1_hooks bbr1_variant = {

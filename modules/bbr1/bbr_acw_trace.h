@@ -13,20 +13,25 @@
 
 TRACE_EVENT(state,
 	TP_PROTO(const struct sock *sk, const struct bbr1_tv *tv,
-		 u32 alpha_x1000, u32 beta_x1000),
-	TP_ARGS(sk, tv, alpha_x1000, beta_x1000),
+		 u32 alpha_x1000, u32 beta_x1000, u32 regime, u32 gain_changes),
+	TP_ARGS(sk, tv, alpha_x1000, beta_x1000, regime, gain_changes),
 	TP_STRUCT__entry(
 		BBR1_TP_FIELDS
 		__field(u32, alpha_x1000)
 		__field(u32, beta_x1000)
+		__field(u32, regime)
+		__field(u32, gain_changes)
 	),
 	TP_fast_assign(
 		BBR1_TP_ASSIGN
 		__entry->alpha_x1000 = alpha_x1000;
 		__entry->beta_x1000 = beta_x1000;
+		__entry->regime = regime;
+		__entry->gain_changes = gain_changes;
 	),
-	TP_printk(BBR1_TP_FMT " alpha_x1000=%u beta_x1000=%u",
-		  BBR1_TP_ARGS, __entry->alpha_x1000, __entry->beta_x1000)
+	TP_printk(BBR1_TP_FMT " alpha_x1000=%u beta_x1000=%u regime=%u gain_changes=%u",
+		  BBR1_TP_ARGS, __entry->alpha_x1000, __entry->beta_x1000,
+		  __entry->regime, __entry->gain_changes)
 );
 
 #endif /* _BBR_ACW_TRACE_H */

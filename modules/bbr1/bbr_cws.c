@@ -27,6 +27,12 @@
  * the state machine's gain times usf (the scale applied to the target).
  * Timestamps use the socket's microsecond clock (tp->tcp_mstamp) instead
  * of the paper's jiffies.
+ *
+ * An RTO without fast recovery first (TCP_CA_Loss entered from Open or
+ * Disorder) is a loss too: section 4.1 names both TCP_CA_Recovery and
+ * TCP_CA_Loss as "packet loss detected", so it starts the same 3-RTT
+ * judgement of usf (issue 12, deviation 8). It does not get the /3 cut:
+ * the kernel's RTO already set cwnd to the inflight + 1.
  */
 #define BBR1_CC_NAME "bbr_cws"
 #define BBR1_DEFAULT_CWND_GAIN_X1000 2000	/* BBRv1 ProbeBW cwnd gain */
@@ -71,8 +77,10 @@ struct cws {
 	u64 last_action_us;	/* last usf change (l.27, l.37) */
 	u32 usf_x1000;		/* upper_scaling_factor x1000 */
 	u32 upper_cwnd;		/* cap on cwnd, packets (l.6, l.19) */
+	u32 rto_losses;		/* RTO-only losses noted (traced) */
 	u8 is_rtt_min_updated;	/* lower RTprop seen since the loss */
 	u8 conserving;		/* packet_conservation (l.8, l.12) */
+	u8 in_rto;		/* in TCP_CA_Loss, already noted */
 };
 
 static u32 cws_param(int v, u32 lo, u32 hi)
@@ -108,6 +116,17 @@ static bool cws_recovery(struct sock *sk, const struct rate_sample *rs,
 	} else if (now < TCP_CA_Recovery && prev >= TCP_CA_Recovery) {
 		c->conserving = 0;
 		bbr1_trace_request(sk);
+	}
+	/* Own flag, not prev: the core's set_state already records Loss. */
+	if (now == TCP_CA_Loss && !c->in_rto) {
+		c->in_rto = 1;
+		if (!c->loss_detected_us) {	/* not already pending */
+			c->loss_detected_us = max_t(u64, tp->tcp_mstamp, 1);
+			c->rto_losses++;
+			bbr1_trace_request(sk);
+		}
+	} else if (now != TCP_CA_Loss) {
+		c->in_rto = 0;
 	}
 	return c->conserving;
 }
@@ -193,7 +212,7 @@ static void cws_trace(const struct sock *sk, const struct bbr1_tv *tv,
 	const struct cws *c = ext;
 
 	trace_state(sk, tv, c ? c->usf_x1000 : 1000, c ? c->upper_cwnd : 0,
-		    c ? c->conserving : 0);
+		    c ? c->conserving : 0, c ? c->rto_losses : 0);
 }
 
 static const struct bbr1_hooks bbr1_variant = {

@@ -13,22 +13,26 @@
 
 TRACE_EVENT(state,
 	TP_PROTO(const struct sock *sk, const struct bbr1_tv *tv,
-		 u32 usf_x1000, u32 upper_cwnd, u32 in_conservation),
-	TP_ARGS(sk, tv, usf_x1000, upper_cwnd, in_conservation),
+		 u32 usf_x1000, u32 upper_cwnd, u32 in_conservation,
+		 u32 rto_losses),
+	TP_ARGS(sk, tv, usf_x1000, upper_cwnd, in_conservation, rto_losses),
 	TP_STRUCT__entry(
 		BBR1_TP_FIELDS
 		__field(u32, usf_x1000)
 		__field(u32, upper_cwnd)
 		__field(u32, in_conservation)
+		__field(u32, rto_losses)
 	),
 	TP_fast_assign(
 		BBR1_TP_ASSIGN
 		__entry->usf_x1000 = usf_x1000;
 		__entry->upper_cwnd = upper_cwnd;
 		__entry->in_conservation = in_conservation;
+		__entry->rto_losses = rto_losses;
 	),
-	TP_printk(BBR1_TP_FMT " usf_x1000=%u upper_cwnd=%u in_conservation=%u",
-		  BBR1_TP_ARGS, __entry->usf_x1000, __entry->upper_cwnd, __entry->in_conservation)
+	TP_printk(BBR1_TP_FMT " usf_x1000=%u upper_cwnd=%u in_conservation=%u rto_losses=%u",
+		  BBR1_TP_ARGS, __entry->usf_x1000, __entry->upper_cwnd, __entry->in_conservation,
+		  __entry->rto_losses)
 );
 
 #endif /* _BBR_CWS_TRACE_H */

@@ -36,6 +36,20 @@
  * P is applied only
  * while a search/linear phase holds a cap (otherwise BBR paces as usual);
  * the reported cwnd gain is BBR's gain times min(cap, target) / target.
+ *
+ * Which losses judge a search step (issue 12, deviation 5). A cap set at
+ * the start of round k governs the packets sent from then on; the ACKs of
+ * round k are for packets sent before it, and the losses and repair
+ * retransmissions they bring belong to the window before (at search entry:
+ * the very congestion event that started the search). So a search step is
+ * judged on the next round instead (k+1, whose ACKs are for packets sent
+ * under the cap), and at its end (the start of k+2) the step is taken:
+ * "retransmission occurs" = a loss was marked on an ACK of a packet sent
+ * after the cap was set (rs->prior_delivered >= tp->delivered at the cap)
+ * while no data sent before the cap was still outstanding (snd_una past
+ * snd_nxt at the cap), so the lost packet was itself sent under the cap.
+ * Repair retransmissions (total_retrans) no longer count. A step thus
+ * takes two rounds; one congestion event shrinks max_win once.
  */
 #define BBR1_CC_NAME "bbr_modest"
 #define BBR1_DEFAULT_CWND_GAIN_X1000 2000	/* BBRv1 ProbeBW cwnd gain */
@@ -74,8 +88,11 @@ struct modest {
 	u32 max_win;		/* packets (lines 5, 9) */
 	u32 cap;		/* the algorithm's cwnd, packets */
 	u32 target;		/* BBR's last cwnd target, packets */
-	u32 retrans_seen;	/* tp->total_retrans at the round start */
 	u32 lost_seen;		/* tp->lost at the round start */
+	u32 cap_delivered;	/* tp->delivered when the cap was set */
+	u32 cap_seq;		/* tp->snd_nxt when the cap was set */
+	u32 cap_rounds;		/* round starts since the cap was set */
+	u8 cap_lossy;		/* a packet sent under the cap was lost */
 };
 
 static u32 modest_param(int v, int lo, int hi)
@@ -112,8 +129,34 @@ static void modest_init(struct sock *sk, void *ext)
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct modest *m = ext;
 
-	m->retrans_seen = tp->total_retrans;
 	m->lost_seen = tp->lost;
+}
+
+/* A new search cap: its judgement starts with the packets sent from now. */
+static void modest_set_cap(struct sock *sk, struct modest *m, u32 cap)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+
+	m->cap = cap;
+	m->cap_delivered = tp->delivered;
+	m->cap_seq = tp->snd_nxt;
+	m->cap_rounds = 0;
+	m->cap_lossy = 0;
+}
+
+/* Per ACK: did a packet sent under the current cap get lost? */
+static void modest_note_cap_loss(struct sock *sk, const struct rate_sample *rs,
+				 struct modest *m)
+{
+	const struct tcp_sock *tp = tcp_sk(sk);
+
+	if (m->phase != MODEST_SEARCH || rs->losses <= 0 || !rs->prior_mstamp)
+		return;
+	if (before(rs->prior_delivered, m->cap_delivered))
+		return;		/* ACK of a packet sent before the cap */
+	if (before(tp->snd_una, m->cap_seq))
+		return;		/* a pre-cap hole: the loss may be one of those */
+	m->cap_lossy = 1;
 }
 
 /* Once per round, in ProbeBW: Algorithm 1. */
@@ -133,11 +176,11 @@ static void modest_on_model(struct sock *sk, const struct rate_sample *rs,
 	if (inet_csk(sk)->icsk_ca_state >= TCP_CA_Recovery)
 		cwnd = max(cwnd, bbr1_ca(sk)->prior_cwnd);
 
+	modest_note_cap_loss(sk, rs, m);
 	if (!bbr1_ca(sk)->round_start)
 		return;
-	retrans = tp->total_retrans != m->retrans_seen ||
-		  tp->lost != m->lost_seen;
-	m->retrans_seen = tp->total_retrans;
+	/* outside a search: any loss marked in the round (not repairs) */
+	retrans = tp->lost != m->lost_seen;
 	m->lost_seen = tp->lost;
 	if (bbr1_ca(sk)->mode != BBR1_PROBE_BW)
 		return;
@@ -147,17 +190,19 @@ static void modest_on_model(struct sock *sk, const struct rate_sample *rs,
 		m->min_win = div_u64((u64)cwnd *
 				     modest_param(wmin_x1000, 0, 1000), 1000);
 		m->max_win = (cwnd + m->min_win) / 2;
-		m->cap = m->max_win;
+		modest_set_cap(sk, m, m->max_win);
 		modest_set_phase(sk, m, MODEST_SEARCH);
-	} else if (m->phase == MODEST_SEARCH) {			/* lines 7-19 */
+	} else if (m->phase == MODEST_SEARCH &&
+		   ++m->cap_rounds >= 2) {			/* lines 7-19 */
 		u32 mid = (m->max_win + m->min_win) / 2;
 
-		if (retrans) {
+		/* the round of packets sent under the cap is complete */
+		if (m->cap_lossy) {
 			m->max_win = mid;
-			m->cap = m->max_win;
+			modest_set_cap(sk, m, m->max_win);
 		} else {
 			m->min_win = mid;
-			m->cap = m->min_win;
+			modest_set_cap(sk, m, m->min_win);
 		}
 		if (m->max_win <= m->min_win + smin)
 			modest_set_phase(sk, m, MODEST_LINEAR);

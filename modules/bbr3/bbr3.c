@@ -81,11 +81,18 @@
  *     RS.delivery_rate, which let Startup exit at ~5 % of the link rate in
  *     the emulated test VM.
  * 12. Now() is tp->tcp_mstamp (us), refreshed by the stack per packet/ACK.
+ * 13. AdvanceMaxBwFilter() does not shift the window past a cycle without
+ *     an accepted rate sample (bbr3_bw_filter.h): shifting would set
+ *     max_bw = 0 (issue 12, bug 1).
  *
  * If the per-socket state block cannot be allocated (kzalloc GFP_NOWAIT |
  * __GFP_NOWARN in init), the socket runs a Reno-like fallback (slow start,
  * AIMD via tcp_reno_cong_avoid, half cwnd in recovery, kernel-style pacing at
  * 2x/1.2x cwnd/srtt) and emits no tracepoint; get_info reports zero gains.
+ * ALGORITHMS.md asks for "plain BBR": no BBR fits the 104 bytes of
+ * icsk_ca_priv and tcp_bbr exports nothing, so this is a documented
+ * deviation (README.md, "Per-socket state, get_info and the fallback"); the read-only parameter `fallbacks`
+ * counts such sockets and cctest marks a run in which any occurred.
  */
 
 #include <linux/module.h>
@@ -102,7 +109,8 @@
 #define BBR3_NAME bbr3
 /* 4.000: alpha of 4 * (ln 2)^1 = 2.77, draft "BBR.StartupPacingGain" */
 #define BBR3_DEFAULT_STARTUP_ALPHA_X1000 4000
-#define BBR3_DESCRIPTION "BBRv3 (draft-ietf-ccwg-bbr), written from the draft pseudocode"
+/* run metadata (cctest copies it into meta.json): whose constants these are */
+#define BBR3_DESCRIPTION "BBRv3 (draft-ietf-ccwg-bbr) with the IETF draft's constants, not Google's BBRv3 (no per-packet loss, no ECN, draft gains)"
 #endif
 
 #if LINUX_VERSION_CODE < KERNEL_VERSION(5, 19, 0)
@@ -119,6 +127,8 @@ static inline void bbr3_compat_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 #define tcp_snd_cwnd bbr3_compat_snd_cwnd
 #define tcp_snd_cwnd_set bbr3_compat_snd_cwnd_set
 #endif
+
+#include "bbr3_bw_filter.h"
 
 #define CREATE_TRACE_POINTS
 #include "bbr3_trace.h"
@@ -137,140 +147,165 @@ static inline void bbr3_compat_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 /* Module parameters: every one a draft constant, unit in the name.     */
 /* ------------------------------------------------------------------ */
 
-/* x1000; 0 = derive from startup_alpha/beta/gamma. Nonzero wins.       */
-/* draft "BBR.StartupPacingGain" (2.77), paper 003 Algorithm 1           */
-static unsigned int startup_pacing_gain_x1000;
-module_param(startup_pacing_gain_x1000, uint, 0644);
-MODULE_PARM_DESC(startup_pacing_gain_x1000, "Startup pacing gain x1000; 0 = alpha*(ln beta)^gamma (default 0)");
+/*
+ * Every parameter is range-checked when it is set (insmod or sysfs): an
+ * out-of-range value is refused with -EINVAL, so no ACK ever sees one
+ * (a % 0 in softirq, a pacing gain of 0, a ProbeRTT interval of 0, gains
+ * that overflow get_info's x256 fields). The range is written once, in
+ * BBR3_PARAM below, and appears in the parameter's description as
+ * "[range LO..HI]" (or "[range 0 or LO..HI]" where 0 means "unset"), which
+ * is where cctest reads it from (modinfo) to reject a scenario's value
+ * before anything runs.
+ */
+struct bbr3_param {
+	unsigned int *value;
+	unsigned int lo, hi;
+	bool zero_ok;		/* 0 is allowed as "unset" besides [lo, hi] */
+};
 
-/* x1000; paper 003 Algorithm 1 alpha: 4 for BBRv3, 3 for BBRv3+        */
-static unsigned int startup_alpha_x1000 = BBR3_DEFAULT_STARTUP_ALPHA_X1000;
-module_param(startup_alpha_x1000, uint, 0644);
-MODULE_PARM_DESC(startup_alpha_x1000, "Startup gain alpha x1000 (paper 003 Alg. 1)");
+static int bbr3_param_set(const char *val, const struct kernel_param *kp)
+{
+	const struct bbr3_param *p = kp->arg;
+	unsigned int v;
+	int err = kstrtouint(val, 0, &v);
 
-/* x1000, must be > 1000; paper 003 Algorithm 1 beta (2)                 */
-static unsigned int startup_beta_x1000 = 2000;
-module_param(startup_beta_x1000, uint, 0644);
-MODULE_PARM_DESC(startup_beta_x1000, "Startup gain beta x1000, > 1000 (paper 003 Alg. 1, default 2000)");
+	if (err)
+		return err;
+	if ((v < p->lo || v > p->hi) && !(p->zero_ok && v == 0))
+		return -EINVAL;
+	WRITE_ONCE(*p->value, v);
+	return 0;
+}
 
-/* integer exponent 1..8; paper 003 Algorithm 1 gamma (1)                */
-static unsigned int startup_gamma = 1;
-module_param(startup_gamma, uint, 0644);
-MODULE_PARM_DESC(startup_gamma, "Startup gain exponent gamma, 1..8 (paper 003 Alg. 1, default 1)");
+static int bbr3_param_get(char *buf, const struct kernel_param *kp)
+{
+	const struct bbr3_param *p = kp->arg;
 
-/* x1000; draft "BBR.DefaultCwndGain" (2), Startup..CRUISE, REFILL       */
-static unsigned int cwnd_gain_x1000 = 2000;
-module_param(cwnd_gain_x1000, uint, 0644);
-MODULE_PARM_DESC(cwnd_gain_x1000, "Default cwnd gain x1000 (draft BBR.DefaultCwndGain, default 2000)");
+	return scnprintf(buf, PAGE_SIZE, "%u\n", READ_ONCE(*p->value));
+}
 
-/* x1000; draft "BBR.DrainPacingGain" (0.5)                              */
-static unsigned int drain_pacing_gain_x1000 = 500;
-module_param(drain_pacing_gain_x1000, uint, 0644);
-MODULE_PARM_DESC(drain_pacing_gain_x1000, "Drain pacing gain x1000 (draft, default 500)");
+static const struct kernel_param_ops bbr3_param_ops = {
+	.set = bbr3_param_set,
+	.get = bbr3_param_get,
+};
 
-/* x1000; draft ProbeBW_DOWN pacing gain (0.90)                          */
-static unsigned int probe_down_pacing_gain_x1000 = 900;
-module_param(probe_down_pacing_gain_x1000, uint, 0644);
-MODULE_PARM_DESC(probe_down_pacing_gain_x1000, "ProbeBW_DOWN pacing gain x1000 (draft, default 900)");
+#define BBR3_PARAM_DEF(name, def, lo, hi, zero, range, desc)		\
+	static unsigned int name = def;					\
+	static struct bbr3_param bbr3_param_##name = {			\
+		&name, lo, hi, zero };					\
+	module_param_cb(name, &bbr3_param_ops, &bbr3_param_##name, 0644); \
+	MODULE_PARM_DESC(name, desc " [range " range "]")
 
-/* x1000; draft ProbeBW_UP pacing gain (1.25)                            */
-static unsigned int probe_up_pacing_gain_x1000 = 1250;
-module_param(probe_up_pacing_gain_x1000, uint, 0644);
-MODULE_PARM_DESC(probe_up_pacing_gain_x1000, "ProbeBW_UP pacing gain x1000 (draft, default 1250)");
+/* unsigned int parameter `name`, default def, allowed lo..hi */
+#define BBR3_PARAM(name, def, lo, hi, desc)				\
+	BBR3_PARAM_DEF(name, def, lo, hi, false, #lo ".." #hi, desc)
+/* the same, and 0 allowed as "unset" */
+#define BBR3_PARAM_OR_0(name, def, lo, hi, desc)			\
+	BBR3_PARAM_DEF(name, def, lo, hi, true, "0 or " #lo ".." #hi, desc)
 
-/* x1000; draft ProbeBW_UP cwnd gain (2.25)                              */
-static unsigned int probe_up_cwnd_gain_x1000 = 2250;
-module_param(probe_up_cwnd_gain_x1000, uint, 0644);
-MODULE_PARM_DESC(probe_up_cwnd_gain_x1000, "ProbeBW_UP cwnd gain x1000 (draft, default 2250)");
+/*
+ * Gains are capped at 10.0 (10000): far above any gain the draft or paper
+ * 003 uses, and << 8 (get_info's x256 unit) stays far inside a u32. Gains
+ * are at least 0.1: a gain of 0 would stop pacing or sending.
+ */
 
-/* x1000; draft "BBR.ProbeRTTCwndGain" (0.5)                             */
-static unsigned int probe_rtt_cwnd_gain_x1000 = 500;
-module_param(probe_rtt_cwnd_gain_x1000, uint, 0644);
-MODULE_PARM_DESC(probe_rtt_cwnd_gain_x1000, "ProbeRTT cwnd gain x1000 (draft, default 500)");
+/* draft "BBR.StartupPacingGain" (2.77), paper 003 Algorithm 1; 0 = derive */
+BBR3_PARAM_OR_0(startup_pacing_gain_x1000, 0, 1000, 10000,
+		"Startup pacing gain x1000; 0 = alpha*(ln beta)^gamma (default 0)");
+/* paper 003 Algorithm 1 alpha: 4 for BBRv3, 3 for BBRv3+ */
+BBR3_PARAM(startup_alpha_x1000, BBR3_DEFAULT_STARTUP_ALPHA_X1000, 100, 20000,
+	   "Startup gain alpha x1000 (paper 003 Alg. 1)");
+/* paper 003 Algorithm 1 beta (2); ln beta must be > 0 */
+BBR3_PARAM(startup_beta_x1000, 2000, 1001, 100000,
+	   "Startup gain beta x1000 (paper 003 Alg. 1, default 2000)");
+/* paper 003 Algorithm 1 gamma (1), an integer exponent */
+BBR3_PARAM(startup_gamma, 1, 1, 8,
+	   "Startup gain exponent gamma (paper 003 Alg. 1, default 1)");
+/* draft "BBR.DefaultCwndGain" (2): Startup, Drain, DOWN, CRUISE, REFILL */
+BBR3_PARAM(cwnd_gain_x1000, 2000, 100, 10000,
+	   "Default cwnd gain x1000 (draft BBR.DefaultCwndGain, default 2000)");
+/* draft "BBR.DrainPacingGain" (0.5) */
+BBR3_PARAM(drain_pacing_gain_x1000, 500, 100, 10000,
+	   "Drain pacing gain x1000 (draft, default 500)");
+/* draft ProbeBW_DOWN pacing gain (0.90) */
+BBR3_PARAM(probe_down_pacing_gain_x1000, 900, 100, 10000,
+	   "ProbeBW_DOWN pacing gain x1000 (draft, default 900)");
+/* draft ProbeBW_UP pacing gain (1.25) */
+BBR3_PARAM(probe_up_pacing_gain_x1000, 1250, 100, 10000,
+	   "ProbeBW_UP pacing gain x1000 (draft, default 1250)");
+/* draft ProbeBW_UP cwnd gain (2.25) */
+BBR3_PARAM(probe_up_cwnd_gain_x1000, 2250, 100, 10000,
+	   "ProbeBW_UP cwnd gain x1000 (draft, default 2250)");
+/* draft "BBR.ProbeRTTCwndGain" (0.5) */
+BBR3_PARAM(probe_rtt_cwnd_gain_x1000, 500, 100, 10000,
+	   "ProbeRTT cwnd gain x1000 (draft, default 500)");
+/* draft "BBR.LossThresh" (2 %) */
+BBR3_PARAM(loss_thresh_pct, 2, 0, 99,
+	   "Per-round loss rate that ends a probe, percent (draft BBR.LossThresh, default 2)");
+/* draft "BBR.Beta" (0.7): multiplicative decrease per lossy round */
+BBR3_PARAM(beta_pct, 70, 1, 100,
+	   "Multiplicative decrease, percent (draft BBR.Beta, default 70)");
+/* draft "BBR.Headroom" (0.15): share of inflight_hi left free in CRUISE */
+BBR3_PARAM(headroom_pct, 15, 0, 99,
+	   "Headroom below inflight_hi, percent (draft BBR.Headroom, default 15)");
+/* draft "BBR.PacingMarginPercent" (1) */
+BBR3_PARAM(pacing_margin_pct, 1, 0, 50,
+	   "Pace this percent below bw (draft BBR.PacingMarginPercent, default 1)");
+/* draft "BBR.ProbeRTTInterval" (5 s); 0 would be a permanent ProbeRTT */
+BBR3_PARAM(probe_rtt_interval_ms, 5000, 100, 3600000,
+	   "ProbeRTT interval, ms (draft BBR.ProbeRTTInterval, default 5000)");
+/* draft "BBR.ProbeRTTDuration" (200 ms) */
+BBR3_PARAM(probe_rtt_duration_ms, 200, 1, 10000,
+	   "ProbeRTT duration, ms (draft BBR.ProbeRTTDuration, default 200)");
+/* draft "BBR.MinRTTFilterLen" (10 s) */
+BBR3_PARAM(min_rtt_filter_len_ms, 10000, 100, 3600000,
+	   "min_rtt filter window, ms (draft BBR.MinRTTFilterLen, default 10000)");
+/* draft CheckFullBWReached: growth per round that counts as growing (25 %) */
+BBR3_PARAM(full_bw_growth_pct, 25, 1, 1000,
+	   "bw growth per round that resets the plateau count, percent (draft, default 25)");
+/* draft CheckFullBWReached: full_bw_count threshold (3) */
+BBR3_PARAM(full_bw_rounds, 3, 1, 100,
+	   "Rounds without growth = bw plateau (draft, default 3)");
+/* draft "BBRStartupFullLossCnt" (6) */
+BBR3_PARAM(startup_full_loss_cnt, 6, 1, 1000,
+	   "Loss events in a round to exit Startup (draft BBRStartupFullLossCnt, default 6)");
+/* draft CheckDrainDone (3 rounds) */
+BBR3_PARAM(drain_max_rounds, 3, 1, 1000,
+	   "Leave Drain after this many rounds at most (draft, default 3)");
+/* draft "BBR.ExtraAckedFilterLen" (10) */
+BBR3_PARAM(extra_acked_filter_rounds, 10, 1, 100,
+	   "extra_acked max-filter window, rounds (draft, default 10)");
+/* draft PickProbeWait: 2 s + random 0..1 s */
+BBR3_PARAM(bw_probe_wait_base_ms, 2000, 0, 3600000,
+	   "Fixed part of the wall-clock wait between bw probes, ms (draft, default 2000)");
+BBR3_PARAM(bw_probe_wait_rand_ms, 1000, 0, 3600000,
+	   "Random part of the wall-clock wait between bw probes, ms (draft, default 1000)");
+/* draft IsRenoCoexistenceProbeTime cap (63 rounds) */
+BBR3_PARAM(reno_rounds_max, 63, 1, 100000,
+	   "Max rounds between bw probes (Reno coexistence), rounds (draft, default 63)");
+/* draft "BBR.MinPipeCwnd" (4 SMSS) */
+BBR3_PARAM(min_pipe_cwnd_pkts, 4, 1, 1000,
+	   "Minimum cwnd, packets (draft BBR.MinPipeCwnd, default 4)");
+/* test hook, not in the draft: new sockets act as if the allocation failed */
+BBR3_PARAM(force_fallback, 0, 0, 1,
+	   "Test hook: 1 = new sockets use the allocation-failure fallback (default 0)");
 
-/* percent; draft "BBR.LossThresh" (2 %)                                 */
-static unsigned int loss_thresh_pct = 2;
-module_param(loss_thresh_pct, uint, 0644);
-MODULE_PARM_DESC(loss_thresh_pct, "Per-round loss rate that ends a probe, percent (draft BBR.LossThresh, default 2)");
+/*
+ * Sockets that ran the allocation-failure fallback since the module was
+ * loaded. Read-only; cctest reads it after a run and marks the run.
+ */
+static atomic_long_t bbr3_fallbacks = ATOMIC_LONG_INIT(0);
 
-/* percent; draft "BBR.Beta" (0.7) multiplicative decrease per lossy round */
-static unsigned int beta_pct = 70;
-module_param(beta_pct, uint, 0644);
-MODULE_PARM_DESC(beta_pct, "Multiplicative decrease, percent (draft BBR.Beta, default 70)");
+static int bbr3_fallbacks_get(char *buf, const struct kernel_param *kp)
+{
+	return scnprintf(buf, PAGE_SIZE, "%ld\n", atomic_long_read(&bbr3_fallbacks));
+}
 
-/* percent of inflight_hi left free in CRUISE; draft "BBR.Headroom" (0.15) */
-static unsigned int headroom_pct = 15;
-module_param(headroom_pct, uint, 0644);
-MODULE_PARM_DESC(headroom_pct, "Headroom below inflight_hi, percent (draft BBR.Headroom, default 15)");
-
-/* percent; draft "BBR.PacingMarginPercent" (1)                          */
-static unsigned int pacing_margin_pct = 1;
-module_param(pacing_margin_pct, uint, 0644);
-MODULE_PARM_DESC(pacing_margin_pct, "Pace this percent below bw (draft BBR.PacingMarginPercent, default 1)");
-
-/* ms; draft "BBR.ProbeRTTInterval" (5 s)                                */
-static unsigned int probe_rtt_interval_ms = 5000;
-module_param(probe_rtt_interval_ms, uint, 0644);
-MODULE_PARM_DESC(probe_rtt_interval_ms, "ProbeRTT interval, ms (draft BBR.ProbeRTTInterval, default 5000)");
-
-/* ms; draft "BBR.ProbeRTTDuration" (200 ms)                             */
-static unsigned int probe_rtt_duration_ms = 200;
-module_param(probe_rtt_duration_ms, uint, 0644);
-MODULE_PARM_DESC(probe_rtt_duration_ms, "ProbeRTT duration, ms (draft BBR.ProbeRTTDuration, default 200)");
-
-/* ms; draft "BBR.MinRTTFilterLen" (10 s)                                */
-static unsigned int min_rtt_filter_len_ms = 10000;
-module_param(min_rtt_filter_len_ms, uint, 0644);
-MODULE_PARM_DESC(min_rtt_filter_len_ms, "min_rtt filter window, ms (draft BBR.MinRTTFilterLen, default 10000)");
-
-/* percent growth per round that counts as "still growing"; draft CheckFullBWReached (25 %) */
-static unsigned int full_bw_growth_pct = 25;
-module_param(full_bw_growth_pct, uint, 0644);
-MODULE_PARM_DESC(full_bw_growth_pct, "bw growth per round that resets the plateau count, percent (draft, default 25)");
-
-/* rounds; draft CheckFullBWReached full_bw_count threshold (3)         */
-static unsigned int full_bw_rounds = 3;
-module_param(full_bw_rounds, uint, 0644);
-MODULE_PARM_DESC(full_bw_rounds, "Rounds without growth = bw plateau (draft, default 3)");
-
-/* loss events per round; draft "BBRStartupFullLossCnt" (6)              */
-static unsigned int startup_full_loss_cnt = 6;
-module_param(startup_full_loss_cnt, uint, 0644);
-MODULE_PARM_DESC(startup_full_loss_cnt, "Loss events in a round to exit Startup (draft BBRStartupFullLossCnt, default 6)");
-
-/* rounds; draft CheckDrainDone (3)                                      */
-static unsigned int drain_max_rounds = 3;
-module_param(drain_max_rounds, uint, 0644);
-MODULE_PARM_DESC(drain_max_rounds, "Leave Drain after this many rounds at most (draft, default 3)");
-
-/* rounds; draft "BBR.ExtraAckedFilterLen" (10)                          */
-static unsigned int extra_acked_filter_rounds = 10;
-module_param(extra_acked_filter_rounds, uint, 0644);
-MODULE_PARM_DESC(extra_acked_filter_rounds, "extra_acked max-filter window, rounds (draft, default 10)");
-
-/* ms; draft PickProbeWait: 2 s + random 0..1 s                           */
-static unsigned int bw_probe_wait_base_ms = 2000;
-module_param(bw_probe_wait_base_ms, uint, 0644);
-MODULE_PARM_DESC(bw_probe_wait_base_ms, "Fixed part of the wall-clock wait between bw probes, ms (draft, default 2000)");
-
-static unsigned int bw_probe_wait_rand_ms = 1000;
-module_param(bw_probe_wait_rand_ms, uint, 0644);
-MODULE_PARM_DESC(bw_probe_wait_rand_ms, "Random part of the wall-clock wait between bw probes, ms (draft, default 1000)");
-
-/* rounds; draft IsRenoCoexistenceProbeTime cap (63)                     */
-static unsigned int reno_rounds_max = 63;
-module_param(reno_rounds_max, uint, 0644);
-MODULE_PARM_DESC(reno_rounds_max, "Max rounds between bw probes (Reno coexistence), rounds (draft, default 63)");
-
-/* packets; draft "BBR.MinPipeCwnd" (4 SMSS)                              */
-static unsigned int min_pipe_cwnd_pkts = 4;
-module_param(min_pipe_cwnd_pkts, uint, 0644);
-MODULE_PARM_DESC(min_pipe_cwnd_pkts, "Minimum cwnd, packets (draft BBR.MinPipeCwnd, default 4)");
-
-/* 0/1; test hook: new sockets act as if the state allocation failed   */
-static unsigned int force_fallback;
-module_param(force_fallback, uint, 0644);
-MODULE_PARM_DESC(force_fallback, "Test hook: 1 = new sockets use the Reno-like fallback (default 0)");
+static const struct kernel_param_ops bbr3_counter_ops = {
+	.get = bbr3_fallbacks_get,
+};
+module_param_cb(fallbacks, &bbr3_counter_ops, NULL, 0444);
+MODULE_PARM_DESC(fallbacks, "Sockets that ran the allocation-failure fallback since load [read-only]");
 
 /* ------------------------------------------------------------------ */
 /* State                                                                */
@@ -306,6 +341,7 @@ enum bbr3_undo {		/* draft BBR.undo_state */
 
 /* Per-socket state; too big for icsk_ca_priv, so kzalloc'ed in init. */
 struct bbr3 {
+	struct rcu_head rcu;		/* freed after inet_diag readers */
 	u64 min_rtt_stamp;		/* draft BBR.min_rtt_stamp, us */
 	u64 probe_rtt_min_stamp;	/* draft BBR.probe_rtt_min_stamp, us */
 	u64 probe_rtt_done_stamp;	/* us, 0 = not set */
@@ -325,7 +361,7 @@ struct bbr3 {
 	u32 drain_start_round;
 	u32 recovery_start_round;
 
-	u32 bw_hi[2];			/* max_bw filter: previous, current cycle */
+	struct bbr3_bw_filter bw_filter; /* max_bw window: two ProbeBW cycles */
 	u32 max_bw;			/* draft BBR.max_bw */
 	u32 bw;				/* draft BBR.bw = min(max_bw, bw_lo) */
 	u32 bw_lo;			/* draft BBR.bw_shortterm */
@@ -380,9 +416,15 @@ struct bbr3 {
 	   packet_conservation:1;
 };
 
-/* What lives in icsk_ca_priv: only the pointer to the block above. */
+/*
+ * What lives in icsk_ca_priv: only the pointer to the block above.
+ * inet_diag calls get_info under rcu_read_lock() without the socket lock,
+ * while the socket may be closing (release) on another CPU: the pointer is
+ * published with rcu_assign_pointer, read there with rcu_dereference, and
+ * the block is freed with kfree_rcu (issue 12, bug 2).
+ */
 struct bbr3_priv {
-	struct bbr3 *st;		/* NULL: allocation failed -> fallback */
+	struct bbr3 __rcu *st;		/* NULL: allocation failed -> fallback */
 };
 
 /* One ACK's inputs, the draft's RS.* as far as a stock kernel gives them. */
@@ -399,11 +441,17 @@ struct bbr3_ack {
 	u32 prior_delivered;
 };
 
+/*
+ * The state, for the callbacks the stack makes with the socket locked
+ * (ACK processing, init, release, ssthresh, undo, events): they are the
+ * pointer's only writers, so no RCU read section is needed. get_info, the
+ * one lockless reader, uses rcu_dereference itself.
+ */
 static struct bbr3 *bbr3_state(const struct sock *sk)
 {
 	const struct bbr3_priv *p = inet_csk_ca(sk);
 
-	return p->st;
+	return rcu_dereference_protected(p->st, 1);
 }
 
 /* ------------------------------------------------------------------ */
@@ -454,17 +502,23 @@ static u64 bbr3_ln_q16(u32 x1000)
  */
 static u32 bbr3_resolve_startup_gain(void)
 {
+	/* each parameter read once: sysfs may change it between two reads */
+	u32 fixed = READ_ONCE(startup_pacing_gain_x1000);
+	u32 alpha = READ_ONCE(startup_alpha_x1000);
+	u32 beta = READ_ONCE(startup_beta_x1000);
+	u32 gamma = READ_ONCE(startup_gamma);
 	u64 lnp = 1ULL << 16, ln;
 	u32 g, i;
 
-	if (startup_pacing_gain_x1000)
-		return clamp_t(u32, startup_pacing_gain_x1000, 1000, 10000);
-	if (startup_beta_x1000 <= 1000 || startup_gamma < 1 || startup_gamma > 8)
+	if (fixed)
+		return clamp_t(u32, fixed, 1000, 10000);
+	/* the parameter ops keep beta > 1000 and gamma in 1..8; stay safe anyway */
+	if (beta <= 1000 || gamma < 1 || gamma > 8)
 		return 2770;
-	ln = bbr3_ln_q16(startup_beta_x1000);
-	for (i = 0; i < startup_gamma; i++)
+	ln = bbr3_ln_q16(beta);
+	for (i = 0; i < gamma; i++)
 		lnp = (lnp * ln) >> 16;
-	g = (u32)min_t(u64, ((u64)startup_alpha_x1000 * lnp) >> 16, 100000);
+	g = (u32)min_t(u64, ((u64)alpha * lnp) >> 16, 100000);
 	g = (g + 5) / 10 * 10;
 	return clamp_t(u32, g, 1000, 10000);
 }
@@ -689,12 +743,13 @@ static void bbr3_enter_drain(struct sock *sk, struct bbr3 *st)
 /* draft PickProbeWait() */
 static void bbr3_pick_probe_wait(struct bbr3 *st)
 {
-	u32 rand_ms = bw_probe_wait_rand_ms ?
-		      get_random_u32() % (bw_probe_wait_rand_ms + 1) : 0;
+	/* read once; the parameter ops keep it <= 3600000, so + 1 never wraps */
+	u32 rand_range = READ_ONCE(bw_probe_wait_rand_ms);
+	u32 rand_ms = rand_range ? get_random_u32() % (rand_range + 1) : 0;
 
 	st->rounds_since_probe_up = get_random_u32() & 1;
-	st->bw_probe_wait_us = ((u64)bw_probe_wait_base_ms + rand_ms) *
-			       USEC_PER_MSEC;
+	st->bw_probe_wait_us = ((u64)READ_ONCE(bw_probe_wait_base_ms) +
+				rand_ms) * USEC_PER_MSEC;
 }
 
 /* draft StartProbeBW_DOWN() */
@@ -820,17 +875,21 @@ static void bbr3_update_round(struct sock *sk, struct bbr3 *st,
 static void bbr3_update_max_bw(struct bbr3 *st, const struct bbr3_ack *a)
 {
 	if (a->bw > 0 && (a->bw >= st->max_bw || !a->app_limited)) {
-		st->bw_hi[1] = max(st->bw_hi[1], a->bw);
-		st->max_bw = max(st->bw_hi[0], st->bw_hi[1]);
+		bbr3_bw_filter_update(&st->bw_filter, a->bw);
+		st->max_bw = bbr3_bw_filter_max(&st->bw_filter);
 	}
 }
 
-/* draft AdvanceMaxBwFilter(): cycle_count++ on a 2-slot window */
+/*
+ * draft AdvanceMaxBwFilter(): cycle_count++ on a 2-cycle window. A cycle
+ * without an accepted sample does not advance it (bbr3_bw_filter.h), so the
+ * round-start ACK that ends a cycle never zeroes max_bw when it carries no
+ * rate sample itself (issue 12, bug 1).
+ */
 static void bbr3_advance_max_bw_filter(struct bbr3 *st)
 {
-	st->bw_hi[0] = st->bw_hi[1];
-	st->bw_hi[1] = 0;
-	st->max_bw = st->bw_hi[0];
+	bbr3_bw_filter_advance(&st->bw_filter);
+	st->max_bw = bbr3_bw_filter_max(&st->bw_filter);
 }
 
 /* draft NoteLoss() */
@@ -1281,9 +1340,11 @@ static void bbr3_check_probe_rtt(struct sock *sk, struct bbr3 *st,
 {
 	if (st->mode != BBR3_PROBE_RTT && st->probe_rtt_expired &&
 	    !st->idle_restart) {
-		bbr3_save_cwnd(sk, st);
-		st->mode = BBR3_PROBE_RTT;
+		/* draft order: EnterProbeRTT() then SaveCwnd(), so SaveCwnd
+		 * sees ProbeRTT and keeps max(prior_cwnd, cwnd) */
+		st->mode = BBR3_PROBE_RTT;	/* EnterProbeRTT() */
 		bbr3_set_gains(sk, st);
+		bbr3_save_cwnd(sk, st);
 		st->probe_rtt_done_stamp = 0;
 		st->ack_phase = ACKS_PROBE_STOPPING;
 		bbr3_start_round(sk, st);
@@ -1307,8 +1368,8 @@ static void bbr3_bound_bw_for_model(struct bbr3 *st)
 static unsigned long bbr3_rate_bytes_per_sec(const struct sock *sk, u32 bw,
 					     u32 gain)
 {
-	u64 rate = (u64)bw * tcp_mss_to_mtu((struct sock *)sk,
-					    tcp_sk(sk)->mss_cache);
+	/* payload bytes (mss_cache), as the draft, Linux bbr and BBRv3 pace */
+	u64 rate = (u64)bw * tcp_sk(sk)->mss_cache;
 
 	rate = div_u64(rate * gain, GAIN_UNIT);
 	rate *= USEC_PER_SEC / 100 * (100 - min_t(u32, pacing_margin_pct, 99));
@@ -1520,13 +1581,14 @@ static void bbr3_init(struct sock *sk)
 	struct bbr3 *st;
 	u64 now;
 
-	p->st = NULL;
+	RCU_INIT_POINTER(p->st, NULL);
 	st = READ_ONCE(force_fallback) ? NULL :
 	     kzalloc(sizeof(*st), GFP_NOWAIT | __GFP_NOWARN);
 	cmpxchg(&sk->sk_pacing_status, SK_PACING_NONE, SK_PACING_NEEDED);
-	if (!st)
+	if (!st) {
+		atomic_long_inc(&bbr3_fallbacks);
 		return;		/* Reno-like fallback, see header comment */
-	p->st = st;
+	}
 
 	now = bbr3_now_us(sk);
 	st->startup_pacing_gain = bbr3_resolve_startup_gain();
@@ -1551,14 +1613,17 @@ static void bbr3_init(struct sock *sk)
 	bbr3_reset_full_bw(st);
 	bbr3_enter_startup(sk, st);
 	bbr3_init_pacing_rate(sk, st);
+	rcu_assign_pointer(p->st, st);	/* visible to get_info fully set up */
 }
 
 static void bbr3_release(struct sock *sk)
 {
 	struct bbr3_priv *p = inet_csk_ca(sk);
+	struct bbr3 *st = bbr3_state(sk);
 
-	kfree(p->st);
-	p->st = NULL;
+	RCU_INIT_POINTER(p->st, NULL);
+	if (st)
+		kfree_rcu(st, rcu);	/* a get_info may still be reading it */
 }
 
 /* Entering fast recovery or RTO: draft SaveCwnd()/SaveStateUponLoss(). */
@@ -1649,17 +1714,24 @@ static size_t bbr3_get_info(struct sock *sk, u32 ext, int *attr,
 {
 	if (ext & (1 << (INET_DIAG_BBRINFO - 1)) ||
 	    ext & (1 << (INET_DIAG_VEGASINFO - 1))) {
-		struct bbr3 *st = bbr3_state(sk);
+		const struct bbr3_priv *p = inet_csk_ca(sk);
+		struct bbr3 *st;
 		u64 bw = 0;
 		u32 min_rtt = 0, pg = 0, cg = 0;
 
+		/* lockless: the socket may be releasing its state right now */
+		rcu_read_lock();
+		st = rcu_dereference(p->st);
 		if (st) {
 			bw = bbr3_bw_to_bytes_per_sec(sk, st->max_bw);
 			min_rtt = st->min_rtt_us == BBR3_INF ? 0 : st->min_rtt_us;
 			/* the gains applied now, x1000 -> x256 (<< 8) */
-			pg = DIV_ROUND_CLOSEST(st->pacing_gain << 8, GAIN_UNIT);
-			cg = DIV_ROUND_CLOSEST(st->cwnd_gain << 8, GAIN_UNIT);
+			pg = (u32)DIV_ROUND_CLOSEST_ULL((u64)st->pacing_gain << 8,
+							GAIN_UNIT);
+			cg = (u32)DIV_ROUND_CLOSEST_ULL((u64)st->cwnd_gain << 8,
+							GAIN_UNIT);
 		}
+		rcu_read_unlock();
 		memset(&info->bbr, 0, sizeof(info->bbr));
 		info->bbr.bbr_bw_lo = (u32)bw;
 		info->bbr.bbr_bw_hi = (u32)(bw >> 32);

@@ -16,6 +16,6 @@
 #define BBR3_NAME bbr3plus
 /* 3.000: alpha of 3 * (ln 2)^1 = 2.08, paper 003 Algorithm 1 (BBRv3+) */
 #define BBR3_DEFAULT_STARTUP_ALPHA_X1000 3000
-#define BBR3_DESCRIPTION "BBRv3+ (BBRv3 with Startup pacing gain 3 ln 2), paper 003"
+#define BBR3_DESCRIPTION "BBRv3+ (paper 003: Startup pacing gain 3 ln 2) on bbr3, i.e. the IETF draft's constants, not the Google BBRv3 the paper built on"
 
 #include "bbr3.c"

@@ -106,7 +106,119 @@ def kill9(scenario: str, out: Path, manifest: Path) -> dict:
             "second_run_exit_code": refused.returncode, "second_run_stderr": refused.stderr}
 
 
-JOB_KINDS = {"interrupt": interrupt, "kill9": kill9}
+# Values the review found harmful (issue 12, bug 3) and one just outside each end of a range.
+BAD_PARAMS = {"bw_probe_wait_rand_ms": 4294967295, "probe_rtt_interval_ms": 0, "probe_up_pacing_gain_x1000": 0,
+              "startup_gamma": 9, "cwnd_gain_x1000": 10001, "force_fallback": 2}
+
+
+def kparams(cc: str, out: Path, manifest: Path) -> dict:
+    """The module's own range check, in the kernel: insmod and sysfs writes of bad values are
+    refused, the defaults lie in the ranges modinfo states, and cctest's loader turns the
+    kernel's -EINVAL into its one-line bad-input error."""
+    import platform
+
+    from cctest import kmod
+
+    release = platform.release()
+    ko = kmod.built_modules(release)[cc]
+    specs = kmod.param_specs(ko)
+    insmod_codes = {}
+    for name, value in BAD_PARAMS.items():
+        insmod_codes[name] = subprocess.run(["insmod", str(ko), f"{name}={value}"], capture_output=True).returncode
+        if kmod.is_loaded(cc):  # accepted: unload for the next attempt
+            subprocess.run(["rmmod", cc])
+    try:  # the loader alone, without cctest's own range check in front of it
+        kmod.insmod(ko, cc, {"bw_probe_wait_rand_ms": 4294967295}, "exp.yaml: scenario s: key flows.0.params")
+        loader_error = None
+    except kmod.ModuleError as error:
+        loader_error = {"type": type(error).__name__, "message": str(error)}
+    if kmod.is_loaded(cc):
+        subprocess.run(["rmmod", cc])
+    subprocess.run(["insmod", str(ko)], check=True)
+    defaults = kmod.read_params(cc)
+    sysfs = {}
+    for name, value in BAD_PARAMS.items():
+        try:
+            Path(f"/sys/module/{cc}/parameters/{name}").write_text(f"{value}\n")
+            sysfs[name] = "accepted"
+        except OSError as error:
+            sysfs[name] = error.strerror
+    after = kmod.read_params(cc)
+    subprocess.run(["rmmod", cc], check=True)
+    return {"insmod_codes": insmod_codes, "loader_error": loader_error, "sysfs": sysfs, "defaults": defaults,
+            "after_bad_writes": after, "ranges": {n: [s.lo, s.hi, s.zero_ok, s.read_only] for n, s in specs.items()},
+            "run_dirs": []}
+
+
+def diag_churn(cc: str, out: Path, manifest: Path, seconds: float = 15) -> dict:
+    """inet_diag (ss -ti) reads the module's state while sockets of it close on the other CPU path:
+    connections on loopback open, send, close in a loop while `ss -tin` polls them."""
+    import socket
+    import threading
+
+    from cctest import kmod
+
+    ko = kmod.built_modules(__import__("platform").release())[cc]
+    subprocess.run(["insmod", str(ko)], check=True)
+    stop = threading.Event()
+    counts = {"connections": 0, "ss_runs": 0, "bbr_blocks": 0, "socket_errors": 0}
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    port = server.getsockname()[1]
+
+    def accept():
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=drain, args=(conn,), daemon=True).start()
+
+    def drain(conn):
+        with conn:
+            try:
+                while conn.recv(1 << 16):
+                    pass
+            except OSError:
+                pass
+
+    def poll():
+        while not stop.is_set():
+            text = subprocess.run(["ss", "-tin", "state", "all", f"sport = :{port} or dport = :{port}"],
+                                  capture_output=True, text=True).stdout
+            counts["ss_runs"] += 1
+            counts["bbr_blocks"] += text.count("bbr:(")
+
+    threading.Thread(target=accept, daemon=True).start()
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    deadline = time.monotonic() + seconds  # guest seconds of busy CPU: no stretch (that is for host I/O)
+    payload = b"x" * 65536
+    while time.monotonic() < deadline:
+        try:
+            with socket.socket() as client:
+                client.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+                client.settimeout(stretch(10))
+                client.connect(("127.0.0.1", port))
+                client.sendall(payload)
+            counts["connections"] += 1
+        except OSError:
+            counts["socket_errors"] += 1
+    stop.set()
+    server.close()
+    poller.join(timeout=stretch(10))
+    time.sleep(1)
+    unloaded = kmod.is_loaded(cc) and subprocess.run(["rmmod", cc]).returncode == 0
+    for _ in range(20):  # sockets in TIME_WAIT/closing hold the module a little longer
+        if unloaded or not kmod.is_loaded(cc):
+            break
+        time.sleep(0.5)
+        unloaded = subprocess.run(["rmmod", cc]).returncode == 0
+    return {**counts, "unloaded": unloaded or not kmod.is_loaded(cc), "run_dirs": []}
+
+
+JOB_KINDS = {"interrupt": interrupt, "kill9": kill9, "kparams": kparams, "diagchurn": diag_churn}
 
 
 def main() -> None:

@@ -1,0 +1,103 @@
+"""Issue 12's deviations in the v1 variants (modules/bbr1/bbr_*.c), for real in a stock-kernel VM:
+each test reads the variant's own tracepoint (cc_state.parquet) from a run made for it."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from conftest import dmesg_problems
+from test_vm_modules import find, runs_of, wide_state
+
+pytestmark = pytest.mark.vm
+
+PROBE_BW, PROBE_RTT = 2, 3
+
+
+@pytest.mark.vm_jobs("histmin-alone")
+def test_histmin_probe_minima_just_above_rtprop_agree_with_it(vm_results):
+    # Deviation 9: alone on the path, a ProbeRTT's minimum is RTprop plus noise. "Higher by any
+    # amount" counted that as a vote for a higher RTprop; inside the 10 % band it agrees with it.
+    (path,) = runs_of(vm_results, "histmin-alone")
+    wide = wide_state(path, flow=0)
+    episodes = wide[wide["probe_min_us"] > 0]
+    assert len(episodes) > 0, "no ProbeRTT episode traced"
+    assert (wide["mode"] == PROBE_RTT).any()
+    assert wide["streak"].max() == 0, episodes[["min_rtt_us", "probe_min_us", "streak"]]
+    assert wide["raised"].max() == 0
+
+
+@pytest.mark.vm_jobs("histmin-drastic")
+def test_histmin_single_drastically_higher_probe_raises_rtprop(vm_results):
+    (path,) = runs_of(vm_results, "histmin-drastic")
+    wide = wide_state(path, flow=0)
+    rtprop = wide["min_rtt_us"].dropna()
+    assert wide["raised"].max() >= 1, "the single-probe trigger never fired"
+    # one episode (no streak of K = 3) took RTprop to at least 3x the historical minimum
+    assert rtprop.max() >= 3 * rtprop.min()
+    assert wide.loc[wide["raised"] >= 1, "streak"].max() < 3
+
+
+@pytest.mark.vm_jobs("cws-rto")
+@pytest.mark.xfail(strict=True, reason=(
+    "no scenario yet isolates an RTO from loss recovery: at 10 % random loss SACK/RACK/TLP repaired "
+    "1507 retransmissions in 10 s without one RTO; at 30 % cwnd fell to 1 once, but CWS was in "
+    "Recovery 78 % of the time, so a judgement was always pending and the RTO rightly did not start "
+    "another. Needs a loss-free stretch then an outage (a mid-run link change cctest lacks)"))
+def test_cws_counts_rto_losses_and_judges_usf_after_them(vm_results):
+    # Deviation 8: an RTO (TCP_CA_Loss) with no loss judgement pending starts one, like Recovery.
+    (path,) = runs_of(vm_results, "cws-rto")
+    wide = wide_state(path, flow=0).ffill()
+    assert wide["rto_losses"].max() >= 1, "no RTO-only loss noted"
+    noted = wide.index[wide["rto_losses"].diff() > 0]
+    judged = 0
+    for t in noted:  # its judgement: usf changes within 3 RTT (+ slack) of the RTO-only loss
+        after = wide[(wide.index > t) & (wide.index <= t + 2.0)]
+        if (after["usf"] != wide.loc[t, "usf"]).any():
+            judged += 1
+    assert judged >= 1, f"{len(noted)} RTO-only losses, none followed by a usf decision"
+
+
+@pytest.mark.vm_jobs("modest-shallow")
+def test_modest_judges_each_search_step_on_packets_sent_under_it(vm_results):
+    # Deviation 5: a step is taken only after a round of packets sent under the previous cap was
+    # ACKed, i.e. two packet-timed rounds after it was set (it was one, judging pre-cap losses).
+    (path,) = runs_of(vm_results, "modest-shallow")
+    wide = wide_state(path, flow=1)
+    search = wide[wide["phase"] == 1][["min_win", "max_win", "min_rtt_us"]].dropna()
+    assert len(search) > 0, "no search phase"
+    steps = search[(search[["min_win", "max_win"]].diff().abs().sum(axis=1) > 0)]
+    gaps = pd.Series(steps.index).diff().dropna().to_numpy()
+    rtprop_s = search["min_rtt_us"].median() / 1e6
+    assert len(gaps) >= 3, steps
+    # consecutive steps within one search: at least two rounds (>= 2 RTprop) apart
+    assert (gaps[gaps < 1.0] >= 1.8 * rtprop_s).all(), (gaps[:20], rtprop_s)
+    # and not every step shrinks the window: a clean cap raises min_win
+    assert (steps["min_win"].diff() > 0).any(), steps
+
+
+@pytest.mark.vm_jobs("acw-gain-mode")
+def test_acw_decides_its_gain_at_most_once_per_round(vm_results):
+    # Deviation 6: per ACK the gain flips many times a round; per round it changes at most once
+    changes = {}
+    for per_round in (0, 1):
+        path = find(vm_results, "acw-gain-mode", **{"flows.0.params.per_round": per_round})
+        table = pd.read_parquet(path / "cc_state.parquet")
+        mine = table[table["flow"] == 0]
+        wide = mine.pivot_table(index="t_s", columns="key", values="value")
+        probe_bw = wide[wide["mode"] == PROBE_BW]
+        rounds = len(probe_bw)  # one event per packet-timed round (plus changes: an upper bound)
+        changes[per_round] = (wide["gain_changes"].max(), rounds)
+    per_ack, per_rnd = changes[0], changes[1]
+    assert per_rnd[0] <= per_rnd[1], changes
+    assert per_ack[0] > per_ack[1], changes  # more than one flip per round on average
+    # every per-round change is traced: the gain in the trace moves each time the counter does
+    path = find(vm_results, "acw-gain-mode", **{"flows.0.params.per_round": 1})
+    wide = wide_state(path, flow=0)
+    traced = (wide["cwnd_gain"].dropna().diff().abs() > 0).sum()
+    assert traced >= 0.8 * wide["gain_changes"].max(), (traced, wide["gain_changes"].max())
+
+
+@pytest.mark.vm_jobs("histmin-alone", "histmin-drastic", "cws-rto", "modest-shallow", "acw-gain-mode")
+def test_kernel_log_is_clean_after_the_variants(vm_results):
+    assert dmesg_problems(vm_results["_dmesg"]) == []
