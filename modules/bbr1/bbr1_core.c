@@ -428,6 +428,19 @@ static u32 bbr1_min_tso_segs(struct sock *sk)
 	return READ_ONCE(sk->sk_pacing_rate) < (bbr1_min_tso_rate >> 3) ? 1 : 2;
 }
 
+/* The largest burst the cwnd budget plans for: the classic 64 KB GSO
+ * limit.  Since 5.19 GSO_MAX_SIZE allows BIG TCP (512 KB) and kernel bbr
+ * budgets with GSO_LEGACY_MAX_SIZE; older headers have only GSO_MAX_SIZE,
+ * which is 64 KB there.  With 512 KB the goal would be 127 segments instead
+ * of 45 above ~0.5 Gbit/s of pacing, and bbr1 would keep more in flight.
+ */
+#ifdef GSO_LEGACY_MAX_SIZE
+#define BBR1_TSO_BUDGET_BYTES GSO_LEGACY_MAX_SIZE
+#else
+#define BBR1_TSO_BUDGET_BYTES GSO_MAX_SIZE
+#endif
+static_assert(BBR1_TSO_BUDGET_BYTES == 65536, "TSO budget must be 64 KB");
+
 /* Segments per TSO burst at the current pacing rate (~1 ms of data). */
 static u32 bbr1_tso_segs_goal(struct sock *sk)
 {
@@ -436,7 +449,7 @@ static u32 bbr1_tso_segs_goal(struct sock *sk)
 
 	bytes = min_t(unsigned long,
 		      READ_ONCE(sk->sk_pacing_rate) >> READ_ONCE(sk->sk_pacing_shift),
-		      GSO_MAX_SIZE - 1 - MAX_TCP_HEADER);
+		      BBR1_TSO_BUDGET_BYTES - 1 - MAX_TCP_HEADER);
 	segs = max_t(u32, bytes / tp->mss_cache, bbr1_min_tso_segs(sk));
 	return min(segs, 0x7FU);
 }
