@@ -77,9 +77,10 @@ def test_modules_are_unloaded_after_each_run(vm_results):
 
 
 @pytest.mark.vm_jobs("core-vs-kernel-bbr")
-def test_core_alone_behaves_like_kernel_bbr(vm_results):
-    kernel = find(vm_results, "core-vs-kernel-bbr", **{"flows.0.cc": "bbr"})
-    core = find(vm_results, "core-vs-kernel-bbr", **{"flows.0.cc": "bbr1"})
+@pytest.mark.parametrize("rate_mbps", [20, 50])
+def test_core_alone_behaves_like_kernel_bbr(vm_results, rate_mbps):
+    kernel = find(vm_results, "core-vs-kernel-bbr", rate_mbps=rate_mbps, **{"flows.0.cc": "bbr"})
+    core = find(vm_results, "core-vs-kernel-bbr", rate_mbps=rate_mbps, **{"flows.0.cc": "bbr1"})
     k_bytes, c_bytes = flows(kernel).loc[0, "bytes_received"], flows(core).loc[0, "bytes_received"]
     # One paced flow alone fills the link either way (both carried 47.3 MB in 20 s at 20 Mbit/s).
     assert c_bytes == pytest.approx(k_bytes, rel=0.08)

@@ -58,6 +58,7 @@
 #include <linux/module.h>
 #include <linux/version.h>
 #include <linux/slab.h>
+#include <linux/rcupdate.h>
 #include <linux/random.h>
 #include <linux/inet_diag.h>
 #include <linux/win_minmax.h>
@@ -236,15 +237,33 @@ static inline struct bbr1 *bbr1_ca(const struct sock *sk)
 	return (struct bbr1 *)inet_csk_ca(sk);
 }
 
-/* The variant's state, or NULL when hooks must not run. */
+/* The variant's state block is read by get_info (inet_diag) under RCU only,
+ * without the socket lock, so release must not free it while a reader may
+ * hold it: the block carries an rcu_head and is freed with kfree_rcu, and
+ * the pointer is published only once the block is initialised.
+ */
+struct bbr1_ext_box {
+	struct rcu_head rcu;
+	u64 data[] __aligned(sizeof(u64));	/* the variant's ext_size bytes */
+};
+
+/* The variant's state, or NULL when hooks must not run (socket lock held,
+ * or an RCU read section, as in get_info).
+ */
 static inline void *bbr1_ext(const struct sock *sk)
 {
-	return bbr1_ca(sk)->ext;
+	return READ_ONCE(bbr1_ca(sk)->ext);
+}
+
+/* Do hooks run for this ext pointer?  Without state only if none is needed. */
+static inline bool bbr1_hooks_on_ext(const void *ext)
+{
+	return bbr1_variant.ext_size == 0 || ext;
 }
 
 static inline bool bbr1_hooks_on(const struct sock *sk)
 {
-	return bbr1_variant.ext_size == 0 || bbr1_ca(sk)->ext;
+	return bbr1_hooks_on_ext(bbr1_ext(sk));
 }
 
 static inline u32 bbr1_cwnd(const struct tcp_sock *tp)
@@ -387,20 +406,40 @@ static void bbr1_set_pacing_rate(struct sock *sk, u32 bw, int gain)
 		WRITE_ONCE(sk->sk_pacing_rate, rate);
 }
 
-/* Pacing gain actually used: the state machine's, adjusted by the hook. */
-static u32 bbr1_eff_pacing_gain(const struct sock *sk)
+/* Pacing gain actually used: the state machine's, adjusted by the hook
+ * (ext: the variant state the caller read once, see bbr1_ext).
+ */
+static u32 bbr1_eff_pacing_gain_ext(const struct sock *sk, void *ext)
 {
 	u32 g = bbr1_ca(sk)->pacing_gain;
 
-	if (bbr1_variant.pacing_gain && bbr1_hooks_on(sk))
-		g = bbr1_variant.pacing_gain(sk, bbr1_ext(sk), g);
+	if (bbr1_variant.pacing_gain && bbr1_hooks_on_ext(ext))
+		g = bbr1_variant.pacing_gain(sk, ext, g);
 	return g;
+}
+
+static u32 bbr1_eff_pacing_gain(const struct sock *sk)
+{
+	return bbr1_eff_pacing_gain_ext(sk, bbr1_ext(sk));
 }
 
 static u32 bbr1_min_tso_segs(struct sock *sk)
 {
 	return READ_ONCE(sk->sk_pacing_rate) < (bbr1_min_tso_rate >> 3) ? 1 : 2;
 }
+
+/* The largest burst the cwnd budget plans for: the classic 64 KB GSO
+ * limit.  Since 5.19 GSO_MAX_SIZE allows BIG TCP (512 KB) and kernel bbr
+ * budgets with GSO_LEGACY_MAX_SIZE; older headers have only GSO_MAX_SIZE,
+ * which is 64 KB there.  With 512 KB the goal would be 127 segments instead
+ * of 45 above ~0.5 Gbit/s of pacing, and bbr1 would keep more in flight.
+ */
+#ifdef GSO_LEGACY_MAX_SIZE
+#define BBR1_TSO_BUDGET_BYTES GSO_LEGACY_MAX_SIZE
+#else
+#define BBR1_TSO_BUDGET_BYTES GSO_MAX_SIZE
+#endif
+static_assert(BBR1_TSO_BUDGET_BYTES == 65536, "TSO budget must be 64 KB");
 
 /* Segments per TSO burst at the current pacing rate (~1 ms of data). */
 static u32 bbr1_tso_segs_goal(struct sock *sk)
@@ -410,7 +449,7 @@ static u32 bbr1_tso_segs_goal(struct sock *sk)
 
 	bytes = min_t(unsigned long,
 		      READ_ONCE(sk->sk_pacing_rate) >> READ_ONCE(sk->sk_pacing_shift),
-		      GSO_MAX_SIZE - 1 - MAX_TCP_HEADER);
+		      BBR1_TSO_BUDGET_BYTES - 1 - MAX_TCP_HEADER);
 	segs = max_t(u32, bytes / tp->mss_cache, bbr1_min_tso_segs(sk));
 	return min(segs, 0x7FU);
 }
@@ -983,13 +1022,18 @@ static void bbr1_update_model(struct sock *sk, const struct rate_sample *rs)
 
 /* ---- reporting ------------------------------------------------------- */
 
-static u32 bbr1_report_cwnd_gain(const struct sock *sk)
+static u32 bbr1_report_cwnd_gain_ext(const struct sock *sk, void *ext)
 {
 	u32 g = bbr1_ca(sk)->cwnd_gain;
 
-	if (bbr1_variant.report_cwnd_gain && bbr1_hooks_on(sk))
-		g = bbr1_variant.report_cwnd_gain(sk, bbr1_ext(sk), g);
+	if (bbr1_variant.report_cwnd_gain && bbr1_hooks_on_ext(ext))
+		g = bbr1_variant.report_cwnd_gain(sk, ext, g);
 	return g;
+}
+
+static u32 bbr1_report_cwnd_gain(const struct sock *sk)
+{
+	return bbr1_report_cwnd_gain_ext(sk, bbr1_ext(sk));
 }
 
 /* One event per packet-timed round, plus on every mode change and when a
@@ -1041,11 +1085,16 @@ static void bbr1_init(struct sock *sk)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct bbr1 *b = bbr1_ca(sk);
+	struct bbr1_ext_box *box = NULL;
+	void *ext = NULL;
 
-	b->ext = NULL;
-	if (bbr1_variant.ext_size)
-		b->ext = kzalloc(bbr1_variant.ext_size,
-				 GFP_NOWAIT | __GFP_NOWARN);
+	WRITE_ONCE(b->ext, NULL);
+	if (bbr1_variant.ext_size) {
+		box = kzalloc(sizeof(*box) + bbr1_variant.ext_size,
+			      GFP_NOWAIT | __GFP_NOWARN);
+		if (box)
+			ext = box->data;
+	}
 
 	b->prior_cwnd = 0;
 	tp->snd_ssthresh = TCP_INFINITE_SSTHRESH;
@@ -1085,8 +1134,10 @@ static void bbr1_init(struct sock *sk)
 	b->extra_acked[0] = 0;
 	b->extra_acked[1] = 0;
 
-	if (bbr1_variant.init && bbr1_hooks_on(sk))
-		bbr1_variant.init(sk, b->ext);
+	if (bbr1_variant.init && bbr1_hooks_on_ext(ext))
+		bbr1_variant.init(sk, ext);
+	/* Published initialised: get_info may read it from now on. */
+	smp_store_release(&b->ext, ext);
 
 	cmpxchg(&sk->sk_pacing_status, SK_PACING_NONE, SK_PACING_NEEDED);
 }
@@ -1094,9 +1145,13 @@ static void bbr1_init(struct sock *sk)
 static void bbr1_release(struct sock *sk)
 {
 	struct bbr1 *b = bbr1_ca(sk);
+	void *ext = b->ext;
 
-	kfree(b->ext);
-	b->ext = NULL;
+	if (!ext)
+		return;
+	WRITE_ONCE(b->ext, NULL);
+	/* A get_info under RCU may still read it: free after a grace period. */
+	kfree_rcu(container_of(ext, struct bbr1_ext_box, data[0]), rcu);
 }
 
 static void bbr1_cwnd_event(struct sock *sk, enum tcp_ca_event event)
@@ -1144,6 +1199,7 @@ static size_t bbr1_get_info(struct sock *sk, u32 ext, int *attr,
 			    union tcp_cc_info *info)
 {
 	const struct bbr1 *b = bbr1_ca(sk);
+	void *state;
 	u64 bw;
 
 	if (!(ext & (1 << (INET_DIAG_BBRINFO - 1))) &&
@@ -1156,8 +1212,15 @@ static size_t bbr1_get_info(struct sock *sk, u32 ext, int *attr,
 	info->bbr.bbr_bw_lo = (u32)bw;
 	info->bbr.bbr_bw_hi = (u32)(bw >> 32);
 	info->bbr.bbr_min_rtt = b->min_rtt_us;
-	info->bbr.bbr_pacing_gain = bbr1_eff_pacing_gain(sk);
-	info->bbr.bbr_cwnd_gain = bbr1_report_cwnd_gain(sk);
+	/* inet_diag calls us without the socket lock: the variant state is
+	 * read once, inside an RCU read section, so release cannot free it
+	 * underneath (it frees with kfree_rcu).
+	 */
+	rcu_read_lock();
+	state = smp_load_acquire(&b->ext);
+	info->bbr.bbr_pacing_gain = bbr1_eff_pacing_gain_ext(sk, state);
+	info->bbr.bbr_cwnd_gain = bbr1_report_cwnd_gain_ext(sk, state);
+	rcu_read_unlock();
 	*attr = INET_DIAG_BBRINFO;
 	return sizeof(info->bbr);
 }
