@@ -17,16 +17,9 @@ from hypothesis import strategies as st
 from cctest.cli import main
 from cctest.plan import expand
 from cctest.scenario import ScenarioError, parse_experiments
+from test_scenario import GOOD  # the valid file both start from
 
 REPO = Path(__file__).resolve().parent.parent
-GOOD = """
-defaults:
-  link: {rate_mbps: 20, rtt_ms: 10, buffer_bdp: 1}
-  duration_s: 10
-scenarios:
-  one:
-    flows: [{cc: cubic}, {cc: bbr, count: 2, rtt_ms: 40, start_s: 2}]
-"""
 
 
 def matrix(body: str) -> str:
