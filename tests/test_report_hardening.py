@@ -138,16 +138,18 @@ def small_run(tmp_path_factory):
 
 
 def _set(doc: dict, dotted: str, value) -> None:
+    """Set a dotted key where the path still exists (an earlier edit may have made a level a list or a
+    scalar: then there is nothing to set)."""
     node, parts = doc, dotted.split(".")
-    for part in parts[:-1]:
-        node = node[int(part)] if isinstance(node, list) else node.get(part)
+    for depth, part in enumerate(parts):
+        if isinstance(node, list) and not (part.isdigit() and int(part) < len(node)):
+            return
         if not isinstance(node, (dict, list)):
             return
-    if isinstance(node, list):
-        if int(parts[-1]) < len(node):
-            node[int(parts[-1])] = value
-    else:
-        node[parts[-1]] = value
+        if depth == len(parts) - 1:
+            node[int(part) if isinstance(node, list) else part] = value
+            return
+        node = node[int(part)] if isinstance(node, list) else node.get(part)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -38,17 +38,20 @@ def test_histmin_single_drastically_higher_probe_raises_rtprop(vm_results):
     assert wide.loc[wide["raised"] >= 1, "streak"].max() < 3
 
 
+NO_RTO_ONLY_LOSS = (
+    "the run produced no RTO outside a pending loss judgement, so there was nothing to judge: at 10 % "
+    "random loss SACK/RACK/TLP repaired 1507 retransmissions in 10 s without one RTO; at 30 % CWS was in "
+    "Recovery 78 % of the time. The 30 % scenario does produce the case in some runs (CI, 2026-11-23); "
+    "isolating it every time needs a loss-free stretch then an outage (a mid-run link change cctest lacks)")
+
+
 @pytest.mark.vm_jobs("cws-rto")
-@pytest.mark.xfail(strict=True, reason=(
-    "no scenario yet isolates an RTO from loss recovery: at 10 % random loss SACK/RACK/TLP repaired "
-    "1507 retransmissions in 10 s without one RTO; at 30 % cwnd fell to 1 once, but CWS was in "
-    "Recovery 78 % of the time, so a judgement was always pending and the RTO rightly did not start "
-    "another. Needs a loss-free stretch then an outage (a mid-run link change cctest lacks)"))
 def test_cws_counts_rto_losses_and_judges_usf_after_them(vm_results):
     # Deviation 8: an RTO (TCP_CA_Loss) with no loss judgement pending starts one, like Recovery.
     (path,) = runs_of(vm_results, "cws-rto")
     wide = wide_state(path, flow=0).ffill()
-    assert wide["rto_losses"].max() >= 1, "no RTO-only loss noted"
+    if not wide["rto_losses"].max() >= 1:
+        pytest.xfail(NO_RTO_ONLY_LOSS)  # the case did not occur; when it does, it must be judged
     noted = wide.index[wide["rto_losses"].diff() > 0]
     judged = 0
     for t in noted:  # its judgement: usf changes within 3 RTT (+ slack) of the RTO-only loss
