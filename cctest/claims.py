@@ -47,10 +47,10 @@ RUN_TERMS = {
 CC_TERMS = {
     "share": ("share", "fraction of all delivered bytes that cc's flows carried"),
     "steady_share": ("steady_share", "that fraction in steady state"),
-    "throughput": ("throughput", "cc's flows' goodput together, Mbit/s"),
+    "throughput": ("throughput_mbps", "cc's flows' goodput together, Mbit/s"),
     "retransmits": ("retransmits", "cc's flows' retransmitted segments together"),
-    "startup_s": ("startup_s", "seconds from a flow's first byte to its module leaving Startup (this "
-                               "project's modules only: they trace their mode), mean over cc's flows"),
+    "startup_s": ("startup_exit_s", "seconds from a flow's first byte to its module leaving Startup (this "
+                                    "project's modules only: they trace their mode), mean over cc's flows"),
 }
 COMPARISONS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 ARITHMETIC = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
@@ -227,15 +227,12 @@ class Verdict:
         return "; ".join(parts) or self.reason
 
     def as_dict(self) -> dict:
+        """As claims.json has it (NaN stays NaN here: the writer makes it null, as for summary.json)."""
         e = self.expectation
-
-        def clean(x):
-            return None if isinstance(x, float) and not math.isfinite(x) else x
-
         return {"scenario": e.scenario, "claim": e.claim.text, "where": e.where, "source": e.source,
                 "note": e.note, "point": self.point, "verdict": self.verdict,
-                "margin": {"mean": clean(self.margin[0]), "ci95": clean(self.margin[1]), "n": self.margin[2]},
-                "values": {k: {"mean": clean(m), "ci95": clean(c), "n": n} for k, (m, c, n) in self.values.items()},
+                "margin": {"mean": self.margin[0], "ci95": self.margin[1], "n": self.margin[2]},
+                "values": {k: {"mean": m, "ci95": c, "n": n} for k, (m, c, n) in self.values.items()},
                 "measured": self.measured(), "reason": self.reason}
 
 
@@ -269,17 +266,13 @@ def _matches(value: Any, wanted: list[Any]) -> bool:
     return False
 
 
-def _cc_values(groups: pd.DataFrame) -> dict[tuple[str, str], float]:
-    """(run_id, cc) -> {term column: value} from the report's per-run x cc rows."""
+def _cc_values(groups: pd.DataFrame) -> dict[tuple[str, str], dict]:
+    """(run_id, cc) -> that cc's row of the report's per-run x cc table, with its flows' goodput
+    summed (the table has their mean)."""
     out: dict[tuple[str, str], dict] = {}
     for row in groups.to_dict("records"):
-        flows = row.get("flows") or 0
-        out[(row["run_id"], row["cc"])] = {
-            "share": row.get("share"), "steady_share": row.get("steady_share"),
-            "retransmits": row.get("retransmits"),
-            "throughput": (row.get("mean_mbps") or math.nan) * flows,
-            "startup_s": row.get("startup_exit_s"),
-        }
+        row["throughput_mbps"] = float(row.get("mean_mbps", math.nan)) * (row.get("flows") or 0)
+        out[(row["run_id"], row["cc"])] = row
     return out
 
 
@@ -305,77 +298,45 @@ def check_expectation(e: Expectation, runs: pd.DataFrame, groups: pd.DataFrame) 
         return [Verdict(e, "-", "no data", (math.nan, math.nan, 0), {},
                         f"no runs of {e.scenario}" + (f" where {e.where}" if e.where else ""))]
     cc_values = _cc_values(groups[groups["run_id"].isin(mine["run_id"])]) if len(groups) else {}
-    present = {(r, cc) for (r, cc) in cc_values}
     points = list(mine.groupby("group", sort=False))
-    strict = [op in ("<", ">") for op in e.claim.operators]
-    terms = [n for operand in e.claim.operands for n in metric_nodes(operand)]
 
     def in_point(d: pd.DataFrame) -> bool:
-        return all(any((r, cc) in present for r in d["run_id"]) for cc in e.claim.ccs)
+        return all(any((r, cc) in cc_values for r in d["run_id"]) for cc in e.claim.ccs)
+
+    def of_run(run: dict) -> Callable[[ast.expr], float]:
+        return lambda node: _term_value(node, run, cc_values)
 
     if all(in_point(d) for _, d in points):
-        return [_verdict_of(e, label_of(d), d.to_dict("records"), cc_values, strict, terms)
-                for _, d in points]
-    return [_across_points(e, points, cc_values, strict, terms)]
-
-
-def label_of(d: pd.DataFrame) -> str:
-    return str(d["group_label"].iloc[0])
-
-
-def _verdict_of(e: Expectation, label: str, reps: list[dict], cc_values: dict, strict: list[bool],
-                terms: list[ast.expr]) -> Verdict:
-    per_rep = []
-    for run in reps:
-        m = margins(e.claim, lambda node: _term_value(node, run, cc_values))
-        if all(math.isfinite(x) for x in m):
-            per_rep.append(m)
-    values = {}
-    for k, operand in enumerate(e.claim.operands):
-        if not e.claim.is_constant(k):
-            values[e.claim.operand_text(k)] = mean_ci95(
-                [evaluate(operand, lambda node, run=run: _term_value(node, run, cc_values)) for run in reps])
-    verdict, margin = judge(per_rep, strict)
-    reason = ""
-    if verdict == "no data":
-        missing = sorted({ast.unparse(t) for t in terms
-                          if all(math.isnan(_term_value(t, run, cc_values)) for run in reps)})
-        reason = f"not measured: {', '.join(missing) or 'a term'}"
-    return Verdict(e, label, verdict, margin, values, reason)
-
-
-def _across_points(e: Expectation, points, cc_values: dict, strict: list[bool], terms) -> Verdict:
-    """Each term averaged, per repetition index, over the selected points where it was measured."""
+        return [_judged(e, str(d["group_label"].iloc[0]), [of_run(run) for run in d.to_dict("records")],
+                        "not measured") for _, d in points]
+    # Across points: each term averaged, per repetition index, over the points where it was measured.
     by_rep: dict[Any, list[dict]] = {}
-    for _, d in points:
-        for run in d.to_dict("records"):
-            by_rep.setdefault(run.get("repetition"), []).append(run)
+    for run in mine.to_dict("records"):
+        by_rep.setdefault(run.get("repetition"), []).append(run)
 
-    def term_mean(node: ast.expr, runs: list[dict]) -> float:
-        vals = [_term_value(node, run, cc_values) for run in runs]
-        vals = [v for v in vals if math.isfinite(v)]
-        return float(np.mean(vals)) if vals else math.nan
+    def of_repetition(runs: list[dict]) -> Callable[[ast.expr], float]:
+        def lookup(node: ast.expr) -> float:
+            values = [v for v in (_term_value(node, run, cc_values) for run in runs) if math.isfinite(v)]
+            return float(np.mean(values)) if values else math.nan
+        return lookup
 
-    per_rep, operand_values = [], {e.claim.operand_text(k): [] for k in range(len(e.claim.operands))
-                                   if not e.claim.is_constant(k)}
-    for runs in by_rep.values():
-        def lookup(node, runs=runs):
-            return term_mean(node, runs)
+    return [_judged(e, "across points", [of_repetition(runs) for runs in by_rep.values()],
+                    "not measured in any selected point")]
 
-        m = margins(e.claim, lookup)
-        if all(math.isfinite(x) for x in m):
-            per_rep.append(m)
-        for k, operand in enumerate(e.claim.operands):
-            if not e.claim.is_constant(k):
-                operand_values[e.claim.operand_text(k)].append(evaluate(operand, lookup))
-    verdict, margin = judge(per_rep, strict)
+
+def _judged(e: Expectation, label: str, samples: list[Callable[[ast.expr], float]], missing: str) -> Verdict:
+    """Judge a claim on its samples: one lookup (metric node -> value) per repetition."""
+    claim = e.claim
+    per_rep = [m for m in (margins(claim, look) for look in samples) if all(math.isfinite(x) for x in m)]
+    values = {claim.operand_text(k): mean_ci95([evaluate(operand, look) for look in samples])
+              for k, operand in enumerate(claim.operands) if not claim.is_constant(k)}
+    verdict, margin = judge(per_rep, [op in ("<", ">") for op in claim.operators])
     reason = ""
     if verdict == "no data":
-        all_runs = [run for runs in by_rep.values() for run in runs]
-        missing = sorted({ast.unparse(t) for t in terms if math.isnan(term_mean(t, all_runs))})
-        reason = f"not measured in any selected point: {', '.join(missing) or 'a term'}"
-    return Verdict(e, "across points", verdict, margin,
-                   {k: mean_ci95(v) for k, v in operand_values.items()}, reason)
+        terms = [node for operand in claim.operands for node in metric_nodes(operand)]
+        unmeasured = sorted({ast.unparse(t) for t in terms if all(math.isnan(look(t)) for look in samples)})
+        reason = f"{missing}: {', '.join(unmeasured) or 'a term'}"
+    return Verdict(e, label, verdict, margin, values, reason)
 
 
 def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:

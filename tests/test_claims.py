@@ -245,3 +245,11 @@ def test_startup_time_is_read_from_the_modules_mode_trace():
     assert np.isnan(out[1])  # traced, never left Startup
     assert 2 not in out  # no mode trace: a kernel cc
     assert parse("startup_s(bbr3plus) < startup_s(bbr3)").ccs == {"bbr3", "bbr3plus"}
+
+
+def test_a_cc_that_delivered_nothing_has_throughput_zero_not_no_data():
+    runs, groups = sweep_tables(JAIN, RETRANS)
+    groups.loc[groups["cc"] == "cubic", "mean_mbps"] = 0.0  # CUBIC starved in every run
+    verdicts = check_expectation(expectation("throughput(cubic) < 1", buffer_bdp=0.5), runs, groups)
+    assert [v.verdict for v in verdicts] == ["pass", "pass"]
+    assert verdicts[0].values["throughput(cubic)"][0] == 0.0

@@ -12,6 +12,7 @@ Writes OUT_DIR/results.json and OUT_DIR/dmesg.txt. Tables are made on the host a
 from __future__ import annotations
 
 import json
+import platform
 import signal
 import subprocess
 import sys
@@ -115,12 +116,9 @@ def kparams(cc: str, out: Path, manifest: Path) -> dict:
     """The module's own range check, in the kernel: insmod and sysfs writes of bad values are
     refused, the defaults lie in the ranges modinfo states, and cctest's loader turns the
     kernel's -EINVAL into its one-line bad-input error."""
-    import platform
-
     from cctest import kmod
 
-    release = platform.release()
-    ko = kmod.built_modules(release)[cc]
+    ko = kmod.built_modules(platform.release())[cc]
     specs = kmod.param_specs(ko)
     insmod_codes = {}
     for name, value in BAD_PARAMS.items():
@@ -158,7 +156,7 @@ def diag_churn(cc: str, out: Path, manifest: Path, seconds: float = 15) -> dict:
 
     from cctest import kmod
 
-    ko = kmod.built_modules(__import__("platform").release())[cc]
+    ko = kmod.built_modules(platform.release())[cc]
     subprocess.run(["insmod", str(ko)], check=True)
     stop = threading.Event()
     counts = {"connections": 0, "ss_runs": 0, "bbr_blocks": 0, "socket_errors": 0}
