@@ -30,6 +30,25 @@ class Check:
     needed_for: str = "native"  # native | vm | modules | capture
 
 
+@dataclass(frozen=True)
+class QdiscNeed:
+    """A qdisc some run installs: its kernel module, a `tc qdisc add` spec that creates it, and
+    what needs it (a `Check.needed_for`: only "native" sends a host without it to the VM)."""
+
+    module: str
+    spec: str
+    needed_for: str
+
+
+# The one list of qdiscs runs install, probed by `cctest doctor`: netem is the bottleneck (rate and
+# limit), each flow's delay and the random loss (cctest/dumbbell.py); fq paces the senders where the
+# kernel has it. A component that installs another qdisc adds it here, needed for what asks for it.
+QDISCS: tuple[QdiscNeed, ...] = (
+    QdiscNeed("sch_netem", "netem delay 1ms", "native"),
+    QdiscNeed("sch_fq", "fq", "capture"),
+)
+
+
 def probe_qdisc(spec: str) -> bool:
     ns = f"{DOCTOR_NS_PREFIX}{uuid.uuid4().hex[:8]}"
     if subprocess.run(["ip", "netns", "add", ns], capture_output=True).returncode != 0:
@@ -158,16 +177,14 @@ def checks() -> list[Check]:
     engine = container_engine()
     if engine:
         result.append(Check("container", True, container_note(engine, platform.release())))
-    for name, spec, needed_for in (("sch_netem", "netem delay 1ms", "native"),
-                                   ("sch_htb", "htb default 1", "native"),
-                                   ("sch_tbf", "tbf rate 1mbit burst 10k latency 10ms", "native"),
-                                   ("sch_fq", "fq", "capture")):
+    for qdisc in QDISCS:
         if root:
-            ok = probe_qdisc(spec)
-            result.append(Check(name, ok, "works" if ok else "cannot be created on this kernel",
-                                "use --vm, or a kernel with this qdisc", needed_for))
+            ok = probe_qdisc(qdisc.spec)
+            result.append(Check(qdisc.module, ok, "works" if ok else "cannot be created on this kernel",
+                                "use --vm, or a kernel with this qdisc", qdisc.needed_for))
         else:
-            result.append(Check(name, False, "unknown (probing needs root)", "run cctest doctor as root", needed_for))
+            result.append(Check(qdisc.module, False, "unknown (probing needs root)", "run cctest doctor as root",
+                                qdisc.needed_for))
     result.append(module_loading())
     release = platform.release()
     has_headers = (headers_dir(release) / "Makefile").exists()

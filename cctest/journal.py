@@ -156,10 +156,6 @@ class Journal:
         self.data["links"] = sorted(set(self.data["links"]) | set(links))
         self._write()
 
-    def add_sysctl(self, key: str, old: str) -> None:
-        self.data["sysctls"].setdefault(key, old)
-        self._write()
-
     def finish(self) -> None:
         """Everything was undone: forget it and let the next run in."""
         self.path.unlink(missing_ok=True)

@@ -61,7 +61,6 @@ class LinkRun:
     buffer_bdp: float
     loss_pct: float
     netem_limit_pkts: int
-    mtu: int = 1500
 
     @property
     def rate_bps(self) -> int:

@@ -7,7 +7,6 @@ import json
 import os
 import platform
 import subprocess
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from . import __version__, atomic
 from .kmod import REPO_ROOT
 from .vmtime import stretch
 from .plan import RunSpec
+from .scenario import MTU_BYTES
 
 TOOL_VERSION_COMMANDS = {
     "iperf3": ["iperf3", "--version"],
@@ -101,7 +101,7 @@ def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
         "link": {
             "rate_mbps": run.link.rate_mbps, "rtt_ms": run.link.rtt_ms, "bdp_rtt_ms": run.link.bdp_rtt_ms,
             "bdp_bytes": run.link.bdp_bytes, "buffer_bytes": run.link.buffer_bytes,
-            "buffer_bdp": run.link.buffer_bdp, "loss_pct": run.link.loss_pct, "mtu": run.link.mtu,
+            "buffer_bdp": run.link.buffer_bdp, "loss_pct": run.link.loss_pct, "mtu": MTU_BYTES,
             "buffer_pkts": run.link.buffer_pkts, "queue_limit_pkts": run.link.queue_limit_pkts,
             "netem_limit_pkts": run.link.netem_limit_pkts,
             "shaper": "netem rate, limit = buffer frames + 1", "delay": "netem on the ACK path (switch port towards each sender)",
@@ -133,6 +133,3 @@ def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
 def write_meta(run_dir: Path, meta: dict) -> None:
     atomic.write_text(run_dir / "meta.json", json.dumps(meta, indent=2, default=str))
 
-
-def elapsed_since(t0_ns: int) -> float:
-    return (time.monotonic_ns() - t0_ns) / 1e9

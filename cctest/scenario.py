@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError,
@@ -31,7 +31,8 @@ MAX_PARAM = 2**32 - 1  # module parameters are uint
 MAX_FILE_BYTES = 1 << 20
 MAX_NESTING = 32  # an experiments file is a few levels deep; deeper is a mistake or an attack
 ETHERNET_HEADER_BYTES = 14  # what the shaper counts on top of the IP packet
-ETHERNET_FRAME_BYTES = 1500 + ETHERNET_HEADER_BYTES  # one MTU-sized packet on the wire, the smallest buffer
+MTU_BYTES = 1500  # the interfaces' default, which the topology keeps
+ETHERNET_FRAME_BYTES = MTU_BYTES + ETHERNET_HEADER_BYTES  # one MTU-sized packet on the wire, the smallest buffer
 
 
 class ScenarioError(Exception):
@@ -394,5 +395,3 @@ def load_experiments(path: str | Path) -> Experiments:
                             "save it as UTF-8") from None
     return parse_experiments(text, str(path))
 
-
-Mode = Literal["native", "vm"]

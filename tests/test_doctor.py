@@ -1,10 +1,14 @@
-"""Which kernel --vm boots by default."""
+"""Which kernel --vm boots by default; which qdiscs doctor requires; what it says in a container."""
 
 from __future__ import annotations
 
 import os
+import re
 
-from cctest import doctor
+from cctest import doctor, dumbbell
+from cctest.plan import expand
+from cctest.scenario import parse_experiments
+from test_scenario import GOOD
 
 
 def test_the_distro_default_kernel_comes_first_whatever_its_date(tmp_path):
@@ -67,3 +71,19 @@ def test_doctor_says_plainly_that_a_container_drives_the_host_kernel():
     assert said.startswith("native: ") and said.endswith(f"Note: {note}.")
     # outside a container the verdict carries no such note
     assert "container" not in doctor.verdict(results[1:])
+
+
+# `tc qdisc add|replace dev IFACE root|parent X [handle H] KIND ...`: the kind a batch line installs.
+TC_KIND = re.compile(r"qdisc (?:add|replace) dev \S+ (?:root|parent \S+)(?: handle \S+)? (\w+)")
+
+
+def test_doctor_probes_every_qdisc_a_run_installs_and_requires_no_other():
+    """A qdisc doctor requires natively that no run installs (htb and tbf once) sends a host
+    without it to the VM for nothing; one a run installs that doctor does not probe fails mid-run."""
+    lossy = GOOD.replace("buffer_bdp: 1}", "buffer_bdp: 1, loss_pct: 1}")
+    run = expand(parse_experiments(lossy, "exp.yaml"), "one")[0]
+    installed = {TC_KIND.search(line)[1] for q in dumbbell.qdiscs(run, with_fq=True) for line in q.tc}
+    probed = {q.module.removeprefix("sch_"): q.needed_for for q in doctor.QDISCS}
+    assert installed == {"netem", "fq"}
+    assert installed <= set(probed)
+    assert {kind for kind, needed_for in probed.items() if needed_for == "native"} <= installed

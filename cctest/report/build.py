@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import metrics as M
+from .. import metrics
 from ..claims import Verdict, expectations_of_runs, judge_all
 from . import figures as F
 from .claims_view import claims_json, claims_section
@@ -28,9 +28,9 @@ MIN_POINTS_MANY = 300
 
 @dataclass
 class Options:
-    bin_ms: float = M.DEFAULT_BIN_MS
-    skip_s: float = M.DEFAULT_SKIP_S
-    jain_window_s: float = M.DEFAULT_JAIN_WINDOW_S
+    bin_ms: float = metrics.DEFAULT_BIN_MS
+    skip_s: float = metrics.DEFAULT_SKIP_S
+    jain_window_s: float = metrics.DEFAULT_JAIN_WINDOW_S
     max_points: int = F.DEFAULT_MAX_POINTS
     title: str | None = None
 
@@ -75,9 +75,9 @@ def analyse(runs: list[Run], opts: Options, skipped: list[str]) -> tuple[list[Ru
     kept, results = [], []
     for run in runs:
         try:
-            res = M.run_metrics(run.meta, run.tables, bin_s=opts.bin_ms / 1000.0, skip_s=opts.skip_s)
-            if opts.jain_window_s != M.DEFAULT_JAIN_WINDOW_S and len(res["series"].get("binned", [])):
-                res["series"]["jain"] = M.jain_series(res["series"]["binned"], opts.jain_window_s)
+            res = metrics.run_metrics(run.meta, run.tables, bin_s=opts.bin_ms / 1000.0, skip_s=opts.skip_s)
+            if opts.jain_window_s != metrics.DEFAULT_JAIN_WINDOW_S and len(res["series"].get("binned", [])):
+                res["series"]["jain"] = metrics.jain_series(res["series"]["binned"], opts.jain_window_s)
         except Exception as e:  # noqa: BLE001 - named in the report and on stderr instead
             skipped.append(f"{shown(run.path)}: could not be analysed ({type(e).__name__}: {e}); run skipped")
             continue

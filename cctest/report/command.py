@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from . import defaults as M
+from . import defaults
 from .defaults import DEFAULT_MAX_POINTS
 
 
@@ -17,11 +17,11 @@ from .defaults import DEFAULT_MAX_POINTS
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
               show_default=True, help="HTML file to write; summary.csv and summary.json go beside it.")
 @click.option("--open", "open_", is_flag=True, help="Open the report in a web browser.")
-@click.option("--bin-ms", type=click.FloatRange(min=1), default=M.DEFAULT_BIN_MS, show_default=True,
+@click.option("--bin-ms", type=click.FloatRange(min=1), default=defaults.DEFAULT_BIN_MS, show_default=True,
               help="Throughput bin width.")
-@click.option("--skip-s", type=click.FloatRange(min=0), default=M.DEFAULT_SKIP_S, show_default=True,
+@click.option("--skip-s", type=click.FloatRange(min=0), default=defaults.DEFAULT_SKIP_S, show_default=True,
               help="Steady state starts this many seconds after time zero.")
-@click.option("--jain-window-s", type=click.FloatRange(min=0.01), default=M.DEFAULT_JAIN_WINDOW_S,
+@click.option("--jain-window-s", type=click.FloatRange(min=0.01), default=defaults.DEFAULT_JAIN_WINDOW_S,
               show_default=True, help="Sliding window of the Jain-over-time series.")
 @click.option("--max-points", type=click.IntRange(min=100), default=DEFAULT_MAX_POINTS, show_default=True,
               help="Display points per trace (metrics always use every sample).")
@@ -106,7 +106,7 @@ def exit_on_claims(ctx, verdicts, no_fail: bool) -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("claims.json"),
               show_default=True, help="Where to write the verdicts.")
-@click.option("--skip-s", type=click.FloatRange(min=0), default=M.DEFAULT_SKIP_S, show_default=True,
+@click.option("--skip-s", type=click.FloatRange(min=0), default=defaults.DEFAULT_SKIP_S, show_default=True,
               help="Steady state starts this many seconds after time zero.")
 @click.option("--no-fail", is_flag=True, help="Report failed claims without exit code 3.")
 @click.pass_context

@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .. import metrics as M
+from .. import metrics
 
 from .defaults import DEFAULT_MAX_POINTS  # noqa: E402,F401 (re-exported)
 GL_THRESHOLD = 6000  # a figure with more displayed points than this uses WebGL traces
@@ -195,7 +195,7 @@ def flow_color(i: int) -> str:
 
 
 def run_figures(run, res: dict, *, max_points: int = DEFAULT_MAX_POINTS,
-                jain_window_s: float = M.DEFAULT_JAIN_WINDOW_S) -> list[Fig]:
+                jain_window_s: float = metrics.DEFAULT_JAIN_WINDOW_S) -> list[Fig]:
     meta = run.meta
     link = meta.get("link") or {}
     rate = link.get("rate_mbps")
@@ -252,7 +252,7 @@ def run_figures(run, res: dict, *, max_points: int = DEFAULT_MAX_POINTS,
         if gs is not None and len(gs) and len(ccs) > 1:
             fig = DFig()
             for i, (cc, g) in enumerate(gs.groupby("cc", sort=False)):
-                x, y = decimate(g["t_s"].to_numpy() + M.SHARE_BIN_S, g["share"].to_numpy() * 100,
+                x, y = decimate(g["t_s"].to_numpy() + metrics.SHARE_BIN_S, g["share"].to_numpy() * 100,
                                 max_points)
                 fig.add_trace(dict(type="scatter", x=x.astype(np.float32), y=y.astype(np.float32),
                                    name=str(cc), mode="lines", stackgroup="share", line=dict(width=0.5)))
@@ -260,7 +260,7 @@ def run_figures(run, res: dict, *, max_points: int = DEFAULT_MAX_POINTS,
             fig.update_yaxes(range=[0, 100])
             shares = ", ".join(f"{g['cc']} {100 * g['share']:.1f} %" for g in res["groups"])
             figs.append(Fig("Throughput share per CC group", _layout(fig, "% of delivered bytes"),
-                            f"{M.SHARE_BIN_S:g} s intervals. Whole run: {shares}.", "group_share"))
+                            f"{metrics.SHARE_BIN_S:g} s intervals. Whole run: {shares}.", "group_share"))
 
     # Retransmissions and drops.
     rt = s.get("retrans")
@@ -402,7 +402,7 @@ def _varies(df: pd.DataFrame, col: str) -> bool:
 def _mean_ci(df: pd.DataFrame, by: list[str], y: str) -> pd.DataFrame:
     rows = []
     for k, g in df.groupby(by, dropna=False, sort=True):
-        mean, ci, n = M.mean_ci95(pd.to_numeric(g[y], errors="coerce"))
+        mean, ci, n = metrics.mean_ci95(pd.to_numeric(g[y], errors="coerce"))
         rows.append(dict(zip(by, k if isinstance(k, tuple) else (k,)), mean=mean, ci=ci, n=n))
     return pd.DataFrame(rows)
 
@@ -519,7 +519,7 @@ def sweep_figures(summary) -> list[Fig]:
                                       "% of throughput", yscale=100,
                                       band=("steady_share_p25", "steady_share_p75"), yrange=[0, 100]),
                             "Thick lines: mean share (steady state); bands: 25th–75th percentile of the "
-                            f"{M.SHARE_BIN_S:g} s interval shares (mean over repetitions). " + ci_note,
+                            f"{metrics.SHARE_BIN_S:g} s interval shares (mean over repetitions). " + ci_note,
                             "sweep_share_buffer"))
         if not groups.empty:
             g = groups.merge(runs[["run_id"] + [c for c in runs.columns if c.startswith("matrix.")]],

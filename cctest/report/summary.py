@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import metrics as M
+from .. import metrics
 from .load import Run, shown
 
 # Run-level metrics: name -> (label, unit, +1 higher is better / -1 lower is better).
@@ -32,8 +32,6 @@ RUN_METRICS = {
 FLOW_METRICS = ["bytes", "bytes_sent", "bytes_received", "bytes_intervals", "mean_mbps",
                 "steady_mbps", "share", "steady_share", "retransmits", "max_mbps_1s", "min_mbps_1s",
                 "avg_mbps_1s", "mean_cwnd_pkts", "mean_srtt_ms", "min_rtt_ms", "mean_qdelay_ms"]
-GROUP_METRICS = ["share", "steady_share", "steady_share_p25", "steady_share_p75", "retransmits",
-                 "mean_mbps"]
 
 
 def algo_label(meta: dict) -> str:
@@ -129,10 +127,10 @@ def repetition_stats(runs_df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     if runs_df.empty:
         return pd.DataFrame(columns=["group", "group_label", "metric", "mean", "ci95", "n"])
-    metrics = [m for m in RUN_METRICS if m in runs_df] + ["short_rtt_flow_share"]
+    names = [m for m in RUN_METRICS if m in runs_df] + ["short_rtt_flow_share"]
     for g, d in runs_df.groupby("group", sort=False):
-        for m in metrics:
-            mean, ci, n = M.mean_ci95(d[m].astype(float)) if m in d else (np.nan, np.nan, 0)
+        for m in names:
+            mean, ci, n = metrics.mean_ci95(d[m].astype(float)) if m in d else (np.nan, np.nan, 0)
             rows.append({"group": g, "group_label": d["group_label"].iloc[0], "algos": d["algos"].iloc[0],
                          "metric": m, "mean": mean, "ci95": ci, "n": n, "runs": len(d)})
     return pd.DataFrame(rows)
@@ -149,7 +147,7 @@ def flow_repetition_stats(flows_df: pd.DataFrame) -> pd.DataFrame:
     g = num.groupby(["group", "flow"], sort=False)
     mean, std, n = g.mean(), g.std(ddof=1), g.count()
     first = flows_df.groupby(["group", "flow"], sort=False)[["group_label", "cc"]].first()
-    tq = n.apply(lambda col: col.map(lambda k: M.t_quantile_975(int(k) - 1) if k >= 2 else np.nan))
+    tq = n.apply(lambda col: col.map(lambda k: metrics.t_quantile_975(int(k) - 1) if k >= 2 else np.nan))
     ci = tq * std / np.sqrt(n.where(n > 0))
     out = pd.concat({"mean": mean.stack(future_stack=True), "ci95": ci.stack(future_stack=True),
                      "n": n.stack(future_stack=True)}, axis=1).reset_index()
