@@ -1,4 +1,5 @@
-"""The `cctest` command line: parse, call, print. Exit 2 for bad input, 1 for failed runs, 130 on Ctrl-C."""
+"""The `cctest` command line: parse, call, print. Errors reach the user through errors.Group: one
+line and the exit code their class carries (2 bad input, 1 a failed run, 3 failed claims)."""
 
 from __future__ import annotations
 
@@ -11,33 +12,22 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__, doctor, journal, kmod
+from . import __version__, doctor, errors, journal, kmod
+from .errors import BadInput, CctestError
 from .plan import MAX_RUNS, expand, run_count
 from .report.command import check_command, report_command
-from .scenario import ScenarioError, load_experiments
+from .scenario import load_experiments
 
 DEFAULT_EXPERIMENTS = "experiments.yaml"
 console = Console()
 err_console = Console(stderr=True)
 
 
-def fail(message: str, code: int) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    sys.exit(code)
-
-
-def load_or_exit(path: str):
-    try:
-        return load_experiments(path)
-    except ScenarioError as error:
-        fail(str(error), 2)
-
-
 experiments_option = click.option("-f", "--file", "experiments_file", default=DEFAULT_EXPERIMENTS, show_default=True,
                                   type=click.Path(dir_okay=False), help="the experiments file")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=errors.Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__)
 def main() -> None:
     """Experiment-as-code for TCP congestion-control research."""
@@ -62,7 +52,7 @@ def list_scenarios(experiments_file: str, tags: tuple[str, ...], force: bool) ->
 
     from .plan import estimated_wall_s
 
-    experiments = load_or_exit(experiments_file)
+    experiments = load_experiments(experiments_file)
     names = tagged(experiments, experiments_file, tags) if tags else list(experiments.scenarios)
     chosen = {name: experiments.scenarios[name] for name in dict.fromkeys(names)}
     cores = os.cpu_count() or 1
@@ -72,10 +62,7 @@ def list_scenarios(experiments_file: str, tags: tuple[str, ...], force: bool) ->
     table.columns[0].no_wrap = True
     totals = [0, 0.0, 0.0]
     for name, scenario in chosen.items():
-        try:
-            specs = expand(experiments, name, force=force)
-        except ScenarioError as error:
-            fail(str(error), 2)
+        specs = expand(experiments, name, force=force)
         link = scenario.link
         buffer = f"{link.buffer_bdp:g} BDP" if link.buffer_bdp is not None else f"{link.buffer_bytes} B"
         flows = ", ".join(
@@ -101,7 +88,7 @@ def tagged(experiments, experiments_file: str, tags: tuple[str, ...]) -> list[st
         mine = [name for name, s in experiments.scenarios.items() if tag in s.tags]
         if not mine:
             known = sorted({t for s in experiments.scenarios.values() for t in s.tags})
-            fail(f"{experiments_file}: no scenario tagged {tag}; tags: {', '.join(known) or '(none)'}", 2)
+            raise BadInput(f"{experiments_file}: no scenario tagged {tag}; tags: {', '.join(known) or '(none)'}")
         names += mine
     return names
 
@@ -111,7 +98,7 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
         return None
     match = re.fullmatch(r"(\d+)/(\d+)", value.strip())
     if not match or not 1 <= int(match[1]) <= int(match[2]):
-        fail(f"--shard {value}: give i/N with 1 <= i <= N, e.g. 2/4", 2)
+        raise BadInput(f"--shard {value}: give i/N with 1 <= i <= N, e.g. 2/4")
     return int(match[1]), int(match[2])
 
 
@@ -123,7 +110,7 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 @click.option("--out", default="reports", show_default=True, type=click.Path(file_okay=False), help="where run directories go")
 @click.option("--vm", "mode", flag_value="vm", help="run inside a virtme-ng VM on a stock kernel")
 @click.option("--native", "mode", flag_value="native", help="run on this host's kernel")
-@click.option("--kernel", type=click.Path(dir_okay=False), help="kernel image for --vm (default: the one linux-image-amd64 points to, else the newest /boot/vmlinuz-*)")
+@click.option("--kernel", type=click.Path(), help="kernel image for --vm (default: the one linux-image-amd64 points to, else the newest /boot/vmlinuz-*)")
 @click.option("--kvm", is_flag=True, help="use KVM for --vm instead of software emulation (wall clock)")
 @click.option("--clock", type=click.Choice(["virtual", "wall"]), default=None,
               help="--vm's clock: virtual (QEMU's instruction counter: faithful whatever the host's speed; the "
@@ -144,31 +131,28 @@ def run(scenarios, experiments_file, tags, repetitions, out, mode, kernel, kvm, 
         dry_run, force, no_ingest, in_vm, manifest, only_runs) -> None:
     """Run SCENARIOS for real and write one run directory per run."""
     from . import dumbbell, vm
-    from .session import BadInput, RunOptions, SessionError, choose_mode, run_in_vm, run_native
+    from .session import RunOptions, choose_mode, run_in_vm, run_native
 
-    experiments = load_or_exit(experiments_file)
+    experiments = load_experiments(experiments_file)
     # named scenarios as given (twice is twice), then the tagged ones not named already
     scenarios = [*scenarios, *(name for name in dict.fromkeys(tagged(experiments, experiments_file, tags))
                                if name not in scenarios)]
     if not scenarios:
-        fail("name at least one scenario, or --tag (cctest list shows both)", 2)
-    try:
-        total = sum(run_count(experiments, name, repetitions) for name in scenarios)
-        if total > MAX_RUNS and not force:
-            fail(f"{experiments_file}: {' '.join(scenarios)}: {total} runs in one invocation; at most {MAX_RUNS} "
-                 "without --force", 2)
-        specs = [spec for name in scenarios for spec in expand(experiments, name, repetitions, force=force)]
-    except ScenarioError as error:
-        fail(str(error), 2)
-    try:
-        vm_clock = vm.VMClock.choose(clock, icount_shift, kvm)
-    except vm.VMOptionError as error:
-        fail(str(error), 2)
+        raise BadInput("name at least one scenario, or --tag (cctest list shows both)")
+    total = sum(run_count(experiments, name, repetitions) for name in scenarios)
+    if total > MAX_RUNS and not force:
+        raise BadInput(f"{experiments_file}: {' '.join(scenarios)}: {total} runs in one invocation; at most "
+                       f"{MAX_RUNS} without --force")
+    specs = [spec for name in scenarios for spec in expand(experiments, name, repetitions, force=force)]
+    vm_clock = vm.VMClock.choose(clock, icount_shift, kvm)
+    if kernel:
+        vm.pick_kernel(kernel)  # a path that is no kernel image is bad input, found before anything is set up
     if only_runs:
         try:
             specs = [specs[int(i)] for i in only_runs.split(",")]
         except (ValueError, IndexError):
-            fail(f"--only-runs {only_runs}: indices of this invocation's {len(specs)} runs, comma-separated", 2)
+            raise BadInput(f"--only-runs {only_runs}: indices of this invocation's {len(specs)} runs, "
+                           "comma-separated") from None
     shard = parse_shard(shard)
     if shard:
         from .plan import shard as shard_of
@@ -190,14 +174,13 @@ def run(scenarios, experiments_file, tags, repetitions, out, mode, kernel, kvm, 
         if chosen == "native" and not in_vm and (jobs or 1) > 1:
             console.print("[yellow]notice:[/] -j spreads runs over VMs; native runs go one at a time")
         run_dirs = (run_in_vm if chosen == "vm" else run_native)(specs, opts, console)
-    except (SessionError, kmod.ModuleError, journal.RunLockedError) as error:
-        bad_input = (journal.RunLockedError, BadInput, kmod.BadParameter)
-        fail(str(error), 2 if isinstance(error, bad_input) else 1)
     except KeyboardInterrupt:
         err_console.print("interrupted: torn down; what was measured is kept")
-        sys.exit(130)
+        sys.exit(errors.INTERRUPTED)
+    except CctestError:
+        raise
     except Exception as error:  # noqa: BLE001 - a failed run is reported in one line, details in meta.json
-        fail(f"run failed: {error}", 1)
+        raise CctestError(f"run failed: {error}") from error
     else:
         for run_dir in run_dirs:
             console.print(f"run directory: {run_dir}")
@@ -225,10 +208,7 @@ def doctor_command() -> None:
 def clean(force: bool) -> None:
     """Remove what a run killed with SIGKILL left behind, as its journal names it (links, host shells,
     processes, modules, sysctls)."""
-    try:
-        actions = journal.clean(force=force)
-    except (journal.CleanRefused, journal.JournalError) as error:
-        fail(str(error), 2)
+    actions = journal.clean(force=force)
     for line in actions:
         console.print(line, highlight=False)
     if not actions:
@@ -248,10 +228,7 @@ release_option = click.option("--kernel-release", "-r", default=platform.release
 @modules.command("build")
 @release_option
 def modules_build(kernel_release: str) -> None:
-    try:
-        built = kmod.build(kernel_release, verbose=True)
-    except kmod.ModuleError as error:
-        fail(str(error), 1)
+    built = kmod.build(kernel_release, verbose=True)
     for name, path in sorted(built.items()):
         console.print(f"{name}: {path}")
 
@@ -278,21 +255,15 @@ def modules_load(name: str, params: tuple[str, ...], kernel_release: str) -> Non
     try:
         parsed = {k: int(v) for k, v in (p.split("=", 1) for p in params)}
     except ValueError:
-        fail("parameters must be key=integer", 2)
-    try:
-        loaded = kmod.load(name, parsed, kernel_release)
-    except kmod.ModuleError as error:
-        fail(str(error), 2 if isinstance(error, kmod.BadParameter) else 1)
+        raise BadInput(f"modules load {name} {' '.join(params)}: parameters are key=integer, e.g. x=1") from None
+    loaded = kmod.load(name, parsed, kernel_release)
     console.print(f"{name} available; parameters {loaded.effective_params}")
 
 
 @modules.command("unload")
 @click.argument("name")
 def modules_unload(name: str) -> None:
-    try:
-        kmod.unload(name if name in kmod.PROJECT_CCS else f"tcp_{name}")
-    except kmod.ModuleError as error:
-        fail(str(error), 1)
+    kmod.unload(name if name in kmod.PROJECT_CCS else f"tcp_{name}")
     console.print(f"{name} unloaded")
 
 
@@ -305,7 +276,7 @@ def ingest(run_dirs) -> None:
     failures: list[str] = []
     finalize_each([Path(run_dir) for run_dir in run_dirs], console, failures)
     if failures:
-        fail(f"ingest failed for {len(failures)} of {len(run_dirs)} run(s); the first: {failures[0]}", 1)
+        raise CctestError(f"ingest failed for {len(failures)} of {len(run_dirs)} run(s); the first: {failures[0]}")
 
 
 main.add_command(report_command)

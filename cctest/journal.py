@@ -21,17 +21,18 @@ from pathlib import Path
 from . import kmod
 from .doctor import DOCTOR_NS_PREFIX
 from .dumbbell import NODE_PREFIX
+from .errors import BadInput
 
 STATE_DIR = Path(os.environ.get("CCTEST_STATE_DIR", "/run/cctest"))
 SYS_MODULE = Path("/sys/module")
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
-class RunLockedError(Exception):
+class RunLockedError(BadInput):
     pass
 
 
-class JournalError(Exception):
+class JournalError(BadInput):
     """active.json is not a journal this code wrote: a one-line reason (exit 2)."""
 
 
@@ -237,7 +238,7 @@ def doctor_namespaces() -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.startswith(DOCTOR_NS_PREFIX)]
 
 
-class CleanRefused(Exception):
+class CleanRefused(BadInput):
     """`clean` would risk harm (a run is active): a one-line reason (exit 2)."""
 
 

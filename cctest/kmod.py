@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import BadInput, CctestError
 from .scenario import KERNEL_CCS, PROJECT_CCS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -26,11 +27,11 @@ BUILD_DIR = REPO_ROOT / "build" / "modules"
 AVAILABLE_CCS = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 
 
-class ModuleError(Exception):
+class ModuleError(CctestError):
     """A one-line, user-facing module problem."""
 
 
-class BadParameter(ModuleError):
+class BadParameter(ModuleError, BadInput):
     """A scenario gave a module a parameter it does not have or a value outside its range: bad input."""
 
 

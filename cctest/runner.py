@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from . import dumbbell, kmod, vmtime
+from .errors import CctestError
 from .journal import Journal
 from .net import capture, traffic
 from .net.topology import Dumbbell, Topologies
@@ -27,10 +28,10 @@ from .rundir import base_meta, new_run_dir, now_iso, write_meta
 
 FLOW_GRACE_S = 20.0  # how long past its end a flow may take before it counts as hung
 CPU_INTERVAL_S = 0.5  # /proc/stat ticks are 10 ms: half a second resolves busy fractions to 2 %
-BPFTRACE_ATTACH_TIMEOUT_S = 60.0  # attaching takes 8-20 s under emulation (ENVIRONMENT.md)
+BPFTRACE_ATTACH_TIMEOUT_S = 60.0  # attaching takes 8-20 s under emulation (docs/emulation.md)
 
 
-class RunFailed(Exception):
+class RunFailed(CctestError):
     pass
 
 

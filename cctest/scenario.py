@@ -17,6 +17,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints
                       ValidationInfo, field_validator, model_validator)
 
 from .claims import ClaimError
+from .errors import BadInput
 from .claims import parse as parse_claim
 
 # Congestion controls the kernel ships (built in or as tcp_<name>.ko) and the ones this project
@@ -35,12 +36,8 @@ MTU_BYTES = 1500  # the interfaces' default, which the topology keeps
 ETHERNET_FRAME_BYTES = MTU_BYTES + ETHERNET_HEADER_BYTES  # one MTU-sized packet on the wire, the smallest buffer
 
 
-class ScenarioError(Exception):
+class ScenarioError(BadInput):
     """A one-line, user-facing description of what is wrong with experiments.yaml."""
-
-    def __init__(self, message: str):
-        # Keys and values quoted from the file may hold line breaks: the message stays one line.
-        super().__init__(message.replace("\r", "\\r").replace("\n", "\\n"))
 
 
 class Strict(BaseModel):

@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.console import Console
 
 from . import doctor, kmod, vm, vmtime
+from .errors import BadInput, CctestError
 from .journal import Journal
 from .plan import RunSpec, split_for_vms
 from .rundir import write_meta
@@ -40,8 +41,8 @@ class RunOptions:
     force: bool = False  # more than plan.MAX_RUNS runs: the guest must be told too
 
 
-class SessionError(Exception):
-    """A one-line reason the session cannot start (exit 2) or could not finish (exit 1)."""
+class SessionError(CctestError):
+    """A one-line reason the session could not finish."""
 
 
 def finalize(run_dir: Path, console: Console) -> None:
@@ -82,10 +83,6 @@ def needs_modules(specs: list[RunSpec]) -> bool:
     """Whether the runs need module loading: this project's modules, or kernel ccs not built in."""
     available = kmod.available_ccs()
     return any(cc in kmod.PROJECT_CCS or cc not in available for spec in specs for cc in spec.modules)
-
-
-class BadInput(SessionError):
-    """The invocation cannot work as given (exit 2)."""
 
 
 class NativeUnavailable(BadInput):

@@ -3,14 +3,14 @@
 The guest sees the host's files read-only (so the same venv and checkout), gets the output
 directory as a writable share, and runs `cctest run --native` inside. Modules are built on the
 host against the guest kernel's headers before boot. Tables are made on the host afterwards:
-parsing under software emulation is slow (ENVIRONMENT.md).
+parsing under software emulation is slow (docs/emulation.md).
 
 The clock. Under software emulation on the wall clock the guest falls behind its own timers (a
 20 Mbit/s link delivered 82 %). On QEMU's instruction-counted clock (`-icount shift=N,sleep=off`)
 guest time advances 2**N ns per instruction executed and jumps over idle time, so the guest's
 network runs at its configured rate in guest time however slow or busy the host is: a slow host
 makes a run take longer, not come out different. icount needs a single vCPU (with two, the guest
-did not finish booting in 300 s) and cannot be combined with KVM.
+did not finish booting in 300 s) and cannot be combined with KVM (docs/virtual-clock.md).
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .doctor import stock_kernels
-from .kmod import REPO_ROOT, release_of_kernel_image
+from .errors import BadInput, CctestError
+from .kmod import REPO_ROOT, ModuleError, release_of_kernel_image
 
-# Drivers that probe slowly under emulation and that no run needs (ENVIRONMENT.md: 28 s -> 18 s).
+# Drivers that probe slowly under emulation and that no run needs (docs/emulation.md: boot 28 s -> 18 s).
 # Then the CPU's crypto accelerators, which udev loads at boot: each waits for its self-test on a
 # kernel timer, and on the virtual clock the idle guest's time jumps (9p reads of a loaded host) can
 # expire it: a WARNING in crypto_wait_for_test (guest time 1935 -> 2115 s in one boot), before any
@@ -43,14 +44,16 @@ CLOCKS = ("virtual", "wall")
 DEFAULT_ICOUNT_SHIFT = 0
 MAX_ICOUNT_SHIFT = 10  # QEMU's own upper bound
 WALL_CLOCK_VCPUS = 2  # multi-threaded TCG: two vCPUs keep up better with a 10 Mbit/s link
+# What QEMU boots with -kernel on x86: the boot protocol's "HdrS" signature at 0x202 marks an image.
+BZIMAGE_MAGIC_AT, BZIMAGE_MAGIC = 0x202, b"HdrS"
 
 
-class VMError(Exception):
+class VMError(CctestError):
     pass
 
 
-class VMOptionError(VMError):
-    """A combination of VM options that cannot work (bad input: exit 2)."""
+class VMOptionError(VMError, BadInput):
+    """VM options that cannot work: a combination, or a --kernel that is no kernel image."""
 
 
 @dataclass(frozen=True)
@@ -96,15 +99,37 @@ class VMClock:
 
 
 def pick_kernel(kernel: str | None) -> Path:
+    """The image --vm boots: --kernel's, once it proved to be one, else the distro's default."""
     if kernel:
-        path = Path(kernel)
-        if not path.is_file():
-            raise VMError(f"--kernel {kernel}: no such kernel image")
-        return path
+        return checked_kernel(kernel)
     kernels = stock_kernels()
     if not kernels:
         raise VMError("no stock kernel in /boot for --vm; apt-get install linux-image-amd64 linux-headers-amd64")
     return kernels[0]
+
+
+def checked_kernel(kernel: str) -> Path:
+    """--kernel's image, or bad input naming what is wrong with it and the kernels there are."""
+    path = Path(kernel)
+    try:
+        with open(path, "rb") as image:
+            header = image.read(BZIMAGE_MAGIC_AT + len(BZIMAGE_MAGIC))
+    except OSError as error:
+        raise VMOptionError(f"--kernel {kernel}: {(error.strerror or str(error)).lower()}; {_kernels_here()}") from None
+    if header[BZIMAGE_MAGIC_AT:] != BZIMAGE_MAGIC:
+        raise VMOptionError(f"--kernel {kernel}: not a bootable kernel image (no x86 boot header); {_kernels_here()}")
+    try:
+        release_of_kernel_image(path)
+    except ModuleError:
+        raise VMOptionError(f"--kernel {kernel}: its kernel release cannot be told (the modules are built for "
+                            "it): name the file vmlinuz-<release>") from None
+    return path
+
+
+def _kernels_here() -> str:
+    kernels = stock_kernels()
+    return ("give a kernel image: " + ", ".join(map(str, kernels)) if kernels
+            else "give a kernel image, e.g. from apt-get install linux-image-amd64")
 
 
 def vng_path() -> str:

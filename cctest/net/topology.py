@@ -19,10 +19,11 @@ import tempfile
 from dataclasses import dataclass, field
 
 from .. import dumbbell
+from ..errors import CctestError
 from ..plan import RunSpec
 
 
-class TopologyError(Exception):
+class TopologyError(CctestError):
     pass
 
 

@@ -6,6 +6,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from ..errors import CctestError
 from ..plan import FlowRun
 from ..vmtime import stretch
 
@@ -13,7 +14,7 @@ PING_COUNT = 10
 PING_INTERVAL_S = 0.2
 
 
-class TrafficError(Exception):
+class TrafficError(CctestError):
     pass
 
 

@@ -1,4 +1,5 @@
-"""`cctest report`: the Click command (registered by cctest.cli with cli.add_command)."""
+"""`cctest report` and `cctest check`: the Click commands (registered by cctest.cli with
+cli.add_command). Their errors carry their exit codes (cctest.errors), also when run on their own."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from pathlib import Path
 
 import click
 
+from .. import errors
+from ..errors import BadInput, CctestError, ClaimsFailed
 from . import defaults
 from .defaults import DEFAULT_MAX_POINTS
 
 
-@click.command("report")
+@click.command("report", cls=errors.Command)
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
               show_default=True, help="HTML file to write; summary.csv and summary.json go beside it.")
@@ -31,8 +34,7 @@ from .defaults import DEFAULT_MAX_POINTS
               help="With --compare: % change in the worse direction that counts as a regression.")
 @click.option("--title", help="Page title.")
 @click.option("--no-fail", is_flag=True, help="Report failed claims without exit code 3.")
-@click.pass_context
-def report_command(ctx, paths, output, open_, bin_ms, skip_s, jain_window_s, max_points, compare_paths,
+def report_command(paths, output, open_, bin_ms, skip_s, jain_window_s, max_points, compare_paths,
                    threshold, title, no_fail):
     """Write one self-contained HTML report (plus summary.csv/json) from run directories.
 
@@ -45,16 +47,11 @@ def report_command(ctx, paths, output, open_, bin_ms, skip_s, jain_window_s, max
         raise click.UsageError("give at least one run, scenario or sweep directory")
     # Imported here: pandas and plotly take seconds to import, and `cctest run` shares this CLI.
     from .build import Options, write_report
-    from .load import ReportInputError
 
     opts = Options(bin_ms=bin_ms, skip_s=skip_s, jain_window_s=jain_window_s, max_points=max_points,
                    title=title)
     t = time.perf_counter()
-    try:
-        res = write_report(paths, output, opts, compare_paths=compare_paths, threshold_pct=threshold)
-    except ReportInputError as e:
-        click.echo(f"error: {e}", err=True)
-        ctx.exit(2)
+    res = write_report(paths, output, opts, compare_paths=compare_paths, threshold_pct=threshold)
     dt = time.perf_counter() - t
     for w in res.warnings:
         click.echo(f"warning: {w}", err=True)
@@ -74,13 +71,11 @@ def report_command(ctx, paths, output, open_, bin_ms, skip_s, jain_window_s, max
         webbrowser.open(res.html.resolve().as_uri())
     if res.compare is not None:
         if res.compare.empty:
-            click.echo(f"error: no configuration (scenario + matrix) present in both {compare_paths[0]} and "
-                       f"{compare_paths[1]}: nothing compared", err=True)
-            ctx.exit(2)
+            raise BadInput(f"no configuration (scenario + matrix) present in both {compare_paths[0]} and "
+                           f"{compare_paths[1]}: nothing compared")
         if res.regressions:
-            click.echo(f"{res.regressions} regression(s) beyond {threshold:g} %", err=True)
-            ctx.exit(1)
-    exit_on_claims(ctx, res.claims, no_fail)
+            raise CctestError(f"{res.regressions} regression(s) beyond {threshold:g} %")
+    exit_on_claims(res.claims, no_fail)
 
 
 def print_claims(verdicts) -> None:
@@ -90,27 +85,27 @@ def print_claims(verdicts) -> None:
         click.echo(f"{v.verdict.upper():12s} {where}: {v.expectation.claim.text}: {v.measured()}{reason}")
 
 
-def exit_on_claims(ctx, verdicts, no_fail: bool) -> None:
+def exit_on_claims(verdicts, no_fail: bool) -> None:
     from ..claims import counts, failed
 
     if not verdicts:
         return
     n = counts(verdicts)
-    click.echo(f"claims: {n['pass']} pass, {n['fail']} fail, {n['inconclusive']} inconclusive, "
-               f"{n['no data']} without data", err=True)
+    tally = (f"claims: {n['pass']} pass, {n['fail']} fail, {n['inconclusive']} inconclusive, "
+             f"{n['no data']} without data")
     if failed(verdicts) and not no_fail:
-        ctx.exit(3)
+        raise ClaimsFailed(tally)
+    click.echo(tally, err=True)
 
 
-@click.command("check")
+@click.command("check", cls=errors.Command)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("claims.json"),
               show_default=True, help="Where to write the verdicts.")
 @click.option("--skip-s", type=click.FloatRange(min=0), default=defaults.DEFAULT_SKIP_S, show_default=True,
               help="Steady state starts this many seconds after time zero.")
 @click.option("--no-fail", is_flag=True, help="Report failed claims without exit code 3.")
-@click.pass_context
-def check_command(ctx, paths, output, skip_s, no_fail):
+def check_command(paths, output, skip_s, no_fail):
     """Judge the scenarios' `expect:` claims on run directories (as `cctest report`, without HTML).
 
     Exit 3 when a claim fails or has no data to be judged on."""
@@ -118,23 +113,18 @@ def check_command(ctx, paths, output, skip_s, no_fail):
 
     from .build import Options, _finite, analyse, judge_claims
     from .claims_view import claims_json
-    from .load import ReportInputError, load_runs
+    from .load import load_runs
 
     skipped: list[str] = []  # runs that could not be read or analysed: named, never silently dropped
-    try:
-        runs, _, summary = analyse(load_runs(paths, skipped), Options(skip_s=skip_s), skipped)
-    except ReportInputError as e:
-        click.echo(f"error: {e}", err=True)
-        ctx.exit(2)
+    runs, _, summary = analyse(load_runs(paths, skipped), Options(skip_s=skip_s), skipped)
     verdicts, notes = judge_claims(runs, summary)
     notes = skipped + notes
     for note in notes:
         click.echo(f"warning: {note}", err=True)
     if not verdicts:
-        click.echo(f"error: no claims: none of the {len(runs)} run(s) records an expect: list", err=True)
-        ctx.exit(2)
+        raise BadInput(f"no claims: none of the {len(runs)} run(s) records an expect: list")
     print_claims(verdicts)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(_finite(claims_json(verdicts, notes)), indent=1, allow_nan=False))
     click.echo(f"wrote {output}")
-    exit_on_claims(ctx, verdicts, no_fail)
+    exit_on_claims(verdicts, no_fail)

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..errors import BadInput
+
 TABLES = ("flows", "throughput", "ss", "tcp_probe", "qdisc", "cc_state", "ping")
 REQUIRED = ("flows", "throughput")
 ABSENT_NOTE = {
@@ -46,7 +48,7 @@ FLOW_TYPES = {"flow": (int,), "cc": (str,), "rtt_ms": (int, float), "start_s": (
 RUN_DIR_SIGNS = ("scenario.yaml", "raw", "flows.parquet", "throughput.parquet", "checks.json")
 
 
-class ReportInputError(Exception):
+class ReportInputError(BadInput):
     """Bad input: the message names the offending path."""
 
 
