@@ -2,7 +2,7 @@
 
     ccsnd<i> ── ccs1 ══ bottleneck ══ ccs2 ── ccrcv<i>
 
-Where each effect lives (ENVIRONMENT.md explains why they must not share a qdisc):
+Where each effect lives (docs/emulation.md: why they must not share a qdisc):
 - bottleneck rate + buffer: one netem with `rate` and a packet `limit`, on ccs1's port towards
   ccs2 (data direction). The only place that should ever drop. netem gives each packet its
   departure time on enqueue, from the previous packet's (a virtual link clock), so a late timer

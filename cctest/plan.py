@@ -269,7 +269,7 @@ def expand(experiments: Experiments, name: str, repetitions: int | None = None, 
 
 
 # Rough guest seconds a run costs beyond its flows (tracing, warm-up, teardown), and a topology
-# build on top (ENVIRONMENT.md): only for balancing runs over VMs, never for results.
+# build on top (docs/emulation.md): only for balancing runs over VMs, never for results.
 RUN_OVERHEAD_S = 15.0
 TOPOLOGY_BUILD_S = 20.0
 
