@@ -28,7 +28,7 @@ MIN_POINTS_MANY = 300
 
 @dataclass
 class Options:
-    bin_ms: float = M.DEFAULT_BIN_MS
+    bin_ms: float | None = None  # None: derived.default_bin_s per run (one RTT, at least 100 ms)
     skip_s: float = M.DEFAULT_SKIP_S
     jain_window_s: float = M.DEFAULT_JAIN_WINDOW_S
     max_points: int = F.DEFAULT_MAX_POINTS
@@ -69,13 +69,18 @@ def _finite(o):
     return o
 
 
+def _bin_text(opts: Options) -> str:
+    return f"{opts.bin_ms:g} ms" if opts.bin_ms else "one RTT, at least 100 ms"
+
+
 def analyse(runs: list[Run], opts: Options, skipped: list[str]) -> tuple[list[Run], list[dict], Summary]:
     """Metrics of every run; a run whose data the metrics cannot use is named in `skipped` and left
     out, so that one malformed run never sinks the report of the others."""
     kept, results = [], []
     for run in runs:
         try:
-            res = M.run_metrics(run.meta, run.tables, bin_s=opts.bin_ms / 1000.0, skip_s=opts.skip_s)
+            res = M.run_metrics(run.meta, run.tables, bin_s=opts.bin_ms / 1000.0 if opts.bin_ms else None,
+                                skip_s=opts.skip_s)
             if opts.jain_window_s != M.DEFAULT_JAIN_WINDOW_S and len(res["series"].get("binned", [])):
                 res["series"]["jain"] = M.jain_series(res["series"]["binned"], opts.jain_window_s)
         except Exception as e:  # noqa: BLE001 - named in the report and on stderr instead
@@ -237,7 +242,7 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
         verdicts, claim_notes = judge_claims(runs, summary)
     title = opts.title or ("cctest comparison" if cmp is not None else "cctest report")
     scen = sorted({str(r.meta.get("scenario")) for r in runs})
-    page = Page(title, f"{len(runs)} run(s) of {', '.join(scen)} · generated {now} · bin {opts.bin_ms:g} ms · "
+    page = Page(title, f"{len(runs)} run(s) of {', '.join(scen)} · generated {now} · bin {_bin_text(opts)} · "
                        f"steady state after {opts.skip_s:g} s · Jain window {opts.jain_window_s:g} s")
     warnings: list[str] = list(skipped)
     if skipped:
