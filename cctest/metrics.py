@@ -510,10 +510,12 @@ def _bottleneck(rd: _RunData, out: dict) -> None:
     series["queue"] = pd.DataFrame({"t_s": q["t_s"].to_numpy(float),
                                     "backlog_bytes": q["backlog_bytes"].to_numpy(float),
                                     "qdelay_ms": qdel, "queue_bdp": qbdp})
-    run["mean_queue_delay_ms"] = float(np.nanmean(qdel))
-    run["p95_queue_delay_ms"] = float(np.nanpercentile(qdel, 95))
-    run["mean_queue_bdp"] = float(np.nanmean(qbdp))
-    run["max_queue_bdp"] = float(np.nanmax(qbdp))
+    if np.isfinite(qdel).any():
+        run["mean_queue_delay_ms"] = float(np.nanmean(qdel))
+        run["p95_queue_delay_ms"] = float(np.nanpercentile(qdel, 95))
+    if np.isfinite(qbdp).any():
+        run["mean_queue_bdp"] = float(np.nanmean(qbdp))
+        run["max_queue_bdp"] = float(np.nanmax(qbdp))
 
 
 def _cc_groups(rd: _RunData, totals: pd.DataFrame, out: dict) -> None:
