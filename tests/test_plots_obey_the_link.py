@@ -112,3 +112,31 @@ def test_drops_and_fullness_have_one_answer(path, tmp_path):
     write_report([path], out, Options())
     summary = pd.read_csv(out.parent / "summary.csv")
     assert summary["bottleneck_drops"].iloc[0] == by["bottleneck_drops"]["measured"]
+
+
+WALL = RUNS / "wallclock-three-v-three-20261122-232144-ratembps-20.0-r0"
+
+
+def test_a_starved_sampler_is_shown_as_such(tmp_path):
+    """Under the wall clock with six flows the qdisc sampler managed ~1.4 samples/s instead of 10:
+    the queue figure shows exactly those samples at their times, broken at the gaps, and says so."""
+    out = tmp_path / "r.html"
+    write_report([WALL], out, Options())
+    html = out.read_text()
+    figs = page_figures(html)
+    bq = D.bottleneck_samples(load_run(WALL).tables["qdisc"])
+    x, _ = figs["queue"]["traces"]["backlog"]
+    gaps = int(np.isnan(x).sum())
+    run = load_run(WALL)
+    spans = D.flow_spans(run.meta, run.tables["flows"], run.tables["throughput"])
+    in_run = bq[(bq["t_s"] >= min(0.0, spans["t_start"].min()))
+                & (bq["t_s"] <= spans["t_end"].max() + M.RUN_TAIL_S)]
+    assert len(x) - gaps == len(in_run) and gaps >= 1
+    assert "markers" in figs["queue"]["fig"]["data"][0]["mode"]  # lone samples stay visible
+    assert "the sampler was late" in html
+    assert "the sampler was late" not in write_and_read(DEMO, tmp_path / "d.html")
+
+
+def write_and_read(path: Path, out: Path) -> str:
+    write_report([path], out, Options())
+    return out.read_text()

@@ -157,7 +157,7 @@ def _layout(fig, ytitle: str = "", xtitle: str = "time (s)", height: int = 340):
 
 
 def _lines(traces: list[dict], max_points: int, shape: str | None = None) -> list:
-    """traces: dicts with x, y, name, color, and optional dash/width/legendgroup/showlegend."""
+    """traces: dicts with x, y, name, color, and optional dash/width/legendgroup/showlegend/mode."""
     dec = []
     total = 0
     for t in traces:
@@ -172,7 +172,10 @@ def _lines(traces: list[dict], max_points: int, shape: str | None = None) -> lis
         if shape and kind == "scatter":
             line["shape"] = shape
         tr = {"type": kind, "x": np.asarray(x, dtype=np.float32), "y": np.asarray(y, dtype=np.float32),
-              "name": t["name"], "mode": "lines", "line": line, "showlegend": t.get("showlegend", True)}
+              "name": t["name"], "mode": t.get("mode", "lines"), "line": line,
+              "showlegend": t.get("showlegend", True)}
+        if "markers" in tr["mode"]:
+            tr["marker"] = {"size": 4, **({"color": t["color"]} if t.get("color") else {})}
         if t.get("legendgroup") is not None:
             tr["legendgroup"] = t["legendgroup"]
         out.append(tr)
@@ -253,10 +256,10 @@ def _throughput_fig(v: _RunView) -> list[Fig]:
                 "held" if source == "ss bytes_acked" else
                 "iperf3 sender intervals (what the application wrote; no ss samples in this run: it runs "
                 "ahead of the link by up to the socket buffer)")
-    agg = ("; aggregate: bytes (frames) the bottleneck qdisc sent" if ag is not None and len(ag) else
-           "; no bottleneck samples, so no aggregate")
+    agg = ("; aggregate: bytes (frames) the bottleneck qdisc sent, from" + _bottleneck_sampling(v)
+           if ag is not None and len(ag) else "; no bottleneck samples, so no aggregate.")
     return [Fig("Throughput per flow", _layout(fig, "Mbit/s"),
-                f"{v.bin_s * 1000:g} ms bins. Per flow: {per_flow}{agg}. Shaded: steady-state window "
+                f"{v.bin_s * 1000:g} ms bins. Per flow: {per_flow}{agg} Shaded: steady-state window "
                 f"{v.t0:.1f}–{v.t1:.1f} s.", "throughput")]
 
 
@@ -329,7 +332,8 @@ def _utilisation_fig(v: _RunView) -> list[Fig]:
     return [Fig("Link utilisation", _layout(fig, "% of link rate"),
                 f"{v.bin_s * 1000:g} ms bins of the bytes (frames) the bottleneck sent ÷ the link's rate. "
                 f"Whole run, payload delivered while a flow was active ÷ the payload the link carries "
-                f"(as the goodput health check): {100 * v.r.get('utilisation', float('nan')):.1f} %.",
+                f"(as the goodput health check): {100 * v.r.get('utilisation', float('nan')):.1f} %. From"
+                + _bottleneck_sampling(v),
                 "utilisation")]
 
 
@@ -342,15 +346,29 @@ def _with_gaps(t: np.ndarray, y: np.ndarray, interval_s: float | None) -> tuple[
     return (np.insert(np.asarray(t, float), gap + 1, np.nan), np.insert(np.asarray(y, float), gap + 1, np.nan))
 
 
-def _sampling_note(t: np.ndarray, interval_s: float | None) -> str:
+def _gap_mode(x: np.ndarray) -> str:
+    """Markers too when the line is broken: a sample alone between two gaps has no line to draw."""
+    return "lines+markers" if np.isnan(x).any() else "lines"
+
+
+def _sampling_note(t: np.ndarray, interval_s: float | None, binned: bool = False) -> str:
     if len(t) < 2:
         return ""
     d = np.diff(t)
     note = f" {len(t)} samples, median spacing {1000 * np.median(d):.0f} ms, longest gap {1000 * d.max():.0f} ms"
     if interval_s and d.max() > 1.5 * interval_s:
-        note += (f" (asked for every {1000 * interval_s:g} ms: the sampler was late, the line is broken "
-                 "where it missed a sample)")
+        note += (f" (asked for every {1000 * interval_s:g} ms: the sampler was late; "
+                 + ("a bin between two samples far apart reads their average, and bins above the link "
+                    "rate mean the samples' times are uncertain)" if binned else
+                    "the line is broken where it missed a sample)"))
     return note + "."
+
+
+def _bottleneck_sampling(v: _RunView) -> str:
+    """How the bottleneck was sampled: a bin between two samples far apart reads their average,
+    and a sampler that was late cannot place the bytes in time (bins may then read above the link)."""
+    q = v.s.get("queue")
+    return _sampling_note(q["t_s"].to_numpy(), _qdisc_interval_s(v), binned=True) if q is not None and len(q) else "."
 
 
 def _qdisc_interval_s(v: _RunView) -> float | None:
@@ -370,7 +388,7 @@ def _qdelay_fig(v: _RunView) -> list[Fig]:
     note = ""
     if q is not None and len(q):
         x, y = _with_gaps(q["t_s"].to_numpy(), q["qdelay_ms"].to_numpy(), _qdisc_interval_s(v))
-        tr.append(dict(x=x, y=y, name="bottleneck backlog ÷ rate", color="#000", width=1.6))
+        tr.append(dict(x=x, y=y, name="bottleneck backlog ÷ rate", color="#000", width=1.6, mode=_gap_mode(x)))
         note = " Bottleneck:" + _sampling_note(q["t_s"].to_numpy(), _qdisc_interval_s(v))
     fig = DFig(_lines(tr, v.max_points))
     return [Fig("Queueing delay", _layout(fig, "ms"),
@@ -383,7 +401,7 @@ def _queue_fig(v: _RunView) -> list[Fig]:
     if q is None or not len(q):
         return []
     x, y = _with_gaps(q["t_s"].to_numpy(), q["queue_bdp"].to_numpy(), _qdisc_interval_s(v))
-    fig = DFig(_lines([dict(x=x, y=y, name="backlog", color="#9467bd")], v.max_points))
+    fig = DFig(_lines([dict(x=x, y=y, name="backlog", color="#9467bd", mode=_gap_mode(x))], v.max_points))
     if v.link.get("buffer_bdp"):
         fig.add_hline(y=float(v.link["buffer_bdp"]), line=dict(color="#999", dash="dash", width=1),
                       annotation_text=f"buffer {float(v.link['buffer_bdp']):g} BDP")
