@@ -108,7 +108,8 @@ def _cumulative_points(g: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def flow_spans(throughput: pd.DataFrame) -> pd.DataFrame:
-    """Active period per flow: columns flow, t_start, t_end (seconds)."""
+    """Span of each flow's iperf3 intervals: columns flow, t_start, t_end (seconds). Only for
+    binning the intervals themselves; a flow's active period is derived.flow_spans."""
     if throughput.empty:
         return pd.DataFrame(columns=["flow", "t_start", "t_end"])
     end = throughput["t_s"].to_numpy(float)
