@@ -15,7 +15,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from cctest.checks import acked_within, payload_fraction  # noqa: E402
+from cctest.derived import acked_within, payload_fraction  # noqa: E402
 from cctest.metrics import jain_index  # noqa: E402
 
 SLOW_START_S = 3.0  # left out of "steady" goodput: slow start and its first recovery

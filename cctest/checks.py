@@ -44,11 +44,10 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from . import atomic
-from .scenario import ETHERNET_HEADER_BYTES
+from . import derived as D
 
 BASE_RTT_TOL = 0.10  # |min ping RTT / configured RTT - 1| allowed
 GOODPUT_MIN = 0.90   # aggregate goodput / payload capacity below this -> warn
@@ -106,101 +105,20 @@ def check_base_rtt(meta: dict, ping: pd.DataFrame | None) -> list[tuple[dict, st
 # --------------------------------------------------------------------------------------------
 # goodput
 
-def _union_length(spans: list[tuple[float, float]]) -> float:
-    """Total length covered by a set of [start, end] intervals."""
-    total, cur_s, cur_e = 0.0, None, None
-    for s, e in sorted(spans):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s
-    return total
-
-
-def active_spans(meta: dict, flows: pd.DataFrame | None,
-                 throughput: pd.DataFrame | None) -> dict[int, tuple[float, float]]:
-    """Per flow, [start, end] (run seconds) of its activity, from the best source available:
-
-    1. flows.launched_s (else start_s) + flows.elapsed_s (iperf3's own measured test length);
-    2. the flow's iperf3 intervals (each ends at t_s and lasts interval_s);
-    3. meta: launched_s (else start_s) + the configured duration_s.
-    """
-    spans: dict[int, tuple[float, float]] = {}
-    if flows is not None and {"launched_s", "elapsed_s"} <= set(flows.columns):
-        for r in flows.itertuples():
-            start = r.launched_s if pd.notna(r.launched_s) else getattr(r, "start_s", None)
-            if start is not None and pd.notna(start) and pd.notna(r.elapsed_s):
-                spans[int(r.flow)] = (float(start), float(start) + float(r.elapsed_s))
-    if throughput is not None and not throughput.empty:
-        for i, g in throughput.groupby("flow"):
-            spans.setdefault(int(i), (float((g["t_s"] - g["interval_s"]).min()),
-                                      float(g["t_s"].max())))
-    for f in meta.get("flows", []):
-        start = f.get("launched_s") if f.get("launched_s") is not None else f.get("start_s")
-        if start is not None and f.get("duration_s") is not None:
-            spans.setdefault(int(f["flow"]), (float(start),
-                                              float(start) + float(f["duration_s"])))
-    return spans
-
-
-def acked_within(ss: pd.DataFrame | None, flow: int, start: float, end: float) -> float | None:
-    """Bytes the flow's sender saw acknowledged between start and end (ss, interpolated), or None.
-
-    Not the receiver's total: when iperf3 stops, its socket still holds data it wrote, and the
-    receiver's total includes that drain, which happens after the active span."""
-    if ss is None or ss.empty or not {"flow", "t_s", "bytes_acked"} <= set(ss.columns):
-        return None
-    g = ss[ss["flow"] == flow].dropna(subset=["bytes_acked"]).sort_values("t_s")
-    if len(g) < 2:
-        return None
-    t, acked = g["t_s"].to_numpy(float), g["bytes_acked"].to_numpy(float)
-    return float(np.interp(end, t, acked) - np.interp(start, t, acked))
-
-
-IP_TCP_TIMESTAMP_HEADER_BYTES = 20 + 20 + 12
-
-
-def payload_fraction(mtu: int) -> float:
-    """TCP payload per byte the shaper counts: MSS (MTU - IP, TCP and timestamp headers) / Ethernet frame."""
-    return (mtu - IP_TCP_TIMESTAMP_HEADER_BYTES) / (mtu + ETHERNET_HEADER_BYTES)
-
-
-def check_goodput(meta: dict, flows: pd.DataFrame | None, throughput: pd.DataFrame | None,
-                  ss: pd.DataFrame | None = None) -> tuple[dict, str]:
-    rate_bps = float(meta["link"]["rate_mbps"]) * 1e6
-    capacity_bps = rate_bps * payload_fraction(int(meta["link"].get("mtu", 1500)))
-    if flows is None or flows.empty:
+def check_goodput(meta: dict, tables: dict[str, pd.DataFrame]) -> tuple[dict, str]:
+    """How full the link was (derived.link_fullness, the report's utilisation too)."""
+    if tables.get("flows") is None or tables["flows"].empty:
         return _check("goodput", None, None, GOODPUT_MIN, "no flows table"), WARN
-    notes = []
-    total = 0.0
-    spans = active_spans(meta, flows, throughput)
-    for _, row in flows.iterrows():
-        span = spans.get(int(row["flow"]))
-        acked = acked_within(ss, int(row["flow"]), *span) if span else None
-        if acked is not None:
-            total += acked
-            continue
-        rx = row["bytes_received"]
-        if pd.isna(rx):
-            tx = row["bytes_sent"]
-            if pd.isna(tx):
-                notes.append(f"flow {row['flow']}: no iperf3 totals")
-                continue
-            notes.append(f"flow {row['flow']}: receiver total missing, sender total used")
-            rx = tx
-        total += float(rx)
-    span = _union_length(list(spans.values()))
-    if span <= 0 or total <= 0:
+    full = D.link_fullness(meta, tables)
+    notes, span, ratio = full["notes"], full["span_s"], full["fraction"]
+    if span <= 0 or not ratio == ratio:
         return _check("goodput", None, None, GOODPUT_MIN,
                       "; ".join(notes + ["no active span or no bytes"])), WARN
-    ratio = total * 8 / span / capacity_bps
+    rate = D.link_rate_mbps_at(meta, 0.0)
+    capacity_mbps = full["capacity_bytes"] * 8 / span / 1e6
     ok = GOODPUT_MIN <= ratio <= GOODPUT_MAX
-    detail = (f"{total * 8 / span / 1e6:.2f} Mbit/s of payload over {span:.2f} s with >=1 flow active vs "
-              f"{capacity_bps / 1e6:.2f} Mbit/s the {rate_bps / 1e6:g} Mbit/s link carries ({ratio:.1%}; ok in "
+    detail = (f"{full['delivered_bytes'] * 8 / span / 1e6:.2f} Mbit/s of payload over {span:.2f} s with >=1 flow "
+              f"active vs {capacity_mbps:.2f} Mbit/s the {rate:g} Mbit/s link carries ({ratio:.1%}; ok in "
               f"[{GOODPUT_MIN:.0%}, {GOODPUT_MAX:.0%}]")
     detail += "; below only warns: flows may not be able to fill the link)"
     if notes:
@@ -211,18 +129,6 @@ def check_goodput(meta: dict, flows: pd.DataFrame | None, throughput: pd.DataFra
 
 # --------------------------------------------------------------------------------------------
 # drops
-
-def _counter_growth(values: pd.Series) -> float:
-    """Growth of a cumulative counter, tolerating a reset (qdisc recreated): sum of rises."""
-    v = values.dropna().to_numpy()
-    if len(v) < 2:
-        return 0.0
-    d = v[1:] - v[:-1]
-    rises = d.clip(min=0).sum()
-    # after a reset the new counter starts near 0: count what it accumulated up to the drop point
-    resets = (d < 0).nonzero()[0]
-    return float(rises + sum(v[k + 1] for k in resets))
-
 
 def drop_growth(qdisc: pd.DataFrame) -> pd.DataFrame:
     """Drop-counter growth per (iface, role, handle) of root qdiscs (all qdiscs of an iface
@@ -237,7 +143,7 @@ def drop_growth(qdisc: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (iface, role, handle), g in q.groupby(["iface", "role", "handle"], dropna=False):
         rows.append({"iface": iface, "role": role, "kind": g["kind"].iloc[0],
-                     "handle": handle, "drops": _counter_growth(g["drops"])})
+                     "handle": handle, "drops": D.counter_growth(g["drops"])})
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -247,19 +153,21 @@ def check_drops(qdisc: pd.DataFrame | None) -> list[tuple[dict, str]]:
                 (_check("bottleneck_drops", True, None, None, "no qdisc samples"), INFO)]
     g = drop_growth(qdisc)
     outside = g[g["role"] != "bottleneck"]
-    bneck = g[g["role"] == "bottleneck"]
+    bq = D.bottleneck_samples(qdisc)
 
     def describe(rows: pd.DataFrame) -> str:
         return ", ".join(f"{r.iface} {r.kind} {r.handle} ({r.role}): {r.drops:g}"
                          for r in rows.itertuples()) or "none sampled"
 
     n_out = float(outside["drops"].sum())
-    n_bn = float(bneck["drops"].sum())
+    n_bn = D.bottleneck_drops(qdisc)
+    where = (f"{bq['iface'].iloc[0]} {bq['kind'].iloc[0]} {bq['handle'].iloc[0]}" if len(bq)
+             else "no bottleneck qdisc sampled")
     return [
         (_check("drops_outside_bottleneck", n_out == 0, n_out, 0,
                 f"drop growth on non-bottleneck root qdiscs: {describe(outside)}"), FAIL),
         (_check("bottleneck_drops", True, n_bn, None,
-                f"informational; drop growth at the bottleneck: {describe(bneck)}"), INFO),
+                f"informational; drop growth at the bottleneck: {where}: {n_bn:g}"), INFO),
     ]
 
 
@@ -273,10 +181,10 @@ def check_cpu_busy(meta: dict, cpu: pd.DataFrame | None, flows: pd.DataFrame | N
         recorded = "vm" in meta
         return _check("cpu_busy", None, None, CPU_BUSY_MAX, "no CPU samples recorded" if recorded else
                       "not recorded: the run predates CPU sampling"), WARN if recorded else INFO
-    spans = active_spans(meta, flows, throughput)
-    if not spans:
+    spans = D.flow_spans(meta, flows, throughput)
+    if spans.empty:
         return _check("cpu_busy", None, None, CPU_BUSY_MAX, "no active flow span"), WARN
-    start, end = min(s for s, _ in spans.values()), max(e for _, e in spans.values())
+    start, end = float(spans["t_start"].min()), float(spans["t_end"].max())
     total = cpu[cpu["cpu"] == "cpu"]
     # intervals wholly inside the flows' span (each row's interval ends at t_s)
     inside = total[(total["t_s"] - total["interval_s"] >= start - 1e-6) & (total["t_s"] <= end + 1e-6)]
@@ -300,7 +208,7 @@ def evaluate(meta: dict, tables: dict[str, pd.DataFrame]) -> dict:
     """meta.json content + ingested tables -> checks.json content."""
     results = []
     results += check_base_rtt(meta, tables.get("ping"))
-    results.append(check_goodput(meta, tables.get("flows"), tables.get("throughput"), tables.get("ss")))
+    results.append(check_goodput(meta, tables))
     results += check_drops(tables.get("qdisc"))
     results.append(check_cpu_busy(meta, tables.get("cpu"), tables.get("flows"), tables.get("throughput")))
 

@@ -7,12 +7,13 @@ hand-computed tables.
 
 Conventions
 - Throughput is in Mbit/s (1e6 bit/s), time in seconds, delays in milliseconds.
-- A flow's *active period* is the span of its iperf3 intervals: from the start of its first interval
-  to the end of its last one (the throughput table's `t_s` is the interval end).
+- A flow's *active period* is derived.flow_spans: launched_s + iperf3's elapsed test time.
+- Throughput over time is what the receivers got (ss bytes_acked growth, per flow) and what the
+  bottleneck sent (qdisc sent_bytes growth, aggregate), in bins of derived.default_bin_s.
 - Jain's fairness index (Jain, Chiu, Hawe 1984; Eq. 5 of 001):
   J = (sum x_i)^2 / (n * sum x_i^2); 1 = perfectly fair, 1/n = one flow takes everything.
-- Cumulative qdisc counters (drops, sent_pkts, sent_bytes) are differenced; a counter that goes
-  backwards (qdisc re-created) restarts from its new value.
+- Quantities that the health checks also use (flow spans, counter growth, the bottleneck qdisc,
+  link fullness, BDP, the link rate) are defined once in cctest.derived.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from . import derived as D
 from .report.defaults import DEFAULT_BIN_MS, DEFAULT_JAIN_WINDOW_S, DEFAULT_SKIP_S  # noqa: F401 (re-exported)
 RUN_TAIL_S = 1.0  # qdisc samples up to this long after the last flow ends still count
 SHARE_BIN_S = 0.5  # 004 Fig. 10: shares "averaged over half second intervals"
@@ -106,7 +108,8 @@ def _cumulative_points(g: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def flow_spans(throughput: pd.DataFrame) -> pd.DataFrame:
-    """Active period per flow: columns flow, t_start, t_end (seconds)."""
+    """Span of each flow's iperf3 intervals: columns flow, t_start, t_end (seconds). Only for
+    binning the intervals themselves; a flow's active period is derived.flow_spans."""
     if throughput.empty:
         return pd.DataFrame(columns=["flow", "t_start", "t_end"])
     end = throughput["t_s"].to_numpy(float)
@@ -168,10 +171,15 @@ def binned_throughput(throughput: pd.DataFrame, bin_s: float = DEFAULT_BIN_MS / 
     return pd.concat(parts, ignore_index=True)
 
 
-def flow_totals(throughput: pd.DataFrame, flows: pd.DataFrame | None = None) -> pd.DataFrame:
+def flow_totals(throughput: pd.DataFrame, flows: pd.DataFrame | None = None,
+                spans: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per-flow totals: flow, bytes (receiver total when flows.parquet has it, else the sum of the
-    sender intervals), bytes_intervals, t_start, t_end, active_s, mean_mbps, retransmits."""
-    spans = flow_spans(throughput)
+    sender intervals), bytes_intervals, t_start, t_end, active_s, mean_mbps, retransmits.
+
+    `spans` (derived.flow_spans) are the flows' active periods; the iperf3 intervals' when absent."""
+    if spans is None:
+        spans = flow_spans(throughput)
+    spans = spans[["flow", "t_start", "t_end"]]
     sums = throughput.groupby("flow").agg(bytes_intervals=("bytes", "sum"),
                                           retrans_intervals=("retransmits", "sum")).reset_index()
     out = spans.merge(sums, on="flow", how="outer")
@@ -187,6 +195,44 @@ def flow_totals(throughput: pd.DataFrame, flows: pd.DataFrame | None = None) -> 
     out["active_s"] = out["t_end"] - out["t_start"]
     out["mean_mbps"] = out["bytes"] * 8 / out["active_s"] / 1e6
     return out.sort_values("flow").reset_index(drop=True)
+
+
+def received_throughput(meta: dict, tables: dict, bin_s: float, spans: pd.DataFrame,
+                        t_end: float | None = None) -> tuple[pd.DataFrame, str]:
+    """Per-flow throughput in `bin_s` bins from what each receiver got, and where it came from.
+
+    From the growth of the senders' bytes_acked (ss) when the run has ss samples; from iperf3's
+    sender intervals otherwise (what the application wrote into its socket: it runs ahead of the
+    link by up to the socket buffer, so it is named as such wherever it is shown). Tidy rows:
+    flow, t_s (bin start), bytes, mbps, active (bin overlaps the flow's span)."""
+    cols = ["flow", "t_s", "bytes", "mbps", "active"]
+    ss, tp = tables.get("ss"), tables.get("throughput")
+    if ss is None or ss.empty or "bytes_acked" not in ss or ss["bytes_acked"].isna().all():
+        if tp is None or tp.empty:
+            return pd.DataFrame(columns=cols), "none"
+        return binned_throughput(tp, bin_s, t_end), "iperf3 sender intervals"
+    if t_end is None:
+        t_end = float(spans["t_end"].max()) if len(spans) else float(ss["t_s"].max())
+    edges = D.bin_edges(t_end, bin_s)
+    sp = spans.set_index("flow")
+    parts = []
+    starts = dict(zip(spans["flow"].astype(int), spans["t_start"].astype(float)))
+    for flow, b in D.delivered_binned(ss, edges, starts).items():
+        s, e = (sp.loc[flow, "t_start"], sp.loc[flow, "t_end"]) if flow in sp.index else (-np.inf, np.inf)
+        active = (edges[1:] > s + 1e-9) & (edges[:-1] < e - 1e-9)
+        parts.append(pd.DataFrame({"flow": flow, "t_s": edges[:-1], "bytes": b,
+                                   "mbps": b * 8 / bin_s / 1e6, "active": active}))
+    return (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)), "ss bytes_acked"
+
+
+def link_aggregate(meta: dict, bq: pd.DataFrame, bin_s: float, t_end: float) -> pd.DataFrame:
+    """What the bottleneck sent per bin: t_s (bin start), bytes, mbps and utilisation (of the
+    link's rate over the bin). Ethernet frames, as the shaper counts them."""
+    edges = D.bin_edges(t_end, bin_s)
+    b = D.dequeued_binned(bq, edges)
+    cap = np.array([D.link_bytes_between(meta, a, z) for a, z in zip(edges[:-1], edges[1:])])
+    return pd.DataFrame({"t_s": edges[:-1], "bytes": b, "mbps": b * 8 / bin_s / 1e6,
+                         "utilisation": np.where(cap > 0, b / cap, np.nan)})
 
 
 def window_mean_mbps(binned: pd.DataFrame, t0: float, t1: float) -> pd.Series:
@@ -269,55 +315,6 @@ def group_share_series(binned: pd.DataFrame, flow_cc: dict, bin_s: float = SHARE
 # ---------------------------------------------------------------------------------------------
 
 
-def utilisation(total_bytes: float, rate_mbps: float, duration_s: float) -> float:
-    """Channel utilisation eta = sum bytes_i * 8 / (cap * duration) (001 Eq. 3)."""
-    if not rate_mbps or not duration_s or duration_s <= 0:
-        return float("nan")
-    return float(total_bytes) * 8 / (rate_mbps * 1e6 * duration_s)
-
-
-def counter_increments(values: np.ndarray) -> np.ndarray:
-    """Per-sample increments of a cumulative counter (first sample 0, resets restart)."""
-    v = np.asarray(values, dtype=float)
-    if v.size == 0:
-        return v
-    d = np.diff(v, prepend=v[0])
-    reset = d < 0
-    d[reset] = v[reset]
-    return np.nan_to_num(d)
-
-
-# Queueing disciplines that hold the packets themselves (the buffer), as opposed to shapers
-# (htb, tbf) whose counters aggregate their children's. netem is neither: as cctest's bottleneck
-# it is the root and holds the queue itself.
-BUFFER_KINDS = ("bfifo", "pfifo", "pfifo_fast", "fq_codel", "codel", "fq", "sfq", "pie", "red", "cake")
-
-
-def bottleneck(qdisc: pd.DataFrame) -> pd.DataFrame:
-    """Samples of the one qdisc that is the bottleneck buffer, by time.
-
-    Among qdiscs with role "bottleneck" (cctest's dumbbell installs one netem root 1:; a
-    hand-built one may be a shaper with a leaf) take the buffer-holding leaf when there is one,
-    else the root, else the first; never mix two qdiscs' cumulative counters in one series.
-    """
-    if qdisc is None or qdisc.empty or "role" not in qdisc:
-        return pd.DataFrame(columns=list(qdisc.columns) if qdisc is not None else [])
-    b = qdisc[qdisc["role"] == "bottleneck"]
-    if b.empty:
-        return b
-    keys = [c for c in ("iface", "handle") if c in b]
-    groups = list(b.groupby(keys, sort=False, dropna=False)) if keys else [((), b)]
-
-    def rank(item):
-        _, g = item
-        kind = str(g["kind"].iloc[0]) if "kind" in g else ""
-        parent = str(g["parent"].iloc[0]) if "parent" in g else ""
-        return (0 if kind in BUFFER_KINDS else 1 if parent == "root" else 2)
-
-    _, best = min(enumerate(groups), key=lambda ig: (rank(ig[1]), ig[0]))[1]
-    return best.sort_values("t_s").reset_index(drop=True)
-
-
 def drop_stats(bq: pd.DataFrame) -> dict:
     """Drops and loss rate at the bottleneck over the run.
 
@@ -325,8 +322,8 @@ def drop_stats(bq: pd.DataFrame) -> dict:
     """
     if bq is None or bq.empty:
         return {"drops": float("nan"), "sent_pkts": float("nan"), "loss_rate": float("nan")}
-    drops = float(counter_increments(bq["drops"].to_numpy()).sum())
-    sent = float(counter_increments(bq["sent_pkts"].to_numpy()).sum())
+    drops = D.counter_growth(bq["drops"])
+    sent = D.counter_growth(bq["sent_pkts"])
     tot = drops + sent
     return {"drops": drops, "sent_pkts": sent, "loss_rate": drops / tot if tot > 0 else float("nan")}
 
@@ -335,7 +332,7 @@ def drops_series(bq: pd.DataFrame, bin_s: float) -> pd.DataFrame:
     """Bottleneck drops per `bin_s` bin: t_s (bin start), drops."""
     if bq is None or bq.empty:
         return pd.DataFrame(columns=["t_s", "drops"])
-    inc = counter_increments(bq["drops"].to_numpy())
+    inc = D.counter_increments(bq["drops"].to_numpy())
     slot = np.floor(bq["t_s"].to_numpy(float) / bin_s + 1e-9) * bin_s
     return (pd.DataFrame({"t_s": slot, "drops": inc}).groupby("t_s", as_index=False)["drops"].sum())
 
@@ -371,142 +368,174 @@ def srtt_queueing_delay(ss: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------
 
 
-def run_metrics(meta: dict, tables: dict[str, pd.DataFrame], *, bin_s: float = DEFAULT_BIN_MS / 1000,
+def run_metrics(meta: dict, tables: dict[str, pd.DataFrame], *, bin_s: float | None = None,
                 skip_s: float = DEFAULT_SKIP_S) -> dict:
-    """All scalar metrics of one run.
+    """All metrics of one run, step by step.
 
-    Returns {"run": {...}, "flows": [{...} per flow], "groups": [{...} per CC group],
-    "series": {...}} where "series" holds the tidy time series the report plots.
+    `bin_s` defaults to derived.default_bin_s (one RTT, at least 100 ms). Returns {"run": {...},
+    "flows": [{...} per flow], "groups": [{...} per CC group], "series": {...}} where "series"
+    holds the tidy time series the report plots.
     """
-    link = meta.get("link") or {}
-    rate = float(link.get("rate_mbps") or float("nan"))
-    bdp = float(link.get("bdp_bytes") or float("nan"))
-    tp = tables.get("throughput")
-    flows_t = tables.get("flows")
-    ss = tables.get("ss")
-    qd = tables.get("qdisc")
-    mflows = [f for f in meta.get("flows") or [] if isinstance(f, dict)]
-    flow_cc = {int(f.get("flow", i)): f.get("cc") for i, f in enumerate(mflows)}
-    flow_rtt = {int(f.get("flow", i)): f.get("rtt_ms") for i, f in enumerate(mflows)}
-    if flows_t is not None and not flows_t.empty:
-        for r in flows_t.itertuples():
-            flow_cc.setdefault(int(r.flow), getattr(r, "cc", None))
-            flow_rtt.setdefault(int(r.flow), getattr(r, "rtt_ms", None))
+    rd = _RunData.of(meta, tables, bin_s or D.default_bin_s(meta))
+    out: dict = {"run": {"bin_s": rd.bin_s}, "flows": [], "groups": [], "series": {}}
+    totals = _flow_throughput(rd, skip_s, out)
+    _flow_tcp_state(rd, totals, out)
+    _run_totals(rd, totals, out)
+    _retransmissions(rd, out)
+    _bottleneck(rd, out)
+    _cc_groups(rd, totals, out)
+    out["flows"] = totals.to_dict("records")
+    return out
 
-    run: dict = {}
-    series: dict = {}
-    if tp is None or tp.empty:
-        tp = pd.DataFrame(columns=["flow", "t_s", "interval_s", "bytes", "retransmits"])
-    totals = flow_totals(tp, flows_t)
-    spans = flow_spans(tp)
-    binned = binned_throughput(tp, bin_s)
-    series["binned"] = binned
-    t_first = float(spans["t_start"].min()) if len(spans) else float("nan")
-    t_last = float(spans["t_end"].max()) if len(spans) else float("nan")
-    duration = t_last - t_first
-    s0, s1 = steady_window(spans, skip_s)
+
+class _RunData:
+    """What every step needs: meta, tables, the flows' ccs, RTTs and spans, and the bin."""
+
+    @classmethod
+    def of(cls, meta: dict, tables: dict, bin_s: float) -> "_RunData":
+        rd = cls()
+        rd.meta, rd.tables, rd.bin_s = meta, tables, float(bin_s)
+        tp = tables.get("throughput")
+        rd.tp = tp if tp is not None and not tp.empty else pd.DataFrame(
+            columns=["flow", "t_s", "interval_s", "bytes", "retransmits"])
+        mflows = [f for f in meta.get("flows") or [] if isinstance(f, dict)]
+        rd.flow_cc = {int(f.get("flow", i)): f.get("cc") for i, f in enumerate(mflows)}
+        rd.flow_rtt = {int(f.get("flow", i)): f.get("rtt_ms") for i, f in enumerate(mflows)}
+        flows_t = tables.get("flows")
+        if flows_t is not None and not flows_t.empty:
+            for r in flows_t.itertuples():
+                rd.flow_cc.setdefault(int(r.flow), getattr(r, "cc", None))
+                rd.flow_rtt.setdefault(int(r.flow), getattr(r, "rtt_ms", None))
+        rd.spans = D.flow_spans(meta, flows_t, rd.tp)
+        if len(rd.tp):  # flows with intervals only; a flow that never ran has no span to speak of
+            rd.spans = rd.spans[rd.spans["flow"].isin(rd.tp["flow"].unique())].reset_index(drop=True)
+        rd.t_first = float(rd.spans["t_start"].min()) if len(rd.spans) else float("nan")
+        rd.t_last = float(rd.spans["t_end"].max()) if len(rd.spans) else float("nan")
+        return rd
+
+
+def _flow_throughput(rd: _RunData, skip_s: float, out: dict) -> pd.DataFrame:
+    """Per-flow throughput over time (what the receivers got), totals, steady-state means, shares
+    and 003 Table 1's 1 s max/min/avg."""
+    run, series = out["run"], out["series"]
+    binned, source = received_throughput(rd.meta, rd.tables, rd.bin_s, rd.spans)
+    series["binned"], run["throughput_source"] = binned, source
+    rd.binned = binned
+    s0, s1 = steady_window(rd.spans, skip_s)
     run["steady_t0_s"], run["steady_t1_s"] = s0, s1
-    steady = window_mean_mbps(binned, s0, s1) if len(binned) else pd.Series(dtype=float)
-
-    totals["cc"] = totals["flow"].map(flow_cc)
-    totals["rtt_ms"] = totals["flow"].map(flow_rtt)
-    totals["steady_mbps"] = totals["flow"].map(steady)
+    rd.steady = window_mean_mbps(binned, s0, s1) if len(binned) else pd.Series(dtype=float)
+    totals = flow_totals(rd.tp, rd.tables.get("flows"), rd.spans)
+    totals["cc"] = totals["flow"].map(rd.flow_cc)
+    totals["rtt_ms"] = totals["flow"].map(rd.flow_rtt)
+    totals["steady_mbps"] = totals["flow"].map(rd.steady)
     totals["share"] = shares(totals["bytes"])
     totals["steady_share"] = shares(totals["steady_mbps"].fillna(0.0))
-    # 003 Table 1: max/min/avg over 1 s intervals of the flow's active period.
-    b1 = binned_throughput(tp, TABLE_BIN_S) if len(tp) else binned
-    full = b1[b1["active"]].copy()
+    # 003 Table 1: max/min/avg over whole 1 s intervals inside the active period (edges read low).
+    b1, _ = received_throughput(rd.meta, rd.tables, TABLE_BIN_S, rd.spans)
+    full = b1[b1["active"].astype(bool)] if len(b1) else b1
     if len(full):
-        # Only whole 1 s intervals inside the active period (the edges would read low).
-        sp = spans.set_index("flow")
+        sp = rd.spans.set_index("flow")
         full = full[(full["t_s"] >= full["flow"].map(sp["t_start"]) - 1e-9)
                     & (full["t_s"] + TABLE_BIN_S <= full["flow"].map(sp["t_end"]) + 1e-9)]
     agg = full.groupby("flow")["mbps"].agg(["max", "min", "mean"]) if len(full) else None
     for k, name in (("max", "max_mbps_1s"), ("min", "min_mbps_1s"), ("mean", "avg_mbps_1s")):
         totals[name] = totals["flow"].map(agg[k]) if agg is not None else np.nan
+    totals["startup_exit_s"] = totals["flow"].map(startup_exit_s(rd.tables.get("cc_state"), rd.spans))
+    return totals
 
-    # Per-flow ss figures.
-    if ss is not None and not ss.empty:
-        qd_flow = srtt_queueing_delay(ss)
-        series["qdelay_srtt"] = qd_flow
-        g = ss.groupby("flow")
-        totals["mean_cwnd_pkts"] = totals["flow"].map(g["cwnd"].mean())
-        totals["mean_srtt_ms"] = totals["flow"].map(g["srtt_ms"].mean())
-        totals["min_rtt_ms"] = totals["flow"].map(g["min_rtt_ms"].min())
-        totals["mean_qdelay_ms"] = totals["flow"].map(qd_flow.groupby("flow")["qdelay_ms"].mean())
-    else:
+
+def _flow_tcp_state(rd: _RunData, totals: pd.DataFrame, out: dict) -> None:
+    """Per flow from ss: mean cwnd, srtt, min RTT and queueing delay (srtt - min RTT)."""
+    ss = rd.tables.get("ss")
+    if ss is None or ss.empty:
         for c in ("mean_cwnd_pkts", "mean_srtt_ms", "min_rtt_ms", "mean_qdelay_ms"):
             totals[c] = np.nan
+        out["run"]["mean_srtt_qdelay_ms"] = float("nan")
+        return
+    qd_flow = srtt_queueing_delay(ss)
+    out["series"]["qdelay_srtt"] = qd_flow
+    g = ss.groupby("flow")
+    totals["mean_cwnd_pkts"] = totals["flow"].map(g["cwnd"].mean())
+    totals["mean_srtt_ms"] = totals["flow"].map(g["srtt_ms"].mean())
+    totals["min_rtt_ms"] = totals["flow"].map(g["min_rtt_ms"].min())
+    totals["mean_qdelay_ms"] = totals["flow"].map(qd_flow.groupby("flow")["qdelay_ms"].mean())
+    out["run"]["mean_srtt_qdelay_ms"] = float(qd_flow["qdelay_ms"].mean()) if len(qd_flow) else float("nan")
 
-    # Run level.
+
+def _run_totals(rd: _RunData, totals: pd.DataFrame, out: dict) -> None:
+    """Run level: bytes, duration, mean throughput, fairness, how full the link was, retransmits."""
+    run = out["run"]
     total_bytes = float(totals["bytes"].sum()) if len(totals) else float("nan")
+    duration = rd.t_last - rd.t_first
     run["flows"] = int(len(totals))
     run["bytes"] = total_bytes
     run["duration_s"] = duration
     run["throughput_mbps"] = total_bytes * 8 / duration / 1e6 if duration > 0 else float("nan")
     run["jain"] = jain_index(totals["mean_mbps"]) if len(totals) else float("nan")
-    run["jain_steady"] = jain_index(steady.to_numpy()) if len(steady) else float("nan")
-    run["utilisation"] = utilisation(total_bytes, rate, duration)
+    run["jain_steady"] = jain_index(rd.steady.to_numpy()) if len(rd.steady) else float("nan")
+    run["utilisation"] = D.link_fullness(rd.meta, rd.tables)["fraction"]
     run["retransmits"] = float(totals["retransmits"].sum()) if len(totals) else float("nan")
     run["retransmits_per_mb"] = run["retransmits"] / (total_bytes / 1e6) if total_bytes else float("nan")
-    js = jain_series(binned)
-    series["jain"] = js
-    # Retransmissions over time (iperf3 sender intervals).
-    if len(tp):
-        r = tp[["t_s", "retransmits", "flow"]].copy()
-        r["t_s"] = np.floor((r["t_s"] - 1e-9) / bin_s) * bin_s
-        series["retrans"] = r.groupby(["flow", "t_s"], as_index=False)["retransmits"].sum()
+    out["series"]["jain"] = jain_series(rd.binned)
 
-    bq = bottleneck(qd) if qd is not None else None
-    if bq is not None and not bq.empty and t_last == t_last:
-        # Only the run itself: samplers start before time zero and stop after the flows.
-        inc_drops = counter_increments(bq["drops"].to_numpy())
-        inc_sent = counter_increments(bq["sent_pkts"].to_numpy())
-        keep = ((bq["t_s"] >= min(0.0, t_first) - 1e-9) & (bq["t_s"] <= t_last + RUN_TAIL_S)).to_numpy()
-        bq = bq[keep].assign(drops=np.cumsum(inc_drops[keep]), sent_pkts=np.cumsum(inc_sent[keep]))
-    if bq is not None and not bq.empty:
-        ds = drop_stats(bq)
-        run["bottleneck_drops"] = ds["drops"]
-        run["bottleneck_loss_rate"] = ds["loss_rate"]
-        qdel = queue_delay_ms(bq["backlog_bytes"], rate)
-        qbdp = queue_bdp(bq["backlog_bytes"], bdp)
-        series["queue"] = pd.DataFrame({"t_s": bq["t_s"].to_numpy(float),
-                                        "backlog_bytes": bq["backlog_bytes"].to_numpy(float),
-                                        "qdelay_ms": qdel, "queue_bdp": qbdp})
-        series["drops"] = drops_series(bq, bin_s)
-        run["mean_queue_delay_ms"] = float(np.nanmean(qdel)) if len(qdel) else float("nan")
-        run["p95_queue_delay_ms"] = float(np.nanpercentile(qdel, 95)) if len(qdel) else float("nan")
-        run["mean_queue_bdp"] = float(np.nanmean(qbdp)) if len(qbdp) else float("nan")
-        run["max_queue_bdp"] = float(np.nanmax(qbdp)) if len(qbdp) else float("nan")
-    else:
-        for k in ("bottleneck_drops", "bottleneck_loss_rate", "mean_queue_delay_ms",
-                  "p95_queue_delay_ms", "mean_queue_bdp", "max_queue_bdp"):
-            run[k] = float("nan")
-    run["mean_srtt_qdelay_ms"] = (float(series["qdelay_srtt"]["qdelay_ms"].mean())
-                                  if "qdelay_srtt" in series and len(series["qdelay_srtt"])
-                                  else float("nan"))
 
-    # CC groups: share of bytes, retransmissions, percentile band of the 0.5 s shares.
-    groups = []
-    totals["startup_exit_s"] = totals["flow"].map(startup_exit_s(tables.get("cc_state"), spans))
-    if len(totals):
-        gshare = group_share_series(binned, flow_cc, SHARE_BIN_S, s0, s1)
-        series["group_share"] = group_share_series(binned, flow_cc, SHARE_BIN_S)
-        for cc, g in totals.groupby("cc", sort=False):
-            gs = gshare[gshare["cc"] == cc]["share"] if len(gshare) else pd.Series(dtype=float)
-            groups.append({
-                "cc": cc, "flows": int(len(g)), "bytes": float(g["bytes"].sum()),
-                "share": float(g["bytes"].sum()) / total_bytes if total_bytes else float("nan"),
-                "steady_share": float(g["steady_share"].sum()),
-                "steady_share_p25": float(gs.quantile(0.25)) if len(gs) else float("nan"),
-                "steady_share_p75": float(gs.quantile(0.75)) if len(gs) else float("nan"),
-                "retransmits": float(g["retransmits"].sum()),
-                "mean_mbps": float(g["mean_mbps"].mean()),
-                "startup_exit_s": float(g["startup_exit_s"].mean()),  # NaN without a mode trace
-            })
-    # Utilisation over time.
-    if len(binned) and rate == rate:
-        agg_t = binned.groupby("t_s", as_index=False)["mbps"].sum()
-        agg_t["utilisation"] = agg_t["mbps"] / rate
-        series["aggregate"] = agg_t
-    return {"run": run, "flows": totals.to_dict("records"), "groups": groups, "series": series}
+def _retransmissions(rd: _RunData, out: dict) -> None:
+    """Retransmissions over time (iperf3 sender intervals), in the run's bins."""
+    if len(rd.tp):
+        r = rd.tp[["t_s", "retransmits", "flow"]].copy()
+        r["t_s"] = np.floor((r["t_s"] - 1e-9) / rd.bin_s) * rd.bin_s
+        out["series"]["retrans"] = r.groupby(["flow", "t_s"], as_index=False)["retransmits"].sum()
+
+
+def _bottleneck(rd: _RunData, out: dict) -> None:
+    """At the bottleneck: drops and loss rate (whole recording), what it sent per bin (the
+    aggregate), and its queue while the flows ran."""
+    run, series = out["run"], out["series"]
+    bq = D.bottleneck_samples(rd.tables.get("qdisc"))
+    names = ("bottleneck_drops", "bottleneck_loss_rate", "mean_queue_delay_ms", "p95_queue_delay_ms",
+             "mean_queue_bdp", "max_queue_bdp")
+    run.update({k: float("nan") for k in names})
+    if bq.empty or rd.t_last != rd.t_last:
+        return
+    ds = drop_stats(bq)
+    run["bottleneck_drops"], run["bottleneck_loss_rate"] = ds["drops"], ds["loss_rate"]
+    series["drops"] = drops_series(bq, rd.bin_s)
+    series["aggregate"] = link_aggregate(rd.meta, bq, rd.bin_s, rd.t_last)
+    # The queue while the flows ran (samplers start before time zero and stop after the flows).
+    q = bq[((bq["t_s"] >= min(0.0, rd.t_first) - 1e-9) & (bq["t_s"] <= rd.t_last + RUN_TAIL_S)).to_numpy()]
+    if q.empty:
+        return
+    rate = D.link_rate_mbps_at(rd.meta, q["t_s"].to_numpy(float))
+    qdel = queue_delay_ms(q["backlog_bytes"], rate)
+    qbdp = queue_bdp(q["backlog_bytes"], D.bdp_bytes(rd.meta))
+    series["queue"] = pd.DataFrame({"t_s": q["t_s"].to_numpy(float),
+                                    "backlog_bytes": q["backlog_bytes"].to_numpy(float),
+                                    "qdelay_ms": qdel, "queue_bdp": qbdp})
+    if np.isfinite(qdel).any():
+        run["mean_queue_delay_ms"] = float(np.nanmean(qdel))
+        run["p95_queue_delay_ms"] = float(np.nanpercentile(qdel, 95))
+    if np.isfinite(qbdp).any():
+        run["mean_queue_bdp"] = float(np.nanmean(qbdp))
+        run["max_queue_bdp"] = float(np.nanmax(qbdp))
+
+
+def _cc_groups(rd: _RunData, totals: pd.DataFrame, out: dict) -> None:
+    """Per CC group: share of bytes, retransmissions, percentile band of the 0.5 s shares."""
+    if not len(totals):
+        return
+    s0, s1 = out["run"]["steady_t0_s"], out["run"]["steady_t1_s"]
+    total_bytes = out["run"]["bytes"]
+    gshare = group_share_series(rd.binned, rd.flow_cc, SHARE_BIN_S, s0, s1)
+    out["series"]["group_share"] = group_share_series(rd.binned, rd.flow_cc, SHARE_BIN_S)
+    for cc, g in totals.groupby("cc", sort=False):
+        gs = gshare[gshare["cc"] == cc]["share"] if len(gshare) else pd.Series(dtype=float)
+        out["groups"].append({
+            "cc": cc, "flows": int(len(g)), "bytes": float(g["bytes"].sum()),
+            "share": float(g["bytes"].sum()) / total_bytes if total_bytes else float("nan"),
+            "steady_share": float(g["steady_share"].sum()),
+            "steady_share_p25": float(gs.quantile(0.25)) if len(gs) else float("nan"),
+            "steady_share_p75": float(gs.quantile(0.75)) if len(gs) else float("nan"),
+            "retransmits": float(g["retransmits"].sum()),
+            "mean_mbps": float(g["mean_mbps"].mean()),
+            "startup_exit_s": float(g["startup_exit_s"].mean()),  # NaN without a mode trace
+        })

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from cctest import checks
+from cctest.derived import counter_growth, union_length
 from cctest.ingest import ingest_run
 
 RAW = Path(__file__).parent / "fixtures" / "raw"  # recorded in a VM; see its README
@@ -127,13 +128,13 @@ def test_drops_outside_bottleneck_fail():
 
 def test_counter_growth_survives_reset():
     # 5 -> 8 (+3), reset, 2 (+2 since the reset), 6 (+4): 9 in total
-    assert checks._counter_growth(pd.Series([5.0, 8.0, 2.0, 6.0])) == 9.0
-    assert checks._counter_growth(pd.Series([7.0])) == 0.0
+    assert counter_growth(pd.Series([5.0, 8.0, 2.0, 6.0])) == 9.0
+    assert counter_growth(pd.Series([7.0])) == 0.0
 
 
 def test_union_length_of_overlapping_spans():
-    assert checks._union_length([(0, 10), (5, 15), (20, 21)]) == 16
-    assert checks._union_length([]) == 0
+    assert union_length([(0, 10), (5, 15), (20, 21)]) == 16
+    assert union_length([]) == 0
 
 
 def test_missing_tables_give_null_checks_and_warn():

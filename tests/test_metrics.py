@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from cctest import derived as D
 from cctest import metrics as M
 from report_fixtures import FlowSpec, RunSpec, make_run
 
@@ -79,11 +80,25 @@ def test_flow_totals_prefers_receiver_bytes():
     assert t2.loc[0, "bytes"] == 1_250_000 and t2.loc[0, "retransmits"] == 10
 
 
-def test_utilisation():
-    assert M.utilisation(2_500_000, 20, 1.0) == pytest.approx(1.0)
-    assert M.utilisation(1_250_000, 20, 1.0) == pytest.approx(0.5)
-    assert M.utilisation(18_750_000, 50, 4.0) == pytest.approx(0.75)
-    assert math.isnan(M.utilisation(1, 0, 1))
+def test_link_fullness_and_rate_schedule():
+    # 20 Mbit/s for 1 s carries 2.5 MB of frames, 2.5 MB x 1448/1514 of payload.
+    meta = {"link": {"rate_mbps": 20, "mtu": 1500}, "flows": [{"flow": 0, "start_s": 0, "duration_s": 1}]}
+    pay = 2_500_000 * 1448 / 1514
+    flows = pd.DataFrame({"flow": [0], "launched_s": [0.0], "elapsed_s": [1.0], "bytes_received": [pay / 2],
+                          "bytes_sent": [pay]})
+    full = D.link_fullness(meta, {"flows": flows})
+    assert full["fraction"] == pytest.approx(0.5) and full["span_s"] == pytest.approx(1.0)
+    # a schedule halves the rate after 0.5 s: 0.75 of the bytes fit, so the same delivery is 2/3 full
+    sched = {**meta, "link": {**meta["link"], "rate_schedule": [{"at_s": 0.5, "rate_mbps": 10}]}}
+    assert D.link_rate_mbps_at(sched, [0.0, 0.49, 0.5, 3.0]).tolist() == [20, 20, 10, 10]
+    assert D.link_bytes_between(sched, 0, 1) == pytest.approx(0.75 * 2_500_000)
+    assert D.link_fullness(sched, {"flows": flows})["fraction"] == pytest.approx(2 / 3)
+    assert math.isnan(D.link_fullness({"link": {}, "flows": []}, {"flows": flows})["fraction"])
+
+
+def test_default_bin_is_one_rtt_but_at_least_100_ms():
+    assert D.default_bin_s({"link": {"rtt_ms": 20}, "flows": [{"rtt_ms": 20}]}) == pytest.approx(0.1)
+    assert D.default_bin_s({"link": {"rtt_ms": 20}, "flows": [{"rtt_ms": 20}, {"rtt_ms": 160}]}) == pytest.approx(0.16)
 
 
 def test_queueing_delay_from_backlog_and_srtt():
@@ -97,7 +112,7 @@ def test_queueing_delay_from_backlog_and_srtt():
 
 
 def test_counters_and_drop_stats():
-    assert M.counter_increments([0, 2, 5, 1, 3]).tolist() == [0, 2, 3, 1, 2]  # reset at 4th
+    assert D.counter_increments([0, 2, 5, 1, 3]).tolist() == [0, 2, 3, 1, 2]  # reset at 4th
     bq = pd.DataFrame({"t_s": [0.0, 0.1, 0.2], "drops": [0, 2, 5], "sent_pkts": [0, 100, 195],
                        "role": "bottleneck", "iface": "s2"})
     d = M.drop_stats(bq)
@@ -106,13 +121,13 @@ def test_counters_and_drop_stats():
     ds = M.drops_series(bq, 0.1)
     assert ds["drops"].tolist() == [0, 2, 3]
     mixed = pd.concat([bq, bq.assign(role="delay", iface="s3", drops=[0, 9, 9])])
-    assert M.bottleneck(mixed)["drops"].tolist() == [0, 2, 5]
+    assert D.bottleneck_samples(mixed)["drops"].tolist() == [0, 2, 5]
     # htb root + bfifo leaf, interleaved: the leaf (the buffer) is taken, never both.
     root = bq.assign(kind="htb", handle="1:", parent="root", drops=[0, 3, 7])
     leaf = bq.assign(kind="bfifo", handle="10:", parent="1:1")
     both = pd.concat([root, leaf]).sort_values("t_s", kind="stable")
-    assert M.bottleneck(both)["drops"].tolist() == [0, 2, 5]
-    assert M.bottleneck(root)["drops"].tolist() == [0, 3, 7]
+    assert D.bottleneck_samples(both)["drops"].tolist() == [0, 2, 5]
+    assert D.bottleneck_samples(root)["drops"].tolist() == [0, 3, 7]
 
 
 def test_jain_series_and_group_shares():
@@ -146,8 +161,9 @@ def test_run_metrics_constant_rates(tmp_path):
     r = res["run"]
     assert r["jain"] == pytest.approx(1.0)
     assert r["jain_steady"] == pytest.approx(1.0)
-    # bytes_received is 0.2 % below what was sent
-    assert r["utilisation"] == pytest.approx(0.998, abs=1e-6)
+    # the synthetic senders see 20 Mbit/s of payload acknowledged: the payload capacity of the
+    # 20 Mbit/s of frames is 1448/1514 of it (the first 0.1 s before the first ss sample is missed)
+    assert r["utilisation"] == pytest.approx(1514 / 1448, rel=0.01)
     assert [f["share"] for f in res["flows"]] == pytest.approx([0.5, 0.5])
     assert [f["avg_mbps_1s"] for f in res["flows"]] == pytest.approx([10, 10])
     assert r["bottleneck_drops"] == 0

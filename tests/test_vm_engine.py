@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cctest.checks import payload_fraction
+from cctest.derived import payload_fraction
 from conftest import dmesg_problems
 from test_vm_modules import find
 

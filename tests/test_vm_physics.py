@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cctest.checks import acked_within, payload_fraction
+from cctest.derived import acked_within, payload_fraction
 from cctest.metrics import jain_index
 from test_vm_engine import run_dir
 from test_vm_modules import find, flows

@@ -28,7 +28,7 @@ MIN_POINTS_MANY = 300
 
 @dataclass
 class Options:
-    bin_ms: float = metrics.DEFAULT_BIN_MS
+    bin_ms: float | None = None  # None: derived.default_bin_s per run (one RTT, at least 100 ms)
     skip_s: float = metrics.DEFAULT_SKIP_S
     jain_window_s: float = metrics.DEFAULT_JAIN_WINDOW_S
     max_points: int = F.DEFAULT_MAX_POINTS
@@ -69,13 +69,18 @@ def _finite(o):
     return o
 
 
+def _bin_text(opts: Options) -> str:
+    return f"{opts.bin_ms:g} ms" if opts.bin_ms else "one RTT, at least 100 ms"
+
+
 def analyse(runs: list[Run], opts: Options, skipped: list[str]) -> tuple[list[Run], list[dict], Summary]:
     """Metrics of every run; a run whose data the metrics cannot use is named in `skipped` and left
     out, so that one malformed run never sinks the report of the others."""
     kept, results = [], []
     for run in runs:
         try:
-            res = metrics.run_metrics(run.meta, run.tables, bin_s=opts.bin_ms / 1000.0, skip_s=opts.skip_s)
+            res = metrics.run_metrics(run.meta, run.tables, bin_s=opts.bin_ms / 1000.0 if opts.bin_ms else None,
+                                skip_s=opts.skip_s)
             if opts.jain_window_s != metrics.DEFAULT_JAIN_WINDOW_S and len(res["series"].get("binned", [])):
                 res["series"]["jain"] = metrics.jain_series(res["series"]["binned"], opts.jain_window_s)
         except Exception as e:  # noqa: BLE001 - named in the report and on stderr instead
@@ -214,76 +219,124 @@ def _runs_table(page: Page, s: Summary) -> None:
         "bottleneck_drops": "drops"}))
 
 
+@dataclass
+class _Analysis:
+    """Everything the page shows: the runs, their metrics, the summary and the judgements."""
+    runs: list[Run]
+    results: list[dict]
+    summary: Summary
+    cmp: pd.DataFrame | None
+    verdicts: list[Verdict]
+    claim_notes: list[str]
+    sides: tuple[Summary, Summary] | None = None  # baseline's and candidate's summaries
+
+
 def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
                  threshold_pct: float = 5.0) -> Result:
+    """Load, analyse and judge the runs, then write the page (sections in order) and its files."""
     output = Path(output)
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     skipped: list[str] = []
-    if compare_paths:
-        base_runs, cand_runs = load_runs([compare_paths[0]], skipped), load_runs([compare_paths[1]], skipped)
-        base_runs, base_res, base_s = analyse(base_runs, opts, skipped)
-        cand_runs, cand_res, cand_s = analyse(cand_runs, opts, skipped)
-        for r in base_runs:
-            r.side = "baseline"
-        for r in cand_runs:
-            r.side = "candidate"
-        runs, results = base_runs + cand_runs, base_res + cand_res
-        summary = summarize(runs, results)
-        cmp = compare(base_s, cand_s, threshold_pct)
-        verdicts, claim_notes = judge_claims(cand_runs, cand_s)  # the candidate must bear the claims out
-    else:
+    a = _analyse_all(paths, opts, compare_paths, threshold_pct, skipped)
+    page = _new_page(a, opts)
+    warnings = _skipped_section(page, skipped) + _run_notes(a.runs)
+    if a.verdicts or a.claim_notes:
+        claims_section(page, a.verdicts, a.claim_notes)
+    regressions = _compare_section(page, a, compare_paths, threshold_pct, warnings)
+    _sweep_section(page, a.summary, a.runs)
+    _reps_section(page, a.summary)
+    _overview_section(page, a.summary, a.runs)
+    _per_run_sections(page, a.runs, a.results, opts)
+    csv_path, json_path, claims_path = _write_files(page, output, a, opts, compare_paths, threshold_pct,
+                                                    regressions)
+    return Result(output, csv_path, json_path, len(a.runs), len(page.figs), regressions, a.cmp, warnings,
+                  a.verdicts, claims_path)
+
+
+def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skipped: list[str]) -> _Analysis:
+    """Metrics of every run; with compare_paths, both sides, their comparison, and the claims
+    judged on the candidate (it must bear them out)."""
+    if not compare_paths:
         runs, results, summary = analyse(load_runs(paths, skipped), opts, skipped)
-        cmp = None
-        verdicts, claim_notes = judge_claims(runs, summary)
-    title = opts.title or ("cctest comparison" if cmp is not None else "cctest report")
-    scen = sorted({str(r.meta.get("scenario")) for r in runs})
-    page = Page(title, f"{len(runs)} run(s) of {', '.join(scen)} · generated {now} · bin {opts.bin_ms:g} ms · "
+        verdicts, notes = judge_claims(runs, summary)
+        return _Analysis(runs, results, summary, None, verdicts, notes)
+    base_runs, cand_runs = load_runs([compare_paths[0]], skipped), load_runs([compare_paths[1]], skipped)
+    base_runs, base_res, base_s = analyse(base_runs, opts, skipped)
+    cand_runs, cand_res, cand_s = analyse(cand_runs, opts, skipped)
+    for r in base_runs:
+        r.side = "baseline"
+    for r in cand_runs:
+        r.side = "candidate"
+    runs, results = base_runs + cand_runs, base_res + cand_res
+    verdicts, notes = judge_claims(cand_runs, cand_s)
+    return _Analysis(runs, results, summarize(runs, results), compare(base_s, cand_s, threshold_pct),
+                     verdicts, notes, (base_s, cand_s))
+
+
+def _new_page(a: _Analysis, opts: Options) -> Page:
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    title = opts.title or ("cctest comparison" if a.cmp is not None else "cctest report")
+    scen = sorted({str(r.meta.get("scenario")) for r in a.runs})
+    return Page(title, f"{len(a.runs)} run(s) of {', '.join(scen)} · generated {now} · bin {_bin_text(opts)} · "
                        f"steady state after {opts.skip_s:g} s · Jain window {opts.jain_window_s:g} s")
-    warnings: list[str] = list(skipped)
+
+
+def _skipped_section(page: Page, skipped: list[str]) -> list[str]:
     if skipped:
         page.h2("Runs not shown", "skipped")
         page.add("<ul class='notes'>" + "".join(f"<li>{esc(w)}</li>" for w in skipped) + "</ul>")
-    # Every note of every run also reaches the terminal: a report is often read there only.
-    warnings += [f"{shown(run.path)}: {note}" for run in runs for note in run.notes]
-    regressions = 0
-    if verdicts or claim_notes:
-        claims_section(page, verdicts, claim_notes)
-    if cmp is not None:
-        page.h2("Comparison", "compare")
-        page.add(f"<p class='kv'>baseline <b>{esc(compare_paths[0])}</b> vs candidate "
-                 f"<b>{esc(compare_paths[1])}</b>; regression = change in the worse direction by more than "
-                 f"<b>{threshold_pct:g} %</b> of the baseline mean.</p>")
-        ub, uc = unmatched_groups(base_s, cand_s)
-        unmatched = ([f"baseline configuration without candidate: {g}" for g in ub]
-                     + [f"candidate configuration without baseline: {g}" for g in uc])
-        warnings += unmatched
-        if unmatched:
-            page.add("<ul class='notes'>" + "".join(f"<li>{esc(w)}</li>" for w in unmatched) + "</ul>")
-        if cmp.empty:
-            warnings.append("no configuration present on both sides: nothing compared")
-            page.add("<p class='bad'>No configuration present on both sides.</p>")
-        else:
-            regressions = int(cmp["regression"].sum())
-            page.add(f"<p class='{'bad' if regressions else 'ok'}'>{regressions} regression(s).</p>")
-            page.add("<p class='note'>± CI: 95 % Student-t half-width over repetitions; significant: the "
-                     "difference exceeds the two half-widths combined (informational; only the threshold "
-                     "decides a regression).</p>")
-            show = cmp[["group", "label", "better", "n_baseline", "baseline", "baseline_ci95", "n_candidate",
-                        "candidate", "candidate_ci95", "delta", "delta_pct", "significant", "regression"]]
-            page.add(table(show, left={"group", "label", "better"}, cls_rows=[
-                "reg" if x else "" for x in cmp["regression"]], headers={
-                "group": "configuration", "label": "metric", "baseline_ci95": "± CI", "candidate_ci95": "± CI ",
-                "n_baseline": "n", "n_candidate": "n ",
-                "delta_pct": "Δ %", "delta": "Δ"}))
+    return list(skipped)
 
-    _sweep_section(page, summary, runs)
-    _reps_section(page, summary)
+
+def _run_notes(runs: list[Run]) -> list[str]:
+    """Every note of every run also reaches the terminal: a report is often read there only."""
+    return [f"{shown(run.path)}: {note}" for run in runs for note in run.notes]
+
+
+def _compare_section(page: Page, a: _Analysis, compare_paths, threshold_pct: float,
+                     warnings: list[str]) -> int:
+    """The baseline-vs-candidate table; returns the number of regressions."""
+    cmp = a.cmp
+    if cmp is None:
+        return 0
+    page.h2("Comparison", "compare")
+    page.add(f"<p class='kv'>baseline <b>{esc(compare_paths[0])}</b> vs candidate "
+             f"<b>{esc(compare_paths[1])}</b>; regression = change in the worse direction by more than "
+             f"<b>{threshold_pct:g} %</b> of the baseline mean.</p>")
+    ub, uc = unmatched_groups(*a.sides)
+    unmatched = ([f"baseline configuration without candidate: {g}" for g in ub]
+                 + [f"candidate configuration without baseline: {g}" for g in uc])
+    warnings += unmatched
+    if unmatched:
+        page.add("<ul class='notes'>" + "".join(f"<li>{esc(w)}</li>" for w in unmatched) + "</ul>")
+    if cmp.empty:
+        warnings.append("no configuration present on both sides: nothing compared")
+        page.add("<p class='bad'>No configuration present on both sides.</p>")
+        return 0
+    regressions = int(cmp["regression"].sum())
+    page.add(f"<p class='{'bad' if regressions else 'ok'}'>{regressions} regression(s).</p>")
+    page.add("<p class='note'>± CI: 95 % Student-t half-width over repetitions; significant: the "
+             "difference exceeds the two half-widths combined (informational; only the threshold "
+             "decides a regression).</p>")
+    show = cmp[["group", "label", "better", "n_baseline", "baseline", "baseline_ci95", "n_candidate",
+                "candidate", "candidate_ci95", "delta", "delta_pct", "significant", "regression"]]
+    page.add(table(show, left={"group", "label", "better"}, cls_rows=[
+        "reg" if x else "" for x in cmp["regression"]], headers={
+        "group": "configuration", "label": "metric", "baseline_ci95": "± CI", "candidate_ci95": "± CI ",
+        "n_baseline": "n", "n_candidate": "n ",
+        "delta_pct": "Δ %", "delta": "Δ"}))
+    return regressions
+
+
+def _overview_section(page: Page, summary: Summary, runs: list[Run]) -> None:
     page.h2("Runs overview", "overview")
     if len(runs) > MANY_RUNS:
         page.add(f"<details><summary>{len(runs)} runs (click to show the table)</summary>")
     _runs_table(page, summary)
     if len(runs) > MANY_RUNS:
         page.add("</details>")
+
+
+def _per_run_sections(page: Page, runs: list[Run], results: list[dict], opts: Options) -> None:
     page.h2("Per run", "runs")
     # Many runs: fewer display points per trace so the page stays small (metrics are unaffected).
     per_run = opts
@@ -297,20 +350,24 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
     for i, (run, res) in enumerate(zip(runs, results)):
         _run_section(page, run, res, per_run, open_=(i == 0), index=i)
 
+
+def _write_files(page: Page, output: Path, a: _Analysis, opts: Options, compare_paths, threshold_pct: float,
+                 regressions: int) -> tuple[Path, Path, Path | None]:
+    """The page, summary.csv, summary.json and (with claims) claims.json next to it."""
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(page.render(), encoding="utf-8", errors="replace")
     stem = output.parent
     csv_path, json_path = stem / "summary.csv", stem / "summary.json"
-    spreadsheet_safe(summary_frame(summary)).to_csv(csv_path, index=False, errors="replace")
-    js = summary_json(summary, opts.as_dict())
-    if cmp is not None:
+    spreadsheet_safe(summary_frame(a.summary)).to_csv(csv_path, index=False, errors="replace")
+    js = summary_json(a.summary, opts.as_dict())
+    if a.cmp is not None:
         js["compare"] = {"baseline": str(compare_paths[0]), "candidate": str(compare_paths[1]),
                          "threshold_pct": threshold_pct, "regressions": regressions,
-                         "rows": json.loads(cmp.to_json(orient="records")) if not cmp.empty else []}
+                         "rows": json.loads(a.cmp.to_json(orient="records")) if not a.cmp.empty else []}
     json_path.write_text(json.dumps(_finite(js), indent=1, default=str, allow_nan=False))
     claims_path = None
-    if verdicts or claim_notes:
+    if a.verdicts or a.claim_notes:
         claims_path = stem / "claims.json"
-        claims_path.write_text(json.dumps(_finite(claims_json(verdicts, claim_notes)), indent=1, allow_nan=False))
-    return Result(output, csv_path, json_path, len(runs), len(page.figs), regressions, cmp, warnings, verdicts,
-                  claims_path)
+        claims_path.write_text(json.dumps(_finite(claims_json(a.verdicts, a.claim_notes)), indent=1,
+                                          allow_nan=False))
+    return csv_path, json_path, claims_path

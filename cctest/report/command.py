@@ -20,8 +20,8 @@ from .defaults import DEFAULT_MAX_POINTS
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
               show_default=True, help="HTML file to write; summary.csv and summary.json go beside it.")
 @click.option("--open", "open_", is_flag=True, help="Open the report in a web browser.")
-@click.option("--bin-ms", type=click.FloatRange(min=1), default=defaults.DEFAULT_BIN_MS, show_default=True,
-              help="Throughput bin width.")
+@click.option("--bin-ms", type=click.FloatRange(min=1), default=None,
+              help="Throughput bin width [default: one RTT of the slowest flow, at least 100 ms].")
 @click.option("--skip-s", type=click.FloatRange(min=0), default=defaults.DEFAULT_SKIP_S, show_default=True,
               help="Steady state starts this many seconds after time zero.")
 @click.option("--jain-window-s", type=click.FloatRange(min=0.01), default=defaults.DEFAULT_JAIN_WINDOW_S,

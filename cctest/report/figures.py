@@ -157,7 +157,7 @@ def _layout(fig, ytitle: str = "", xtitle: str = "time (s)", height: int = 340):
 
 
 def _lines(traces: list[dict], max_points: int, shape: str | None = None) -> list:
-    """traces: dicts with x, y, name, color, and optional dash/width/legendgroup/showlegend."""
+    """traces: dicts with x, y, name, color, and optional dash/width/legendgroup/showlegend/mode."""
     dec = []
     total = 0
     for t in traces:
@@ -172,7 +172,10 @@ def _lines(traces: list[dict], max_points: int, shape: str | None = None) -> lis
         if shape and kind == "scatter":
             line["shape"] = shape
         tr = {"type": kind, "x": np.asarray(x, dtype=np.float32), "y": np.asarray(y, dtype=np.float32),
-              "name": t["name"], "mode": "lines", "line": line, "showlegend": t.get("showlegend", True)}
+              "name": t["name"], "mode": t.get("mode", "lines"), "line": line,
+              "showlegend": t.get("showlegend", True)}
+        if "markers" in tr["mode"]:
+            tr["marker"] = {"size": 4, **({"color": t["color"]} if t.get("color") else {})}
         if t.get("legendgroup") is not None:
             tr["legendgroup"] = t["legendgroup"]
         out.append(tr)
@@ -196,166 +199,259 @@ def flow_color(i: int) -> str:
 
 def run_figures(run, res: dict, *, max_points: int = DEFAULT_MAX_POINTS,
                 jain_window_s: float = metrics.DEFAULT_JAIN_WINDOW_S) -> list[Fig]:
-    meta = run.meta
-    link = meta.get("link") or {}
-    rate = link.get("rate_mbps")
-    names = flow_names(meta)
-    s = res["series"]
-    r = res["run"]
-    figs: list[Fig] = []
-    binned = s.get("binned")
-    t0, t1 = r.get("steady_t0_s"), r.get("steady_t1_s")
+    """The figures of one run, in page order; each step returns its figures (none when its data
+    is missing)."""
+    v = _RunView(run, res, max_points, jain_window_s)
+    return [f for step in (_throughput_fig, _jain_fig, _group_share_fig, _retrans_drops_fig,
+                           _utilisation_fig, _qdelay_fig, _queue_fig, _cwnd_fig, _rtprop_fig,
+                           _cc_state_fig)
+            for f in step(v)]
 
-    def steady_band(fig):
+
+class _RunView:
+    """What the figure steps share: the run, its metrics, flow names, the bin and steady window."""
+
+    def __init__(self, run, res: dict, max_points: int, jain_window_s: float):
+        self.run, self.res, self.meta = run, res, run.meta
+        self.link = self.meta.get("link") or {}
+        self.names = flow_names(self.meta)
+        self.s, self.r = res["series"], res["run"]
+        self.max_points, self.jain_window_s = max_points, jain_window_s
+        self.bin_s = float(self.r.get("bin_s") or metrics.DEFAULT_BIN_MS / 1000)
+        self.t0, self.t1 = self.r.get("steady_t0_s"), self.r.get("steady_t1_s")
+
+    def name(self, fl) -> str:
+        return self.names.get(fl, f"flow {fl}")
+
+    def steady_band(self, fig) -> None:
+        t0, t1 = self.t0, self.t1
         if t0 == t0 and t1 == t1 and t1 > t0:
             fig.add_vrect(x0=t0, x1=t1, fillcolor="#888", opacity=0.07, line_width=0)
 
-    if binned is not None and len(binned):
-        bin_s = float(np.diff(np.unique(binned["t_s"]))[:1].min()) if binned["t_s"].nunique() > 1 else 0.1
-        tr = []
-        for fl, g in binned.groupby("flow"):
-            g = g[g["active"]]
-            tr.append(dict(x=g["t_s"].to_numpy() + bin_s, y=g["mbps"].to_numpy(),
-                           name=names.get(fl, f"flow {fl}"), color=flow_color(fl)))
-        agg = binned.groupby("t_s")["mbps"].sum()
-        if len(tr) > 1:
-            tr.append(dict(x=agg.index.to_numpy() + bin_s, y=agg.to_numpy(), name="aggregate",
-                           color="#444", dash="dot", width=1))
-        fig = DFig(_lines(tr, max_points))
+    def link_rate_line(self, fig, scale: float = 1.0, unit: str = "Mbit/s") -> None:
+        rate = self.link.get("rate_mbps")
         if rate:
-            fig.add_hline(y=rate, line=dict(color="#999", dash="dash", width=1),
+            fig.add_hline(y=rate * scale, line=dict(color="#999", dash="dash", width=1),
                           annotation_text=f"link {rate:g} Mbit/s", annotation_position="top left")
-        steady_band(fig)
-        figs.append(Fig("Throughput per flow", _layout(fig, "Mbit/s"),
-                        f"{bin_s * 1000:g} ms bins of iperf3 sender intervals; shaded: steady-state window "
-                        f"{t0:.1f}–{t1:.1f} s.", "throughput"))
 
-        js = s.get("jain")
-        if js is not None and len(js) and len(names) > 1:
-            fig = DFig(_lines([dict(x=js["t_s"].to_numpy(), y=js["jain"].to_numpy(),
-                                         name=f"Jain ({jain_window_s:g} s window)", color="#333")],
-                                   max_points))
-            fig.add_hline(y=r["jain"], line=dict(color=PALETTE[0], dash="dash", width=1),
-                          annotation_text=f"whole run {r['jain']:.3f}", annotation_position="bottom left")
-            if r.get("jain_steady") == r.get("jain_steady"):
-                fig.add_hline(y=r["jain_steady"], line=dict(color=PALETTE[1], dash="dot", width=1),
-                              annotation_text=f"steady {r['jain_steady']:.3f}",
-                              annotation_position="bottom right")
-            steady_band(fig)
-            fig.update_yaxes(range=[0, 1.02])
-            figs.append(Fig("Jain's fairness index", _layout(fig, "J"),
-                            "Sliding window over the flows active in it; 1 = equal shares, "
-                            "1/n = one flow takes all.", "jain"))
 
-        gs = s.get("group_share")
-        ccs = {f.get("cc") for f in meta.get("flows") or [] if isinstance(f, dict)}
-        if gs is not None and len(gs) and len(ccs) > 1:
-            fig = DFig()
-            for i, (cc, g) in enumerate(gs.groupby("cc", sort=False)):
-                x, y = decimate(g["t_s"].to_numpy() + metrics.SHARE_BIN_S, g["share"].to_numpy() * 100,
-                                max_points)
-                fig.add_trace(dict(type="scatter", x=x.astype(np.float32), y=y.astype(np.float32),
-                                   name=str(cc), mode="lines", stackgroup="share", line=dict(width=0.5)))
-            steady_band(fig)
-            fig.update_yaxes(range=[0, 100])
-            shares = ", ".join(f"{g['cc']} {100 * g['share']:.1f} %" for g in res["groups"])
-            figs.append(Fig("Throughput share per CC group", _layout(fig, "% of delivered bytes"),
-                            f"{metrics.SHARE_BIN_S:g} s intervals. Whole run: {shares}.", "group_share"))
-
-    # Retransmissions and drops.
-    rt = s.get("retrans")
-    dr = s.get("drops")
-    if (rt is not None and len(rt)) or (dr is not None and len(dr)):
-        fig = DFig(rows=2, vertical_spacing=0.08, row_heights=[0.55, 0.45])
-        if rt is not None and len(rt):
-            for fl, g in rt.groupby("flow"):
-                for t in _lines([dict(x=g["t_s"].to_numpy(), y=g["retransmits"].to_numpy(),
-                                      name=names.get(fl, f"flow {fl}"), color=flow_color(fl))],
-                                max_points):
-                    fig.add_trace(t, row=1, col=1)
-        if dr is not None and len(dr):
-            x, y = decimate(dr["t_s"].to_numpy(), dr["drops"].to_numpy(), max_points)
-            fig.add_trace(dict(type="bar", x=x.astype(np.float32), y=y.astype(np.float32),
-                               name="bottleneck drops", marker=dict(color="#555")), row=2, col=1)
-        fig.update_yaxes(title_text="retrans / bin", row=1, col=1)
-        fig.update_yaxes(title_text="drops / bin", row=2, col=1)
-        _layout(fig, height=400, xtitle="")
-        fig.update_xaxes(title_text="time (s)", row=2, col=1)
-        figs.append(Fig("Retransmissions and bottleneck drops", fig,
-                        f"Total: {r.get('retransmits', float('nan')):.0f} retransmitted segments "
-                        f"(iperf3), {r.get('bottleneck_drops', float('nan')):.0f} bottleneck drops, "
-                        f"loss rate {100 * r.get('bottleneck_loss_rate', float('nan')):.3f} %.",
-                        "retrans"))
-
-    ag = s.get("aggregate")
+def _throughput_fig(v: _RunView) -> list[Fig]:
+    binned, ag = v.s.get("binned"), v.s.get("aggregate")
+    if binned is None or not len(binned):
+        return []
+    tr = []
+    for fl, g in binned.groupby("flow"):
+        g = g[g["active"].astype(bool)]
+        tr.append(dict(x=g["t_s"].to_numpy() + v.bin_s, y=g["mbps"].to_numpy(), name=v.name(fl),
+                       color=flow_color(fl)))
     if ag is not None and len(ag):
-        bin_s = float(ag["t_s"].diff().min()) if len(ag) > 1 else 0.1
-        fig = DFig(_lines([dict(x=ag["t_s"].to_numpy() + bin_s, y=100 * ag["utilisation"].to_numpy(),
-                                     name="utilisation", color="#2ca02c")], max_points))
-        fig.update_yaxes(rangemode="tozero")
-        figs.append(Fig("Link utilisation", _layout(fig, "% of link rate"),
-                        f"Whole run (001 Eq. 3): {100 * r.get('utilisation', float('nan')):.1f} %.",
-                        "utilisation"))
+        tr.append(dict(x=ag["t_s"].to_numpy() + v.bin_s, y=ag["mbps"].to_numpy(),
+                       name="aggregate (bottleneck sent)", color="#444", dash="dot", width=1))
+    fig = DFig(_lines(tr, v.max_points))
+    v.link_rate_line(fig)
+    v.steady_band(fig)
+    source = v.r.get("throughput_source", "")
+    per_flow = ("what each receiver got in order (growth of the sender's bytes_acked, ss); right after "
+                "a loss a flow's bin can exceed its share: the retransmission releases what the receiver "
+                "held" if source == "ss bytes_acked" else
+                "iperf3 sender intervals (what the application wrote; no ss samples in this run: it runs "
+                "ahead of the link by up to the socket buffer)")
+    agg = ("; aggregate: bytes (frames) the bottleneck qdisc sent, from" + _bottleneck_sampling(v)
+           if ag is not None and len(ag) else "; no bottleneck samples, so no aggregate.")
+    return [Fig("Throughput per flow", _layout(fig, "Mbit/s"),
+                f"{v.bin_s * 1000:g} ms bins. Per flow: {per_flow}{agg} Shaded: steady-state window "
+                f"{v.t0:.1f}–{v.t1:.1f} s.", "throughput")]
 
-    q = s.get("queue")
-    qs = s.get("qdelay_srtt")
-    if (q is not None and len(q)) or (qs is not None and len(qs)):
-        tr = []
-        if qs is not None and len(qs):
-            for fl, g in qs.groupby("flow"):
-                tr.append(dict(x=g["t_s"].to_numpy(), y=g["qdelay_ms"].to_numpy(),
-                               name=f"{names.get(fl, fl)}: srtt − min RTT", color=flow_color(fl), width=1))
-        if q is not None and len(q):
-            tr.append(dict(x=q["t_s"].to_numpy(), y=q["qdelay_ms"].to_numpy(),
-                           name="bottleneck backlog ÷ rate", color="#000", width=1.6))
-        fig = DFig(_lines(tr, max_points))
-        figs.append(Fig("Queueing delay", _layout(fig, "ms"),
-                        "Per flow from ss (srtt minus the flow's lowest min_rtt); at the bottleneck "
-                        "from the qdisc backlog drained at the link rate.", "qdelay"))
+
+def _jain_fig(v: _RunView) -> list[Fig]:
+    js, r = v.s.get("jain"), v.r
+    if js is None or not len(js) or len(v.names) <= 1 or v.s.get("binned") is None:
+        return []
+    fig = DFig(_lines([dict(x=js["t_s"].to_numpy(), y=js["jain"].to_numpy(),
+                            name=f"Jain ({v.jain_window_s:g} s window)", color="#333")], v.max_points))
+    fig.add_hline(y=r["jain"], line=dict(color=PALETTE[0], dash="dash", width=1),
+                  annotation_text=f"whole run {r['jain']:.3f}", annotation_position="bottom left")
+    if r.get("jain_steady") == r.get("jain_steady"):
+        fig.add_hline(y=r["jain_steady"], line=dict(color=PALETTE[1], dash="dot", width=1),
+                      annotation_text=f"steady {r['jain_steady']:.3f}", annotation_position="bottom right")
+    v.steady_band(fig)
+    fig.update_yaxes(range=[0, 1.02])
+    return [Fig("Jain's fairness index", _layout(fig, "J"),
+                "Sliding window over the flows active in it; 1 = equal shares, 1/n = one flow takes all.", "jain")]
+
+
+def _group_share_fig(v: _RunView) -> list[Fig]:
+    gs = v.s.get("group_share")
+    ccs = {f.get("cc") for f in v.meta.get("flows") or [] if isinstance(f, dict)}
+    if gs is None or not len(gs) or len(ccs) <= 1:
+        return []
+    fig = DFig()
+    for cc, g in gs.groupby("cc", sort=False):
+        x, y = decimate(g["t_s"].to_numpy() + metrics.SHARE_BIN_S, g["share"].to_numpy() * 100, v.max_points)
+        fig.add_trace(dict(type="scatter", x=x.astype(np.float32), y=y.astype(np.float32),
+                           name=str(cc), mode="lines", stackgroup="share", line=dict(width=0.5)))
+    v.steady_band(fig)
+    fig.update_yaxes(range=[0, 100])
+    shares = ", ".join(f"{g['cc']} {100 * g['share']:.1f} %" for g in v.res["groups"])
+    return [Fig("Throughput share per CC group", _layout(fig, "% of delivered bytes"),
+                f"{metrics.SHARE_BIN_S:g} s intervals. Whole run: {shares}.", "group_share")]
+
+
+def _retrans_drops_fig(v: _RunView) -> list[Fig]:
+    rt, dr, r = v.s.get("retrans"), v.s.get("drops"), v.r
+    if (rt is None or not len(rt)) and (dr is None or not len(dr)):
+        return []
+    fig = DFig(rows=2, vertical_spacing=0.08, row_heights=[0.55, 0.45])
+    if rt is not None and len(rt):
+        for fl, g in rt.groupby("flow"):
+            for t in _lines([dict(x=g["t_s"].to_numpy(), y=g["retransmits"].to_numpy(), name=v.name(fl),
+                                  color=flow_color(fl))], v.max_points):
+                fig.add_trace(t, row=1, col=1)
+    if dr is not None and len(dr):
+        x, y = decimate(dr["t_s"].to_numpy(), dr["drops"].to_numpy(), v.max_points)
+        fig.add_trace(dict(type="bar", x=x.astype(np.float32), y=y.astype(np.float32),
+                           name="bottleneck drops", marker=dict(color="#555")), row=2, col=1)
+    fig.update_yaxes(title_text="retrans / bin", row=1, col=1)
+    fig.update_yaxes(title_text="drops / bin", row=2, col=1)
+    _layout(fig, height=400, xtitle="")
+    fig.update_xaxes(title_text="time (s)", row=2, col=1)
+    return [Fig("Retransmissions and bottleneck drops", fig,
+                f"Total: {r.get('retransmits', float('nan')):.0f} retransmitted segments "
+                f"(iperf3), {r.get('bottleneck_drops', float('nan')):.0f} bottleneck drops (whole recording, "
+                f"as in checks.json), loss rate {100 * r.get('bottleneck_loss_rate', float('nan')):.3f} %.",
+                "retrans")]
+
+
+def _utilisation_fig(v: _RunView) -> list[Fig]:
+    ag = v.s.get("aggregate")
+    if ag is None or not len(ag):
+        return []
+    fig = DFig(_lines([dict(x=ag["t_s"].to_numpy() + v.bin_s, y=100 * ag["utilisation"].to_numpy(),
+                            name="utilisation", color="#2ca02c")], v.max_points))
+    fig.update_yaxes(rangemode="tozero")
+    return [Fig("Link utilisation", _layout(fig, "% of link rate"),
+                f"{v.bin_s * 1000:g} ms bins of the bytes (frames) the bottleneck sent ÷ the link's rate. "
+                f"Whole run, payload delivered while a flow was active ÷ the payload the link carries "
+                f"(as the goodput health check): {100 * v.r.get('utilisation', float('nan')):.1f} %. From"
+                + _bottleneck_sampling(v),
+                "utilisation")]
+
+
+def _with_gaps(t: np.ndarray, y: np.ndarray, interval_s: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Break a sampled line where the sampler missed its interval by more than half again (NaN),
+    so the plot shows the true sample times instead of a straight line across the gap."""
+    if not interval_s or len(t) < 2:
+        return t, y
+    gap = np.nonzero(np.diff(t) > 1.5 * interval_s)[0]
+    return (np.insert(np.asarray(t, float), gap + 1, np.nan), np.insert(np.asarray(y, float), gap + 1, np.nan))
+
+
+def _gap_mode(x: np.ndarray) -> str:
+    """Markers too when the line is broken: a sample alone between two gaps has no line to draw."""
+    return "lines+markers" if np.isnan(x).any() else "lines"
+
+
+def _sampling_note(t: np.ndarray, interval_s: float | None, binned: bool = False) -> str:
+    if len(t) < 2:
+        return ""
+    d = np.diff(t)
+    note = f" {len(t)} samples, median spacing {1000 * np.median(d):.0f} ms, longest gap {1000 * d.max():.0f} ms"
+    if interval_s and d.max() > 1.5 * interval_s:
+        note += (f" (asked for every {1000 * interval_s:g} ms: the sampler was late; "
+                 + ("a bin between two samples far apart reads their average, and bins above the link "
+                    "rate mean the samples' times are uncertain)" if binned else
+                    "the line is broken where it missed a sample)"))
+    return note + "."
+
+
+def _bottleneck_sampling(v: _RunView) -> str:
+    """How the bottleneck was sampled: a bin between two samples far apart reads their average,
+    and a sampler that was late cannot place the bytes in time (bins may then read above the link)."""
+    q = v.s.get("queue")
+    return _sampling_note(q["t_s"].to_numpy(), _qdisc_interval_s(v), binned=True) if q is not None and len(q) else "."
+
+
+def _qdisc_interval_s(v: _RunView) -> float | None:
+    ms = (v.meta.get("capture") or {}).get("qdisc_interval_ms")
+    return float(ms) / 1000 if ms else None
+
+
+def _qdelay_fig(v: _RunView) -> list[Fig]:
+    q, qs = v.s.get("queue"), v.s.get("qdelay_srtt")
+    if (q is None or not len(q)) and (qs is None or not len(qs)):
+        return []
+    tr = []
+    if qs is not None and len(qs):
+        for fl, g in qs.groupby("flow"):
+            tr.append(dict(x=g["t_s"].to_numpy(), y=g["qdelay_ms"].to_numpy(),
+                           name=f"{v.names.get(fl, fl)}: srtt − min RTT", color=flow_color(fl), width=1))
+    note = ""
     if q is not None and len(q):
-        fig = DFig(_lines([dict(x=q["t_s"].to_numpy(), y=q["queue_bdp"].to_numpy(),
-                                     name="backlog", color="#9467bd")], max_points))
-        if link.get("buffer_bdp"):
-            fig.add_hline(y=float(link["buffer_bdp"]), line=dict(color="#999", dash="dash", width=1),
-                          annotation_text=f"buffer {float(link['buffer_bdp']):g} BDP")
-        fig.update_yaxes(rangemode="tozero")
-        figs.append(Fig("Bottleneck queue occupancy", _layout(fig, "× BDP"),
-                        f"BDP = {link.get('bdp_bytes')} bytes; mean {r.get('mean_queue_bdp', float('nan')):.2f}, "
-                        f"max {r.get('max_queue_bdp', float('nan')):.2f} BDP.", "queue"))
+        x, y = _with_gaps(q["t_s"].to_numpy(), q["qdelay_ms"].to_numpy(), _qdisc_interval_s(v))
+        tr.append(dict(x=x, y=y, name="bottleneck backlog ÷ rate", color="#000", width=1.6, mode=_gap_mode(x)))
+        note = " Bottleneck:" + _sampling_note(q["t_s"].to_numpy(), _qdisc_interval_s(v))
+    fig = DFig(_lines(tr, v.max_points))
+    return [Fig("Queueing delay", _layout(fig, "ms"),
+                "Per flow from ss (srtt minus the flow's lowest min_rtt); at the bottleneck "
+                "from the qdisc backlog drained at the link rate." + note, "qdelay")]
 
-    ss = run.tables.get("ss")
-    tp = run.tables.get("tcp_probe")
-    if ss is not None and len(ss):
-        tr = []
-        for fl, g in ss.groupby("flow"):
-            tr.append(dict(x=g["t_s"].to_numpy(), y=g["cwnd"].to_numpy(), name=f"{names.get(fl, fl)} (ss)",
-                           color=flow_color(fl), legendgroup=str(fl)))
-        if tp is not None and len(tp):
-            for fl, g in tp.groupby("flow"):
-                tr.append(dict(x=g["t_s"].to_numpy(), y=g["snd_cwnd"].to_numpy(),
-                               name=f"{names.get(fl, fl)} (tcp_probe)", color=flow_color(fl), dash="dot",
-                               width=0.8, legendgroup=str(fl)))
-        fig = DFig(_lines(tr, max_points))
-        figs.append(Fig("Congestion window", _layout(fig, "packets"),
-                        "ss -tin samples" + (", dotted: tcp:tcp_probe per-ACK samples" if tp is not None
-                                             and len(tp) else "") + ".", "cwnd"))
-        tr = []
-        for fl, g in ss.groupby("flow"):
-            tr.append(dict(x=g["t_s"].to_numpy(), y=g["min_rtt_ms"].to_numpy(),
-                           name=f"{names.get(fl, fl)} min_rtt", color=flow_color(fl), legendgroup=str(fl)))
-            if "bbr_mrtt_ms" in g and g["bbr_mrtt_ms"].notna().any():
-                gg = g[g["bbr_mrtt_ms"].notna()]
-                tr.append(dict(x=gg["t_s"].to_numpy(), y=gg["bbr_mrtt_ms"].to_numpy(),
-                               name=f"{names.get(fl, fl)} BBR RTprop", color=flow_color(fl), dash="dot",
-                               legendgroup=str(fl)))
-        fig = DFig(_lines(tr, max_points, shape="hv"))
-        figs.append(Fig("RTprop (min RTT)", _layout(fig, "ms"),
-                        "ss min_rtt per flow; dotted: BBR's own RTprop estimate (ss bbr:mrtt).", "rtprop"))
 
-    st = run.tables.get("cc_state")
-    if st is not None and len(st):
-        figs.append(cc_state_figure(st, names, max_points))
-    return figs
+def _queue_fig(v: _RunView) -> list[Fig]:
+    q, r = v.s.get("queue"), v.r
+    if q is None or not len(q):
+        return []
+    x, y = _with_gaps(q["t_s"].to_numpy(), q["queue_bdp"].to_numpy(), _qdisc_interval_s(v))
+    fig = DFig(_lines([dict(x=x, y=y, name="backlog", color="#9467bd", mode=_gap_mode(x))], v.max_points))
+    if v.link.get("buffer_bdp"):
+        fig.add_hline(y=float(v.link["buffer_bdp"]), line=dict(color="#999", dash="dash", width=1),
+                      annotation_text=f"buffer {float(v.link['buffer_bdp']):g} BDP")
+    fig.update_yaxes(rangemode="tozero")
+    return [Fig("Bottleneck queue occupancy", _layout(fig, "× BDP"),
+                f"BDP = {v.link.get('bdp_bytes')} bytes; mean {r.get('mean_queue_bdp', float('nan')):.2f}, "
+                f"max {r.get('max_queue_bdp', float('nan')):.2f} BDP."
+                + _sampling_note(q["t_s"].to_numpy(), _qdisc_interval_s(v)), "queue")]
+
+
+def _cwnd_fig(v: _RunView) -> list[Fig]:
+    ss, tp = v.run.tables.get("ss"), v.run.tables.get("tcp_probe")
+    if ss is None or not len(ss):
+        return []
+    tr = []
+    for fl, g in ss.groupby("flow"):
+        tr.append(dict(x=g["t_s"].to_numpy(), y=g["cwnd"].to_numpy(), name=f"{v.names.get(fl, fl)} (ss)",
+                       color=flow_color(fl), legendgroup=str(fl)))
+    probe = tp is not None and len(tp)
+    if probe:
+        for fl, g in tp.groupby("flow"):
+            tr.append(dict(x=g["t_s"].to_numpy(), y=g["snd_cwnd"].to_numpy(),
+                           name=f"{v.names.get(fl, fl)} (tcp_probe)", color=flow_color(fl), dash="dot",
+                           width=0.8, legendgroup=str(fl)))
+    fig = DFig(_lines(tr, v.max_points))
+    return [Fig("Congestion window", _layout(fig, "packets"),
+                "ss -tin samples" + (", dotted: tcp:tcp_probe per-ACK samples" if probe else "") + ".", "cwnd")]
+
+
+def _rtprop_fig(v: _RunView) -> list[Fig]:
+    ss = v.run.tables.get("ss")
+    if ss is None or not len(ss):
+        return []
+    tr = []
+    for fl, g in ss.groupby("flow"):
+        tr.append(dict(x=g["t_s"].to_numpy(), y=g["min_rtt_ms"].to_numpy(),
+                       name=f"{v.names.get(fl, fl)} min_rtt", color=flow_color(fl), legendgroup=str(fl)))
+        if "bbr_mrtt_ms" in g and g["bbr_mrtt_ms"].notna().any():
+            gg = g[g["bbr_mrtt_ms"].notna()]
+            tr.append(dict(x=gg["t_s"].to_numpy(), y=gg["bbr_mrtt_ms"].to_numpy(),
+                           name=f"{v.names.get(fl, fl)} BBR RTprop", color=flow_color(fl), dash="dot",
+                           legendgroup=str(fl)))
+    fig = DFig(_lines(tr, v.max_points, shape="hv"))
+    return [Fig("RTprop (min RTT)", _layout(fig, "ms"),
+                "ss min_rtt per flow; dotted: BBR's own RTprop estimate (ss bbr:mrtt).", "rtprop")]
+
+
+def _cc_state_fig(v: _RunView) -> list[Fig]:
+    st = v.run.tables.get("cc_state")
+    return [cc_state_figure(st, v.names, v.max_points)] if st is not None and len(st) else []
 
 
 def cc_state_figure(st: pd.DataFrame, names: dict, max_points: int) -> Fig:
