@@ -40,14 +40,14 @@ counts the drops of its leaves, so summing both would double-count.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from . import atomic
+from . import atomic, jsonsafe
+from .jsonsafe import json_safe
 from .scenario import ETHERNET_HEADER_BYTES
 
 BASE_RTT_TOL = 0.10  # |min ping RTT / configured RTT - 1| allowed
@@ -66,17 +66,6 @@ INFO = "info"  # severity of a check that never affects the verdict
 def _check(name: str, ok: bool | None, measured, expected, detail: str) -> dict:
     return {"name": name, "ok": ok, "measured": measured, "expected": expected,
             "detail": detail}
-
-
-def _clean(x):
-    """JSON-safe scalar: numpy -> Python, NaN -> None."""
-    if x is None:
-        return None
-    if hasattr(x, "item"):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
 
 
 # --------------------------------------------------------------------------------------------
@@ -312,7 +301,7 @@ def evaluate(meta: dict, tables: dict[str, pd.DataFrame]) -> dict:
             verdict = WARN if verdict == PASS else verdict
         elif chk["ok"] is False:
             verdict = FAIL
-    checks = [{k: _clean(v) if k in ("measured", "expected") else v for k, v in chk.items()}
+    checks = [{k: json_safe(v) if k in ("measured", "expected") else v for k, v in chk.items()}
               for chk, _ in results]
     return {"verdict": verdict, "checks": checks}
 
@@ -320,5 +309,5 @@ def evaluate(meta: dict, tables: dict[str, pd.DataFrame]) -> dict:
 def write_checks(run_dir: str | Path, meta: dict, tables: dict[str, pd.DataFrame]) -> dict:
     """Evaluate and write ``<run_dir>/checks.json``; returns its content."""
     result = evaluate(meta, tables)
-    atomic.write_text(Path(run_dir) / "checks.json", json.dumps(result, indent=2) + "\n")
+    atomic.write_text(Path(run_dir) / "checks.json", jsonsafe.dumps(result, indent=2) + "\n")
     return result
