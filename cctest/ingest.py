@@ -2,19 +2,13 @@
 
 `cctest run` leaves verbatim tool output under ``<run_dir>/raw/``; this module turns it into the
 parquet tables described in docs/run-directory.md.  Each capture (cctest/captures/, one class per
-tool) owns its raw files, its parser and its tables; this module only runs them in order:
+tool) owns its raw files, its parser and its tables; this module runs them in order:
 
-* Parsers, one per raw format, text in -> DataFrame (or plain data) out.  They know nothing about
-  the run: timestamps stay raw CLOCK_MONOTONIC nanoseconds (``t_ns``) and sockets stay identified
-  by their ports.  They never raise on malformed input; unreadable lines are skipped.
-
-      parse_sock_diag      raw/ss.jsonl        tcp_info + bbr_info per socket per sample (sock_diag)
-      parse_qdisc_log      raw/qdisc.log       ``@<t_ns> iface=<n> role=<r> <tc -s -j qdisc JSON>``
-      parse_tcp_probe      raw/bpftrace.log    ``P <t_ns> <sport> <dport> <cwnd> ...`` lines
-      parse_cc_state       raw/bpftrace.log    ``S <cc> <t_ns> <sport> <dport> k=v ...`` lines
-      parse_iperf3_json    raw/iperf3-<i>.json iperf3 -J client output (possibly truncated)
-      parse_ping           raw/ping-<i>.txt    ping output
-      parse_cpu_stat       raw/cpu.jsonl       /proc/stat CPU counters per sample
+* Parsers, one per raw format, each in its capture's module (cctest/captures/<name>.py, which
+  names the raw file it reads) and re-exported here: text in -> DataFrame (or plain data) out.
+  They know nothing about the run: timestamps stay raw CLOCK_MONOTONIC nanoseconds (``t_ns``) and
+  sockets stay identified by their ports.  They never raise on malformed input; unreadable lines
+  are skipped.
 
 * ``ingest_run(run_dir)`` reads meta.json, runs the parsers, maps sockets to flows, converts time
   to ``t_s`` (seconds after the run's time zero) and writes ``<table>.parquet``.

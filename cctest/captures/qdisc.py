@@ -8,9 +8,8 @@ import re
 import threading
 import time
 
-from pyroute2 import IPRoute
-
 import pandas as pd
+from pyroute2 import IPRoute
 
 from .. import dumbbell
 from .base import SAMPLING, Capture, RunView, StartContext, num

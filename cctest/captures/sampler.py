@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..vmtime import stretch
 
+
 class PeriodicSampler(threading.Thread):
     """Calls sample() every interval until stopped; sample() returns text to append to the log."""
 

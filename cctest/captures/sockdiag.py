@@ -9,14 +9,20 @@ import socket
 import threading
 import time
 
+import pandas as pd
 # Imported with the module, not in a sampler thread: under software emulation this import alone
 # takes ~10 s, which must not eat into the flows' time.
 from pyroute2 import DiagSocket
 
-import pandas as pd
-
 from .base import SAMPLING, US_PER_MS, Capture, RunView, StartContext
 from .sampler import PeriodicSampler, enter_netns, start_threads
+
+SS_COLUMNS = ("run_id", "flow", "t_s", "cwnd", "ssthresh", "srtt_ms", "rttvar_ms", "min_rtt_ms", "mss",
+              "bytes_acked", "bytes_retrans", "retrans_total", "lost", "delivery_rate_bps", "pacing_rate_bps",
+              "bbr_bw_bps", "bbr_mrtt_ms", "bbr_pacing_gain", "bbr_cwnd_gain")
+# The numeric columns of the ss table (everything after run_id, flow, t_s); NaN when absent.
+SS_METRICS = list(SS_COLUMNS[3:])
+
 
 class SockDiagSampler(PeriodicSampler):
     """`ss -ti`'s data for one flow's connections, read in-process over sock_diag netlink.
@@ -144,9 +150,7 @@ def parse_sock_diag(text: str) -> pd.DataFrame:
 class SockDiag(Capture):
     name = "ss"
     raw_files = ("ss.jsonl",)
-    tables = {"ss": ("run_id", "flow", "t_s", "cwnd", "ssthresh", "srtt_ms", "rttvar_ms", "min_rtt_ms",
-                     "mss", "bytes_acked", "bytes_retrans", "retrans_total", "lost", "delivery_rate_bps",
-                     "pacing_rate_bps", "bbr_bw_bps", "bbr_mrtt_ms", "bbr_pacing_gain", "bbr_cwnd_gain")}
+    tables = {"ss": SS_COLUMNS}
     starts = SAMPLING
 
     def start(self, ctx: StartContext, undo) -> None:
@@ -179,7 +183,3 @@ class SockDiag(Capture):
             keys, on=["flow", "local_port", "peer_port"], how="inner")
         ss["t_s"] = run.t_s(ss["t_ns"])
         return {"ss": self.finish("ss", ss, run)}
-
-
-# The numeric columns of the ss table (everything after run_id, flow, t_s); NaN when absent.
-SS_METRICS = list(SockDiag.tables["ss"][3:])
