@@ -40,14 +40,14 @@ counts the drops of its leaves, so summing both would double-count.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import pandas as pd
 
-from . import atomic
+from . import atomic, jsonsafe
 from . import derived as D
+from .jsonsafe import json_safe
 
 BASE_RTT_TOL = 0.10  # |min ping RTT / configured RTT - 1| allowed
 GOODPUT_MIN = 0.90   # aggregate goodput / payload capacity below this -> warn
@@ -65,17 +65,6 @@ INFO = "info"  # severity of a check that never affects the verdict
 def _check(name: str, ok: bool | None, measured, expected, detail: str) -> dict:
     return {"name": name, "ok": ok, "measured": measured, "expected": expected,
             "detail": detail}
-
-
-def _clean(x):
-    """JSON-safe scalar: numpy -> Python, NaN -> None."""
-    if x is None:
-        return None
-    if hasattr(x, "item"):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
 
 
 # --------------------------------------------------------------------------------------------
@@ -220,7 +209,7 @@ def evaluate(meta: dict, tables: dict[str, pd.DataFrame]) -> dict:
             verdict = WARN if verdict == PASS else verdict
         elif chk["ok"] is False:
             verdict = FAIL
-    checks = [{k: _clean(v) if k in ("measured", "expected") else v for k, v in chk.items()}
+    checks = [{k: json_safe(v) if k in ("measured", "expected") else v for k, v in chk.items()}
               for chk, _ in results]
     return {"verdict": verdict, "checks": checks}
 
@@ -228,5 +217,5 @@ def evaluate(meta: dict, tables: dict[str, pd.DataFrame]) -> dict:
 def write_checks(run_dir: str | Path, meta: dict, tables: dict[str, pd.DataFrame]) -> dict:
     """Evaluate and write ``<run_dir>/checks.json``; returns its content."""
     result = evaluate(meta, tables)
-    atomic.write_text(Path(run_dir) / "checks.json", json.dumps(result, indent=2) + "\n")
+    atomic.write_text(Path(run_dir) / "checks.json", jsonsafe.dumps(result, indent=2) + "\n")
     return result

@@ -11,24 +11,22 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from . import dumbbell, kmod, vmtime
+from . import captures, dumbbell, kmod, vmtime
+from .captures import iperf3
 from .errors import CctestError
 from .journal import Journal
-from .net import capture, traffic
+from .net import traffic
 from .net.topology import Dumbbell, Topologies
 from .plan import RunSpec
 from .rundir import base_meta, new_run_dir, now_iso, write_meta
 
 FLOW_GRACE_S = 20.0  # how long past its end a flow may take before it counts as hung
-CPU_INTERVAL_S = 0.5  # /proc/stat ticks are 10 ms: half a second resolves busy fractions to 2 %
-BPFTRACE_ATTACH_TIMEOUT_S = 60.0  # attaching takes 8-20 s under emulation (docs/emulation.md)
 
 
 class RunFailed(CctestError):
@@ -121,14 +119,19 @@ class Run:
         kmod.unload(name)
         self.journal.module_unloaded(name)
 
-    def _start_bpftrace(self, undo: "Teardown"):
-        if not self.with_bpftrace:
-            return None
-        ports = [flow.server_port for flow in self.spec.flows]
-        tracer = capture.start_bpftrace(self.raw, ports, list(self.spec.modules))
-        self.journal.add_process(tracer.pid, "bpftrace")
-        undo.callback(tracer.stop)
-        return tracer
+    def _start_captures(self, phase: str, ctx: captures.StartContext, undo: "Teardown") -> None:
+        """Start every capture that starts in this phase (cctest/captures/, in registry order)."""
+        for capture in captures.starting_in(phase):
+            handle = capture.start(ctx, undo)
+            if handle is not None:
+                ctx.running[capture.name] = handle
+
+    def _warm_up_captures(self, ctx: captures.StartContext, progress: Progress, task) -> None:
+        """Wait, each in its own phase, for the captures that need time to be ready (bpftrace)."""
+        for capture in captures.REGISTRY:
+            if capture.warm_up_phase and capture.name in ctx.running:
+                self._phase(progress, task, capture.warm_up_phase)
+                capture.warm_up(ctx, ctx.running[capture.name])
 
     def _build_network(self, undo: "Teardown", progress: Progress, task) -> Dumbbell:
         net, reused = self.topologies.acquire(self.spec, self.with_fq)
@@ -158,50 +161,6 @@ class Run:
         self.meta["qdisc_plan"] = {q.iface: {"role": q.role, "node": q.node or "root", "tc": list(q.tc)}
                                    for q in dumbbell.qdiscs(self.spec, self.with_fq)}
         return net
-
-    def _start_samplers(self, net: Dumbbell, undo: "Teardown") -> None:
-        capture_cfg = self.spec.scenario.capture
-        ss_log = open(self.raw / "ss.jsonl", "w")
-        qdisc_log = open(self.raw / "qdisc.log", "w")
-        undo.callback(qdisc_log.close)
-        undo.callback(ss_log.close)
-        cpu_log = open(self.raw / "cpu.jsonl", "w")
-        undo.callback(cpu_log.close)
-        ss_lock, qdisc_lock = threading.Lock(), threading.Lock()
-        # The root namespace only: a sampler thread per sender namespace costs the flow launcher
-        # tens of ms (GIL) under emulation; the senders' fq counters are in meta.json's snapshot.
-        samplers: list[capture.PeriodicSampler] = [
-            capture.QdiscSampler({iface: role for node, iface, role in dumbbell.sampled_ifaces(self.spec) if node is None},
-                                 capture_cfg.qdisc_interval_ms / 1000, qdisc_log, qdisc_lock),
-            capture.CpuSampler(CPU_INTERVAL_S, cpu_log, threading.Lock()),
-        ]
-        for flow in self.spec.flows:
-            samplers.append(capture.SockDiagSampler(flow.index, net.host(flow.sender).pid, flow.server_port,
-                                              capture_cfg.ss_interval_ms / 1000, ss_log, ss_lock))
-        for sampler in samplers:
-            sampler.start()
-
-        def stop_all():
-            for sampler in samplers:
-                sampler.stop()
-            for sampler in samplers:
-                sampler.join(timeout=vmtime.stretch(10))
-                if sampler.error:
-                    self.meta["warnings"].append(f"sampler {sampler.error} ({sampler.samples} samples, "
-                                                 f"{sampler.failures} failed)")
-
-        undo.callback(stop_all)
-        if capture_cfg.pcap:
-            ingress = [dumbbell.left_port(flow) for flow in self.spec.flows]
-            for iface in [dumbbell.BOTTLENECK_IFACE] + ingress:
-                dump = capture.start_tcpdump(self.raw, iface)
-                self.journal.add_process(dump.pid, f"tcpdump {iface}")
-                undo.callback(dump.stop)
-
-    def _measure_base_rtt(self, net: Dumbbell) -> None:
-        pings = [traffic.start_ping(net.host(flow.sender), flow, self.raw) for flow in self.spec.flows]
-        for proc in pings:
-            proc.wait(timeout=60)
 
     def _run_flows(self, net: Dumbbell, undo: "Teardown", progress: Progress, task) -> None:
         for flow in self.spec.flows:
@@ -244,7 +203,7 @@ class Run:
                     self.meta["flows"][index]["exit_code"] = code
                     if code != 0:
                         raise RunFailed(f"flow {index} ({self.spec.flows[index].cc}) failed: iperf3 exited with {code}"
-                                        f" (see raw/iperf3-{index}.json)")
+                                        f" (see raw/{iperf3.client_file(index)})")
             if not pending and all(clients[i].poll() is not None for i in started):
                 break
             if now > deadline:
@@ -272,20 +231,19 @@ class Run:
             self._phase(progress, task, "load modules")
             try:
                 self._load_modules(undo)
-                self._phase(progress, task, "start tracing")
-                tracer = self._start_bpftrace(undo)
+                ctx = captures.StartContext(self.spec, self.raw, self.journal, self.meta["warnings"],
+                                            with_bpftrace=self.with_bpftrace)
+                self._phase(progress, task, captures.TRACING)
+                self._start_captures(captures.TRACING, ctx, undo)
                 self._phase(progress, task, "build topology")
-                net = self._build_network(undo, progress, task)
+                net = ctx.net = self._build_network(undo, progress, task)
                 undo.callback(self._snapshot_qdiscs, net)
                 # Samplers first: they are running steadily by time zero (samples before it are kept).
-                self._start_samplers(net, undo)
-                if tracer is not None:
-                    self._phase(progress, task, "warm-up: wait for bpftrace")
-                    if not tracer.wait_for("Attaching", vmtime.stretch(BPFTRACE_ATTACH_TIMEOUT_S)):
-                        self.meta["warnings"].append("bpftrace did not attach; no tcp_probe or module state traces")
+                self._start_captures(captures.SAMPLING, ctx, undo)
+                self._warm_up_captures(ctx, progress, task)
                 # After bpftrace has attached: attaching is CPU-heavy and would inflate the pings.
-                self._phase(progress, task, "warm-up: base RTT")
-                self._measure_base_rtt(net)
+                self._phase(progress, task, captures.BASE_RTT)
+                self._start_captures(captures.BASE_RTT, ctx, undo)
                 self._run_flows(net, undo, progress, task)
                 self.status = "ok"
             except (KeyboardInterrupt, Interrupted):

@@ -19,11 +19,12 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints
 from .claims import ClaimError
 from .errors import BadInput
 from .claims import parse as parse_claim
+from .projectccs import project_ccs
 
 # Congestion controls the kernel ships (built in or as tcp_<name>.ko) and the ones this project
 # builds from modules/. Anything else is rejected before a run starts.
 KERNEL_CCS = ("cubic", "reno", "bbr", "htcp", "vegas", "westwood", "dctcp", "bic", "illinois")
-PROJECT_CCS = ("bbr1", "bbr_cws", "bbr_acw", "bbr_modest", "bbr_shallow", "bbr_histmin", "bbr3", "bbr3plus")
+PROJECT_CCS = project_ccs()  # from modules/*/Kbuild
 KNOWN_CCS = KERNEL_CCS + PROJECT_CCS
 
 MAX_FLOWS = 253  # flow i's hosts are 10.0.1.(i+1) and 10.0.2.(i+1)

@@ -1,4 +1,4 @@
-"""iperf3 servers and clients, and the base-RTT ping, inside the Mininet hosts."""
+"""iperf3 servers and clients inside the Mininet hosts (their output: captures/iperf3.py)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,10 @@ import subprocess
 import time
 from pathlib import Path
 
+from ..captures.iperf3 import client_file, server_file
 from ..errors import CctestError
 from ..plan import FlowRun
 from ..vmtime import stretch
-
-PING_COUNT = 10
-PING_INTERVAL_S = 0.2
 
 
 class TrafficError(CctestError):
@@ -19,7 +17,7 @@ class TrafficError(CctestError):
 
 
 def start_server(host, flow: FlowRun, raw_dir: Path) -> subprocess.Popen:
-    log = open(raw_dir / f"iperf3-server-{flow.index}.log", "w")
+    log = open(raw_dir / server_file(flow.index), "w")
     # -1: serve exactly one test, then exit (no stray servers).
     return host.popen(["iperf3", "-s", "-1", "-p", str(flow.server_port)], stdout=log, stderr=subprocess.STDOUT)
 
@@ -47,7 +45,7 @@ def prepare_client(host, flow: FlowRun, raw_dir: Path) -> subprocess.Popen:
     Spawning a process in a loaded (emulated) guest can take seconds, but a pipe write and an
     exec take milliseconds, so start offsets hold to well within 100 ms.
     """
-    out = open(raw_dir / f"iperf3-{flow.index}.json", "w")
+    out = open(raw_dir / client_file(flow.index), "w")
     parked = ["sh", "-c", 'read _go && exec "$@"', "iperf3-parked", *client_command(flow)]
     return host.popen(parked, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.DEVNULL)
 
@@ -55,9 +53,3 @@ def prepare_client(host, flow: FlowRun, raw_dir: Path) -> subprocess.Popen:
 def trigger(client: subprocess.Popen) -> None:
     client.stdin.write(b"go\n")
     client.stdin.close()
-
-
-def start_ping(host, flow: FlowRun, raw_dir: Path) -> subprocess.Popen:
-    out = open(raw_dir / f"ping-{flow.index}.txt", "w")
-    cmd = ["ping", "-n", "-c", str(PING_COUNT), "-i", f"{PING_INTERVAL_S}", flow.receiver_ip]
-    return host.popen(cmd, stdout=out, stderr=subprocess.STDOUT)

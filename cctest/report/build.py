@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from .. import metrics
+from .. import jsonsafe, metrics
 from ..claims import Verdict, expectations_of_runs, judge_all
 from . import figures as F
 from .claims_view import claims_json, claims_section
@@ -51,22 +50,6 @@ class Result:
     warnings: list[str] = field(default_factory=list)
     claims: list[Verdict] = field(default_factory=list)
     claims_json: Path | None = None
-
-
-def _finite(o):
-    """JSON-safe copy: NaN/inf become null, numpy scalars become Python numbers."""
-    if isinstance(o, dict):
-        return {str(k): _finite(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_finite(v) for v in o]
-    if hasattr(o, "item") and not isinstance(o, (str, bytes)):
-        try:
-            o = o.item()
-        except (ValueError, AttributeError):
-            return str(o)
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    return o
 
 
 def _bin_text(opts: Options) -> str:
@@ -364,10 +347,9 @@ def _write_files(page: Page, output: Path, a: _Analysis, opts: Options, compare_
         js["compare"] = {"baseline": str(compare_paths[0]), "candidate": str(compare_paths[1]),
                          "threshold_pct": threshold_pct, "regressions": regressions,
                          "rows": json.loads(a.cmp.to_json(orient="records")) if not a.cmp.empty else []}
-    json_path.write_text(json.dumps(_finite(js), indent=1, default=str, allow_nan=False))
+    json_path.write_text(jsonsafe.dumps(js, indent=1, default=str))
     claims_path = None
     if a.verdicts or a.claim_notes:
         claims_path = stem / "claims.json"
-        claims_path.write_text(json.dumps(_finite(claims_json(a.verdicts, a.claim_notes)), indent=1,
-                                          allow_nan=False))
+        claims_path.write_text(jsonsafe.dumps(claims_json(a.verdicts, a.claim_notes), indent=1))
     return csv_path, json_path, claims_path

@@ -109,9 +109,8 @@ def check_command(paths, output, skip_s, no_fail):
     """Judge the scenarios' `expect:` claims on run directories (as `cctest report`, without HTML).
 
     Exit 3 when a claim fails or has no data to be judged on."""
-    import json
-
-    from .build import Options, _finite, analyse, judge_claims
+    from .. import jsonsafe
+    from .build import Options, analyse, judge_claims
     from .claims_view import claims_json
     from .load import load_runs
 
@@ -125,6 +124,6 @@ def check_command(paths, output, skip_s, no_fail):
         raise BadInput(f"no claims: none of the {len(runs)} run(s) records an expect: list")
     print_claims(verdicts)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(_finite(claims_json(verdicts, notes)), indent=1, allow_nan=False))
+    output.write_text(jsonsafe.dumps(claims_json(verdicts, notes), indent=1))
     click.echo(f"wrote {output}")
     exit_on_claims(verdicts, no_fail)

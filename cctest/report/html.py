@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
+from ..jsonsafe import json_safe
 from .figures import Fig
 
 CSS = """
@@ -87,15 +88,11 @@ def _encode(o):
         kind = o.dtype.kind
         if kind in _DTYPES and o.ndim == 1:
             if kind == "f" and not np.all(np.isfinite(o)):
-                return [None if not math.isfinite(v) else v for v in o.astype(float).tolist()]
+                return json_safe(o.astype(float).tolist())
             a = o.astype({"f": np.float32, "i": np.int32, "u": np.uint32, "b": np.uint8}[kind])
             return {"dtype": _DTYPES[kind], "bdata": base64.b64encode(a.tobytes()).decode("ascii")}
         return _encode(o.tolist())
-    if isinstance(o, np.generic):
-        o = o.item()
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    return o
+    return json_safe(o)
 
 
 def esc(s) -> str:

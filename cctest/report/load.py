@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import captures
 from ..errors import BadInput
 
-TABLES = ("flows", "throughput", "ss", "tcp_probe", "qdisc", "cc_state", "ping")
 REQUIRED = ("flows", "throughput")
 ABSENT_NOTE = {
     "tcp_probe": "tcp_probe.parquet absent (bpftrace unavailable): per-ACK cwnd not shown",
@@ -45,6 +45,8 @@ META_TYPES = {"scenario": (str,), "status": (str,), "error": (str,), "run_id": (
 LINK_NUMBERS = ("rate_mbps", "rtt_ms", "bdp_rtt_ms", "bdp_bytes", "buffer_bytes", "buffer_bdp", "loss_pct")
 FLOW_TYPES = {"flow": (int,), "cc": (str,), "rtt_ms": (int, float), "start_s": (int, float),
               "duration_s": (int, float), "launched_s": (int, float)}
+# The captures' tables the report reads: those it has a schema for (not cpu: checks.json judges it).
+TABLES = tuple(name for name in captures.TABLES if name in SCHEMA)
 RUN_DIR_SIGNS = ("scenario.yaml", "raw", "flows.parquet", "throughput.parquet", "checks.json")
 
 

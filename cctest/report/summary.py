@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .. import metrics
+from ..jsonsafe import json_safe
 from .load import Run, shown
 
 # Run-level metrics: name -> (label, unit, +1 higher is better / -1 lower is better).
@@ -186,24 +187,14 @@ def spreadsheet_safe(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _clean(v):
-    if isinstance(v, (np.floating, float)):
-        return None if not np.isfinite(v) else float(v)
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.bool_):
-        return bool(v)
-    return v
-
-
 def summary_json(s: Summary, options: dict) -> dict:
     def recs(df):
-        return [{k: _clean(v) for k, v in r.items()} for r in df.to_dict("records")]
+        return [{k: json_safe(v) for k, v in r.items()} for r in df.to_dict("records")]
 
     reps = []
     for g, d in s.reps.groupby("group", sort=False):
         reps.append({"group": g, "label": d["group_label"].iloc[0], "runs": int(d["runs"].iloc[0]),
-                     "metrics": {r.metric: {"mean": _clean(r.mean), "ci95": _clean(r.ci95), "n": int(r.n)}
+                     "metrics": {r.metric: {"mean": json_safe(r.mean), "ci95": json_safe(r.ci95), "n": int(r.n)}
                                  for r in d.itertuples()}})
     return {"options": options, "metric_definitions": {k: {"label": v[0], "unit": v[1],
                                                           "better": "higher" if v[2] > 0 else "lower"}

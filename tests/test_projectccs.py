@@ -1,0 +1,25 @@
+"""The project's cc list comes from modules/*/Kbuild, and nowhere else."""
+
+from cctest import kmod, scenario
+from cctest.projectccs import MODULES_DIR, kbuild_modules, project_ccs, tree_modules
+
+
+def test_kbuild_obj_m_lines_in_order_comments_ignored():
+    text = ("# obj-m += commented.o\nobj-m += a.o b.o  # c.o\nobj-m := d.o\nobj-y += builtin.o\n"
+            "ccflags-y += -I$(src)\n")
+    assert kbuild_modules(text) == ["a", "b", "d"]
+
+
+def test_project_ccs_are_the_kbuild_modules_each_with_its_source():
+    trees = tree_modules()
+    assert set(trees) == {p.parent.name for p in MODULES_DIR.glob("*/Kbuild")} and trees
+    assert scenario.PROJECT_CCS == project_ccs() == tuple(n for names in trees.values() for n in names)
+    for tree, names in trees.items():
+        for name in names:
+            assert (MODULES_DIR / tree / f"{name}.c").exists(), f"{tree}/Kbuild names {name}, no {name}.c"
+    assert kmod.MODULES_DIR == MODULES_DIR
+    assert not set(scenario.PROJECT_CCS) & set(scenario.KERNEL_CCS)
+
+
+def test_no_modules_tree_means_no_project_ccs(tmp_path):
+    assert project_ccs(tmp_path) == ()
