@@ -56,7 +56,8 @@ COLUMNS: dict[str, list[str]] = {
     "tcp_probe": ["run_id", "flow", "t_s", "snd_cwnd", "ssthresh", "srtt_ms", "snd_wnd",
                   "rcv_wnd"],
     "qdisc": ["run_id", "t_s", "iface", "role", "kind", "handle", "parent", "backlog_bytes",
-              "backlog_pkts", "drops", "sent_bytes", "sent_pkts", "overlimits", "requeues"],
+              "backlog_pkts", "drops", "sent_bytes", "sent_pkts", "overlimits", "requeues",
+              "ecn_marks", "limit_drops"],  # an AQM's (cctest/net/bottleneck.py aqm_counters); else NaN
     "cc_state": ["run_id", "flow", "t_s", "cc", "key", "value"],
     "ping": ["run_id", "flow", "seq", "rtt_ms"],
     "cpu": ["run_id", "t_s", "cpu", "interval_s", "busy_frac"],
@@ -150,7 +151,7 @@ _QDISC_LINE_RE = re.compile(r"^@(\d+)\s+iface=(\S+)\s+role=(\S+)\s+(.*)$")
 # tc -s -j field -> qdisc column
 _QDISC_COUNTERS = {"backlog": "backlog_bytes", "qlen": "backlog_pkts", "drops": "drops",
                    "bytes": "sent_bytes", "packets": "sent_pkts", "overlimits": "overlimits",
-                   "requeues": "requeues"}
+                   "requeues": "requeues", "ecn_marks": "ecn_marks", "limit_drops": "limit_drops"}
 
 
 def parse_qdisc_log(text: str) -> pd.DataFrame:

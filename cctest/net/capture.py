@@ -22,6 +22,7 @@ from pathlib import Path
 from pyroute2 import DiagSocket, IPRoute
 
 from ..vmtime import stretch
+from .bottleneck import aqm_counters
 
 TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 TCP_PROBE_MIN_GAP_NS = 10_000_000  # at most one tcp_probe line per socket per 10 ms
@@ -233,7 +234,16 @@ def qdisc_as_tc_json(msg, dev: str) -> dict:
     entry.update(bytes=basic.get("bytes", 0), packets=basic.get("packets", 0), drops=queue.get("drops", 0),
                  overlimits=queue.get("overlimits", 0), requeues=queue.get("requeues", 0),
                  backlog=queue.get("backlog", 0), qlen=queue.get("qlen", 0))
+    entry.update(aqm_counters(entry["kind"], _stats_app(stats)))  # an AQM's ECN marks and drops
     return entry
+
+
+def _stats_app(stats) -> bytes:
+    """The raw bytes of a qdisc's own statistics (TCA_STATS_APP): pyroute2 decodes some kinds only."""
+    app = stats.nla("TCA_STATS_APP") if stats else None
+    if app is None or not getattr(app, "length", 0):
+        return b""
+    return bytes(app.data[app.offset + 4:app.offset + app.length])  # after the 4-byte attribute header
 
 
 def tracefs() -> Path | None:
