@@ -468,7 +468,10 @@ def run_metrics(meta: dict, tables: dict[str, pd.DataFrame], *, bin_s: float = D
         ds = drop_stats(bq)
         run["bottleneck_drops"] = ds["drops"]
         run["bottleneck_loss_rate"] = ds["loss_rate"]
-        qdel = queue_delay_ms(bq["backlog_bytes"], rate)
+        from .net.bottleneck import rate_at  # here: bottleneck -> scenario -> claims imports this module
+
+        # a backlog drains at the rate the link had then (link.rate_schedule)
+        qdel = queue_delay_ms(bq["backlog_bytes"], rate_at(link, bq["t_s"]) if link.get("rate_schedule") else rate)
         qbdp = queue_bdp(bq["backlog_bytes"], bdp)
         series["queue"] = pd.DataFrame({"t_s": bq["t_s"].to_numpy(float),
                                         "backlog_bytes": bq["backlog_bytes"].to_numpy(float),

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from cctest import dumbbell
 from cctest.cli import main
-from cctest.net.bottleneck import aqm_counters, chain, rate_at, rate_change, shaper_burst_bytes
+from cctest.net.bottleneck import aqm_counters, chain, mean_rate, rate_at, rate_change, shaper_burst_bytes
 from cctest.plan import expand
 from cctest.rundir import base_meta
 from cctest.scenario import ScenarioError, parse_experiments
@@ -135,6 +135,13 @@ def test_rate_at_follows_the_schedule():
     assert rate_at(link, 6) == 10 and rate_at(link, 9.9) == 10 and rate_at(link, 10) == 5 and rate_at(link, 99) == 5
     assert rate_at(link, np.array([-1, 6.5, 11])).tolist() == [20, 10, 5]
     assert rate_at({"rate_mbps": 20}, [1, 2]).tolist() == [20, 20]
+
+
+def test_mean_rate_weights_each_step_by_its_time():
+    link = {"rate_mbps": 20, "rate_schedule": [{"at_s": 6, "rate_mbps": 10}]}
+    assert mean_rate(link, 0, 12) == pytest.approx(15)
+    assert mean_rate(link, 3, 9) == pytest.approx(15) and mean_rate(link, 7, 9) == 10 and mean_rate(link, 0, 6) == 20
+    assert mean_rate({"rate_mbps": 20}, 0, 10) == 20
 
 
 def test_aqm_counters_read_each_kinds_statistics():

@@ -185,6 +185,17 @@ def rate_at(link: Mapping, t):
     return float(result) if np.ndim(result) == 0 else result
 
 
+def mean_rate(link: Mapping, start_s: float, end_s: float) -> float:
+    """The link's average rate in Mbit/s over [start_s, end_s] (what it could carry there, for
+    utilisation and goodput checks)."""
+    if end_s <= start_s:
+        return rate_at(link, start_s)
+    edges = [start_s] + [float(s["at_s"]) for s in link.get("rate_schedule") or [] if start_s < s["at_s"] < end_s]
+    edges = sorted(edges) + [end_s]
+    carried = sum(rate_at(link, a) * (b - a) for a, b in zip(edges, edges[1:]))
+    return carried / (end_s - start_s)
+
+
 class RateSchedule:
     """Changes the bottleneck's rate at the schedule's times after time zero.
 
