@@ -4,7 +4,7 @@
 
 Where each effect lives (docs/emulation.md: why they must not share a qdisc):
 - bottleneck rate + buffer: one netem with `rate` and a packet `limit`, on ccs1's port towards
-  ccs2 (data direction). The only place that should ever drop. netem gives each packet its
+  ccs2 (data direction); with an AQM, a chain ending in it (cctest/net/bottleneck.py). The only place that should ever drop. netem gives each packet its
   departure time on enqueue, from the previous packet's (a virtual link clock), so a late timer
   under a busy emulated CPU sends what is due at once and the link loses no capacity; htb's
   tokens instead cap what a late timer can catch up at its burst (measured under the same load:
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .net import bottleneck
 from .plan import FlowRun, LinkRun, RunSpec
 from .scenario import ETHERNET_FRAME_BYTES
 
@@ -83,7 +84,7 @@ def links(run: RunSpec) -> list[LinkDef]:
 
 
 def bottleneck_tc(iface: str, link: LinkRun) -> tuple[str, ...]:
-    return (f"qdisc replace dev {iface} root handle 1: netem rate {link.rate_bps}bit limit {link.queue_limit_pkts}",)
+    return bottleneck.chain(iface, link)  # fifo: one netem; an AQM: a chain (cctest/net/bottleneck.py)
 
 
 def delay_tc(iface: str, rtt_ms: float, limit_pkts: int) -> tuple[str, ...]:
@@ -136,7 +137,7 @@ def describe(run: RunSpec, with_fq: bool = True) -> str:
         f"# bottleneck {link.rate_mbps:g} Mbit/s, base RTT {link.rtt_ms:g} ms, BDP {link.bdp_bytes} B "
         f"(at {link.bdp_rtt_ms:g} ms), buffer {link.buffer_bytes} B = {link.buffer_bdp:g} BDP "
         f"= {link.buffer_pkts} full frames (+1 on the wire), loss {link.loss_pct:g} %, "
-        f"delay/loss netem limit {link.netem_limit_pkts} pkts",
+        f"delay/loss netem limit {link.netem_limit_pkts} pkts, aqm {link.aqm}{' with ECN' if link.ecn else ''}",
         "## topology (Mininet, LinuxBridge switches, no controller)",
     ]
     for flow in run.flows:
@@ -150,10 +151,16 @@ def describe(run: RunSpec, with_fq: bool = True) -> str:
     for flow in run.flows:
         for key, value in SENDER_SYSCTLS.items():
             lines.append(f"[{flow.sender}] sysctl -w {key}={value}")
+    if link.ecn:
+        for flow in run.flows:
+            for node in (flow.sender, flow.receiver):
+                lines.append(f"[{node}] sysctl -w {bottleneck.ECN_SYSCTL}=1   # ECN (restored after the run)")
     lines.append("## qdiscs (tc -b batch lines)")
     for q in qdiscs(run, with_fq):
         for command in q.tc:
             lines.append(f"[{q.node or 'root'}] tc {command}    # {q.role}")
+    for at_s, rate_mbps in link.rate_schedule:
+        lines.append(f"t={at_s:g}s [root] tc {bottleneck.rate_change(BOTTLENECK_IFACE, link, rate_mbps)}    # rate step")
     lines.append("## flow schedule")
     for flow in run.flows:
         params = " ".join(f"{k}={v}" for k, v in flow.params.items())

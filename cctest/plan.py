@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .net.bottleneck import aqm_settings
 from .scenario import ETHERNET_FRAME_BYTES, Experiments, Link, Scenario, ScenarioError, validate_scenario
 
 LINK_FIELDS = tuple(Link.model_fields)
@@ -61,6 +62,10 @@ class LinkRun:
     buffer_bdp: float
     loss_pct: float
     netem_limit_pkts: int
+    aqm: str = "fifo"
+    aqm_params: dict = field(default_factory=dict)  # every parameter, defaults filled in
+    ecn: bool = False
+    rate_schedule: tuple[tuple[float, float], ...] = ()  # (at_s, rate_mbps) steps
 
     @property
     def rate_bps(self) -> int:
@@ -131,6 +136,10 @@ def link_run(link: Link, max_flow_rtt_ms: float) -> LinkRun:
         buffer_bdp=round(buffer / bdp, 4) if bdp else 0.0,
         loss_pct=link.loss_pct,
         netem_limit_pkts=netem_limit,
+        aqm=link.aqm,
+        aqm_params=aqm_settings(link).model_dump(),
+        ecn=link.ecn,
+        rate_schedule=tuple((step.at_s, step.rate_mbps) for step in link.rate_schedule),
     )
 
 

@@ -15,6 +15,7 @@ import yaml
 from . import __version__, atomic
 from .kmod import REPO_ROOT
 from .vmtime import stretch
+from .net import bottleneck
 from .plan import RunSpec
 from .scenario import MTU_BYTES
 
@@ -104,7 +105,9 @@ def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
             "buffer_bdp": run.link.buffer_bdp, "loss_pct": run.link.loss_pct, "mtu": MTU_BYTES,
             "buffer_pkts": run.link.buffer_pkts, "queue_limit_pkts": run.link.queue_limit_pkts,
             "netem_limit_pkts": run.link.netem_limit_pkts,
-            "shaper": "netem rate, limit = buffer frames + 1", "delay": "netem on the ACK path (switch port towards each sender)",
+            "shaper": bottleneck.describe(run.link), "delay": "netem on the ACK path (switch port towards each sender)",
+            "aqm": run.link.aqm, "aqm_params": run.link.aqm_params, "ecn": run.link.ecn,
+            "rate_schedule": bottleneck.planned_steps(run.link),
         },
         "flows": [
             {

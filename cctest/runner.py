@@ -21,7 +21,7 @@ from . import captures, dumbbell, kmod, vmtime
 from .captures import iperf3
 from .errors import CctestError
 from .journal import Journal
-from .net import traffic
+from .net import bottleneck, traffic
 from .net.topology import Dumbbell, Topologies
 from .plan import RunSpec
 from .rundir import base_meta, new_run_dir, now_iso, write_meta
@@ -160,7 +160,39 @@ class Run:
         }
         self.meta["qdisc_plan"] = {q.iface: {"role": q.role, "node": q.node or "root", "tc": list(q.tc)}
                                    for q in dumbbell.qdiscs(self.spec, self.with_fq)}
+        if self.spec.link.ecn:
+            self._negotiate_ecn(net, undo)
         return net
+
+    def _negotiate_ecn(self, net: Dumbbell, undo: "Teardown") -> None:
+        """ECN on in every sender's and receiver's namespace for this run; the old values come back
+        after it (a reused topology's next run may not want ECN)."""
+        old = None
+        for flow in self.spec.flows:
+            for node in (flow.sender, flow.receiver):
+                old = net.set_sysctl(node, bottleneck.ECN_SYSCTL, "1")
+                undo.callback(net.set_sysctl, node, bottleneck.ECN_SYSCTL, old)
+        self.meta["sysctls"][bottleneck.ECN_SYSCTL] = {
+            "old": old, "new": "1", "scope": "each sender's and receiver's network namespace (restored after the run)"}
+
+    def _prepare_rate_schedule(self, undo: "Teardown") -> bottleneck.RateSchedule | None:
+        """The timed rate steps' tc process, started before time zero; its undo ends it and records
+        when each step was applied (meta.json rate_schedule_applied)."""
+        if not self.spec.link.rate_schedule:
+            return None
+        schedule = bottleneck.RateSchedule(dumbbell.BOTTLENECK_IFACE, self.spec.link)
+        self.journal.add_process(schedule.pid, "tc rate schedule")
+
+        def stop():
+            schedule.stop(vmtime.stretch(10))
+            self.meta["rate_schedule_applied"] = schedule.applied
+            if schedule.error or len(schedule.applied) < len(self.spec.link.rate_schedule) and self.status == "ok":
+                self.meta["warnings"].append(f"rate schedule: {len(schedule.applied)} of "
+                                             f"{len(self.spec.link.rate_schedule)} steps applied"
+                                             f"{'; ' + schedule.error if schedule.error else ''}")
+
+        undo.callback(stop)
+        return schedule
 
     def _run_flows(self, net: Dumbbell, undo: "Teardown", progress: Progress, task) -> None:
         for flow in self.spec.flows:
@@ -170,6 +202,7 @@ class Run:
         for flow in self.spec.flows:
             traffic.wait_listening(net.host(flow.receiver), flow.server_port)
 
+        schedule = self._prepare_rate_schedule(undo)
         clients: dict[int, subprocess.Popen] = {}
         for flow in self.spec.flows:
             proc = traffic.prepare_client(net.host(flow.sender), flow, self.raw)
@@ -184,6 +217,8 @@ class Run:
         # tens of ms under emulation) would make the flows that start at 0 late.
         t0 = time.monotonic_ns()
         self.meta["t0_monotonic_ns"] = t0
+        if schedule is not None:
+            schedule.start(t0)
         self.meta["flows_started_at"] = now_iso()
         deadline = duration + FLOW_GRACE_S
         while True:

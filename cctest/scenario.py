@@ -49,14 +49,29 @@ class Strict(BaseModel):
 ModuleParam = Annotated[StrictInt, Field(ge=0, le=MAX_PARAM)]
 
 
+MIN_RATE_MBPS, MAX_RATE_MBPS = 0.01, 100_000
+AQMS = ("fifo", "fq_codel", "codel", "pie", "red")
+
+
+class RateStep(Strict):
+    """From `at_s` seconds after time zero on, the bottleneck runs at `rate_mbps`."""
+
+    at_s: float = Field(gt=0, le=3600)
+    rate_mbps: float = Field(ge=MIN_RATE_MBPS, le=MAX_RATE_MBPS)
+
+
 class Link(Strict):
     # netem's rate is whole bit/s: below 10 kbit/s the rounding is the rate, and 0 means no shaping.
-    rate_mbps: float = Field(ge=0.01, le=100_000)
+    rate_mbps: float = Field(ge=MIN_RATE_MBPS, le=MAX_RATE_MBPS)
     rtt_ms: float = Field(gt=0, le=10_000)
     buffer_bdp: float | None = Field(default=None, gt=0, le=1000)
     buffer_bytes: int | None = Field(default=None, gt=0, le=MAX_BUFFER_BYTES)
     loss_pct: float = Field(default=0.0, ge=0, lt=100)
     bdp_rtt_ms: float | None = Field(default=None, gt=0, le=10_000)
+    aqm: Literal[AQMS] = "fifo"  # the bottleneck's queue discipline (cctest/net/bottleneck.py)
+    aqm_params: dict[str, Any] = Field(default_factory=dict)  # checked against the aqm's own model
+    ecn: bool = False  # senders and receivers negotiate ECN; the AQM marks instead of dropping
+    rate_schedule: list[RateStep] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def one_buffer_size(self) -> "Link":
@@ -72,6 +87,20 @@ class Link(Strict):
                 f"buffer is {self.buffer_size_bytes} bytes, less than one packet "
                 f"({ETHERNET_FRAME_BYTES} bytes); raise buffer_bdp or buffer_bytes"
             )
+        return self
+
+    @model_validator(mode="after")
+    def composable_bottleneck(self) -> "Link":
+        # Imported here: bottleneck.py builds on these models (the AQM parameter models live there).
+        from .net.bottleneck import aqm_settings
+
+        aqm_settings(self)  # raises "aqm_params.<key>: ..." naming what is allowed
+        if self.ecn and self.aqm == "fifo":
+            raise ValueError("ecn: a fifo only drops; set aqm to one of "
+                             f"{', '.join(a for a in AQMS if a != 'fifo')} to mark packets")
+        times = [step.at_s for step in self.rate_schedule]
+        if times != sorted(set(times)):
+            raise ValueError(f"rate_schedule: at_s must increase from step to step, got {times}")
         return self
 
     @property
@@ -187,6 +216,14 @@ class Scenario(Strict):
                     f"flows.{i}.params: flows using {flow.cc} must all have the same params "
                     "(module parameters are global to the module)"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def rate_steps_within_run(self) -> "Scenario":
+        for i, step in enumerate(self.link.rate_schedule):
+            if step.at_s >= self.duration_s:
+                raise ValueError(f"link.rate_schedule.{i}.at_s: {step.at_s:g} s is not before the scenario's end "
+                                 f"(duration_s = {self.duration_s:g} s)")
         return self
 
     @field_validator("expect")

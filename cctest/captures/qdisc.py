@@ -12,6 +12,7 @@ import pandas as pd
 from pyroute2 import IPRoute
 
 from .. import dumbbell
+from ..net.bottleneck import aqm_counters
 from .base import SAMPLING, Capture, RunView, StartContext, num
 from .sampler import PeriodicSampler, start_threads
 
@@ -74,14 +75,23 @@ def qdisc_as_tc_json(msg, dev: str) -> dict:
     entry.update(bytes=basic.get("bytes", 0), packets=basic.get("packets", 0), drops=queue.get("drops", 0),
                  overlimits=queue.get("overlimits", 0), requeues=queue.get("requeues", 0),
                  backlog=queue.get("backlog", 0), qlen=queue.get("qlen", 0))
+    entry.update(aqm_counters(entry["kind"], _stats_app(stats)))  # an AQM's ECN marks and drops
     return entry
+
+
+def _stats_app(stats) -> bytes:
+    """The raw bytes of a qdisc's own statistics (TCA_STATS_APP): pyroute2 decodes some kinds only."""
+    app = stats.nla("TCA_STATS_APP") if stats else None
+    if app is None or not getattr(app, "length", 0):
+        return b""
+    return bytes(app.data[app.offset + 4:app.offset + app.length])  # after the 4-byte attribute header
 
 
 _QDISC_LINE_RE = re.compile(r"^@(\d+)\s+iface=(\S+)\s+role=(\S+)\s+(.*)$")
 # tc -s -j field -> qdisc column
 _QDISC_COUNTERS = {"backlog": "backlog_bytes", "qlen": "backlog_pkts", "drops": "drops",
                    "bytes": "sent_bytes", "packets": "sent_pkts", "overlimits": "overlimits",
-                   "requeues": "requeues"}
+                   "requeues": "requeues", "ecn_marks": "ecn_marks", "limit_drops": "limit_drops"}
 
 
 def parse_qdisc_log(text: str) -> pd.DataFrame:
@@ -121,7 +131,8 @@ class Qdisc(Capture):
     name = "qdisc"
     raw_files = ("qdisc.log",)
     tables = {"qdisc": ("run_id", "t_s", "iface", "role", "kind", "handle", "parent", "backlog_bytes",
-                        "backlog_pkts", "drops", "sent_bytes", "sent_pkts", "overlimits", "requeues")}
+                        "backlog_pkts", "drops", "sent_bytes", "sent_pkts", "overlimits", "requeues",
+                        "ecn_marks", "limit_drops")}  # the last two: an AQM's (net/bottleneck.py), else NaN
     starts = SAMPLING
 
     def start(self, ctx: StartContext, undo) -> None:

@@ -95,6 +95,10 @@ class Dumbbell:
                 self._host_cmd(flow.sender, f"sysctl -qw {key}={value}")
         return {"offloads": offloads, "sender_sysctls": dict(dumbbell.SENDER_SYSCTLS)}
 
+    def set_sysctl(self, node: str, key: str, value: str) -> str:
+        """Set `key` in `node`'s network namespace; returns the value it had."""
+        return self._host_cmd(node, f"sysctl -n {key} && sysctl -qw {key}={value}").strip()
+
     def apply_qdiscs(self) -> None:
         self._tc((q.node, q.tc) for q in dumbbell.qdiscs(self.run, self.with_fq))
 

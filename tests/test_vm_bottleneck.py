@@ -1,0 +1,99 @@
+"""The composable bottleneck for real in a stock-kernel VM: AQMs keep CUBIC's queue short, mark
+with ECN when the hosts negotiate it, and the link's rate steps mid-run (tests/vm/scenarios.yaml
+aqm-vs-fifo, aqm-ecn, rate-step)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cctest.metrics import bottleneck
+from cctest.derived import link_rate_mbps_at
+from cctest.net.bottleneck import ECN_SYSCTL
+from test_vm_modules import find, meta_of
+
+pytestmark = pytest.mark.vm
+
+AQMS = ["fq_codel", "codel", "pie", "red"]
+STEADY_FROM_S = 3.0  # after slow start and its first recovery
+
+
+def queueing_delay_ms(path) -> float:
+    """Mean of the flow's smoothed RTT over its base RTT in the steady part: the queue it saw."""
+    ss = pd.read_parquet(path / "ss.parquet")
+    base = ss["min_rtt_ms"].min()
+    steady = ss[ss["t_s"] >= STEADY_FROM_S]
+    return float((steady["srtt_ms"] - base).mean())
+
+
+def aqm_rows(path, kind: str) -> pd.DataFrame:
+    qdisc = pd.read_parquet(path / "qdisc.parquet")
+    return qdisc[(qdisc["role"] == "bottleneck") & (qdisc["kind"] == kind)].sort_values("t_s")
+
+
+@pytest.mark.vm_jobs("aqm-vs-fifo")
+@pytest.mark.parametrize("aqm", AQMS)
+def test_each_aqm_keeps_cubics_queue_far_below_the_fifos(vm_results, aqm):
+    fifo = find(vm_results, "aqm-vs-fifo", aqm="fifo")
+    run = find(vm_results, "aqm-vs-fifo", aqm=aqm)
+    assert meta_of(run)["status"] == "ok"
+    fifo_ms, aqm_ms = queueing_delay_ms(fifo), queueing_delay_ms(run)
+    # 5 BDP at 20 ms is 100 ms of buffer: CUBIC keeps a FIFO mostly full
+    assert fifo_ms > 40, fifo_ms
+    assert aqm_ms < 0.25 * fifo_ms, {"fifo_ms": fifo_ms, aqm: aqm_ms}
+    # the AQM itself held the queue and acted on it (dropped: no ECN here), under a shaper at the link rate
+    rows = aqm_rows(run, aqm)
+    assert len(rows) > 50 and rows["backlog_pkts"].max() > 0, rows.tail()
+    assert rows["drops"].max() > 0, rows.tail()
+    tc = meta_of(run)["qdisc_plan"]["ccs1-btl"]["tc"]
+    kinds = [toks[toks.index("handle") + 2] for toks in (line.split() for line in tc)]
+    assert kinds == ["netem", "tbf", aqm], tc
+    # and the link was not given away for the short queue
+    got = pd.read_parquet(run / "flows.parquet")["bytes_received"].sum() * 8 / 12 / 1e6
+    assert got > 0.85 * 10, got
+
+
+@pytest.mark.vm_jobs("aqm-ecn")
+@pytest.mark.parametrize("aqm", AQMS)
+def test_with_ecn_each_aqm_marks_and_the_sampler_counts_what_tc_reports(vm_results, aqm):
+    run = find(vm_results, "aqm-ecn", aqm=aqm)
+    meta = meta_of(run)
+    assert meta["status"] == "ok"
+    assert meta["sysctls"][ECN_SYSCTL]["new"] == "1" and meta["sysctls"][ECN_SYSCTL]["old"] == "2", meta["sysctls"]
+    marks = aqm_rows(run, aqm)["ecn_marks"]
+    assert marks.max() > 0, marks.describe()
+    # what the sampler parsed from the kernel's statistics is what `tc -s qdisc` printed at the end
+    field = "marked" if aqm == "red" else "ecn_mark"
+    printed = int(re.search(rf"\b{field} (\d+)", meta["qdiscs"]["ccs1-btl"]).group(1))
+    assert marks.max() == printed, (marks.max(), printed)
+    assert queueing_delay_ms(run) < 25, queueing_delay_ms(run)
+
+
+def dequeued_mbps(path, edges: np.ndarray) -> np.ndarray:
+    """The bottleneck's dequeue rate in each interval between `edges` (s after time zero), from its
+    cumulative sent bytes interpolated at the edges."""
+    q = pd.read_parquet(path / "qdisc.parquet")
+    bq = bottleneck(q)
+    sent = np.interp(edges, bq["t_s"].to_numpy(float), bq["sent_bytes"].to_numpy(float))
+    return np.diff(sent) * 8 / np.diff(edges) / 1e6
+
+
+@pytest.mark.vm_jobs("rate-step")
+@pytest.mark.parametrize("aqm", ["fifo", "fq_codel"])
+def test_the_aggregate_follows_a_rate_step_within_a_few_rtts(vm_results, aqm):
+    run = find(vm_results, "rate-step", aqm=aqm)
+    meta = meta_of(run)
+    assert meta["status"] == "ok"
+    applied = meta["rate_schedule_applied"]
+    assert len(applied) == 1 and 6.0 <= applied[0]["applied_s"] < 6.1, applied
+    assert link_rate_mbps_at(meta, [5.9, 6.1]).tolist() == [20, 10]
+    before = dequeued_mbps(run, np.array([2.0, 6.0]))[0]
+    assert 0.85 * 20 <= before <= 1.03 * 20, before
+    # 0.25 s bins from 0.1 s (a few RTTs) after the step: each at the new rate, none above it
+    edges = np.arange(6.1, 12.0, 0.25)
+    after = dequeued_mbps(run, edges)
+    assert after.max() <= 1.08 * 10, after.round(2).tolist()
+    assert after.mean() >= 0.85 * 10, after.round(2).tolist()
