@@ -27,7 +27,7 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
-    needed_for: str = "native"  # native | vm | modules | capture
+    needed_for: str = "native"  # native | vm | modules | capture | aqm
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,12 @@ class QdiscNeed:
 QDISCS: tuple[QdiscNeed, ...] = (
     QdiscNeed("sch_netem", "netem delay 1ms", "native"),
     QdiscNeed("sch_fq", "fq", "capture"),
+    # link.aqm (cctest/net/bottleneck.py): the shaper under an AQM, and the AQMs themselves
+    QdiscNeed("sch_tbf", "tbf rate 10mbit burst 5kb latency 50ms", "aqm"),
+    QdiscNeed("sch_fq_codel", "fq_codel", "aqm"),
+    QdiscNeed("sch_codel", "codel", "aqm"),
+    QdiscNeed("sch_pie", "pie", "aqm"),
+    QdiscNeed("sch_red", "red limit 400000 min 30000 max 90000 avpkt 1000 burst 55 probability 0.02", "aqm"),
 )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError,

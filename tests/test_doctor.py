@@ -86,4 +86,9 @@ def test_doctor_probes_every_qdisc_a_run_installs_and_requires_no_other():
     probed = {q.module.removeprefix("sch_"): q.needed_for for q in doctor.QDISCS}
     assert installed == {"netem", "fq"}
     assert installed <= set(probed)
+    for aqm in ("fq_codel", "codel", "pie", "red"):  # link.aqm's chains: probed, not required natively
+        with_aqm = expand(parse_experiments(GOOD.replace("buffer_bdp: 1}", f"buffer_bdp: 5, aqm: {aqm}}}"),
+                                            "exp.yaml"), "one")[0]
+        kinds = {TC_KIND.search(line)[1] for q in dumbbell.qdiscs(with_aqm, with_fq=True) for line in q.tc}
+        assert kinds - installed <= {k for k, n in probed.items() if n == "aqm"} and aqm in kinds
     assert {kind for kind, needed_for in probed.items() if needed_for == "native"} <= installed
