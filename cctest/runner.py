@@ -18,7 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from . import dumbbell, kmod, vmtime
+from . import dumbbell, kmod, tracefs, vmtime
 from .journal import Journal
 from .net import capture, traffic
 from .net.topology import Dumbbell, Topologies
@@ -124,10 +124,18 @@ class Run:
         if not self.with_bpftrace:
             return None
         ports = [flow.server_port for flow in self.spec.flows]
+        mounted = tracefs.mount_if_absent(self.journal.add_mount)
+        if mounted is not None:
+            self.meta["tracefs"] = f"mounted at {mounted} for this run, unmounted at its end"
+            undo.callback(self._unmount_tracefs, mounted)  # after bpftrace stops (LIFO)
         tracer = capture.start_bpftrace(self.raw, ports, list(self.spec.modules))
         self.journal.add_process(tracer.pid, "bpftrace")
         undo.callback(tracer.stop)
         return tracer
+
+    def _unmount_tracefs(self, path: Path) -> None:
+        tracefs.unmount(path)
+        self.journal.mount_removed(str(path))
 
     def _build_network(self, undo: "Teardown", progress: Progress, task) -> Dumbbell:
         net, reused = self.topologies.acquire(self.spec, self.with_fq)
