@@ -7,6 +7,7 @@ VM: build modules for the guest kernel on the host, boot one VM that runs the sa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import cgroup, doctor, kmod, vm, vmtime
+from . import cgroup, doctor, filelock, kmod, vm, vmtime
 from .journal import Journal
 from .plan import RunSpec, split_for_vms
 from .rundir import write_meta
@@ -238,12 +239,35 @@ def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[
         raise BadInput(f"--out {opts.out}: with --vm the path may not contain '=' or ','")
     kernel = vm.pick_kernel(opts.kernel)
     release = vm.guest_release(kernel)
+    with contextlib.ExitStack() as held:
+        if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules):
+            console.print(f"building modules for {release}")
+            held.enter_context(kmod.using_build(release))  # not rebuilt under the guests' feet
+            check_module_params(specs, release, opts.experiments_file)
+        opts.out.mkdir(parents=True, exist_ok=True)
+        held.enter_context(out_dir_lock(opts.out))
+        return _boot_and_ingest(specs, opts, console, kernel)
+
+
+@contextlib.contextmanager
+def out_dir_lock(out: Path):
+    """One --vm session per output directory: two would share its VM console logs and manifests'
+    place, and a user who starts a sweep twice into one directory most likely did not mean to."""
+    lock = filelock.open_lock(out.resolve() / ".cctest-vm.lock")
+    try:
+        filelock.take(lock, exclusive=True, block=False)
+    except filelock.Busy as busy:
+        lock.close()
+        raise BadInput(f"--out {out}: another cctest --vm session ({busy}) is writing there; wait for it to "
+                       "finish or choose another --out") from None
+    try:
+        yield
+    finally:
+        filelock.release(lock)
+
+
+def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, kernel: Path) -> list[Path]:
     clock = opts.clock or vm.VMClock.choose(None, None, opts.kvm)
-    if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules):
-        console.print(f"building modules for {release}")
-        kmod.build(release)
-        check_module_params(specs, release, opts.experiments_file)
-    opts.out.mkdir(parents=True, exist_ok=True)
     out = opts.out.resolve()
     parts = split_for_vms(specs, vm_jobs(opts.jobs, clock, len(specs), console))
     guests = []
