@@ -223,8 +223,8 @@ def doctor_command() -> None:
               help="clean even while a run holds the lock, and also remove cc* links, Mininet host shells and "
                    "modules the journal does not name or cannot vouch for")
 def clean(force: bool) -> None:
-    """Remove what a run killed with SIGKILL left behind, as its journal names it (links, host shells,
-    processes, modules, sysctls)."""
+    """Remove what a run killed with SIGKILL left behind, as its journal names it (the run's cgroup with
+    every process in it, links, host shells, processes, a tracefs mount, modules, sysctls)."""
     try:
         actions = journal.clean(force=force)
     except (journal.CleanRefused, journal.JournalError) as error:
