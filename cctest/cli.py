@@ -230,7 +230,7 @@ def clean(force: bool) -> None:
     except (journal.CleanRefused, journal.JournalError) as error:
         fail(str(error), 2)
     for line in actions:
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, soft_wrap=True)  # one line each, paths unbroken
     if not actions:
         console.print("nothing to clean" + ("" if force else ": no journal of a killed run (--force also removes "
                                                               "anything that looks like a cctest run's)"))

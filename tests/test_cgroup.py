@@ -82,8 +82,11 @@ def test_clean_after_sigkill_kills_the_cgroup_with_what_was_never_journaled(tmp_
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         assert alive(stray) and path.is_dir()  # SIGKILL allows no teardown
-        actions = clean(tmp_path)
-        assert f"killed 1 process(es) in the run's cgroup and removed {path}" in actions
+        result = subprocess.run([sys.executable, "-m", "cctest", "clean"], capture_output=True, text=True, cwd=REPO,
+                                env={**os.environ, "CCTEST_STATE_DIR": str(tmp_path), "COLUMNS": "40"})
+        assert result.returncode == 0
+        # one line, however long the path and narrow the terminal
+        assert f"killed 1 process(es) in the run's cgroup and removed {path}" in result.stdout.splitlines()
         assert wait_gone(stray) and not path.exists() and not (tmp_path / "active.json").exists()
     finally:
         if path.exists():
