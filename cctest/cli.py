@@ -206,11 +206,11 @@ def doctor_command() -> None:
               help="clean even while a run holds the lock, and also remove cc* links, Mininet host shells and "
                    "modules the journal does not name or cannot vouch for")
 def clean(force: bool) -> None:
-    """Remove what a run killed with SIGKILL left behind, as its journal names it (links, host shells,
-    processes, modules, sysctls)."""
+    """Remove what a run killed with SIGKILL left behind, as its journal names it (the run's cgroup with
+    every process in it, links, host shells, processes, a tracefs mount, modules, sysctls)."""
     actions = journal.clean(force=force)
     for line in actions:
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, soft_wrap=True)  # one line each, paths unbroken
     if not actions:
         console.print("nothing to clean" + ("" if force else ": no journal of a killed run (--force also removes "
                                                               "anything that looks like a cctest run's)"))

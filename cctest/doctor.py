@@ -105,6 +105,16 @@ def mininet_version() -> str:
     return VERSION
 
 
+def run_cgroup() -> Check:
+    """Whether a run can have its cgroup (cgroup.py), which `cctest clean` kills after a SIGKILL."""
+    from .cgroup import cgroup2_mount, unavailable_reason
+
+    reason = unavailable_reason()
+    return Check("cgroup v2", reason is None, f"each run gets one under {cgroup2_mount()}" if reason is None else reason,
+                 "optional: without it, `cctest clean` after a SIGKILL finds only the processes the journal names",
+                 "optional")
+
+
 def stock_kernels() -> list[Path]:
     """Kernel images for --vm, the default first: the distro's current kernel, else the newest."""
     return order_kernels(list(Path("/boot").glob("vmlinuz-*")), distro_default_image())
@@ -192,6 +202,7 @@ def checks() -> list[Check]:
             result.append(Check(qdisc.module, False, "unknown (probing needs root)", "run cctest doctor as root",
                                 qdisc.needed_for))
     result.append(module_loading())
+    result.append(run_cgroup())
     release = platform.release()
     has_headers = (headers_dir(release) / "Makefile").exists()
     result.append(Check("kernel headers", has_headers, f"{headers_dir(release)}" if has_headers else f"none for {release}",

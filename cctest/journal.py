@@ -5,7 +5,9 @@ active. The journal is written *before* each side effect, so that `cctest clean`
 that was killed with SIGKILL: it names the processes started (with their start time, so that a
 PID the kernel has since given to another process is never killed), the links and host shells
 of the topology, the modules loaded (with where the kernel placed them, so that a module the
-user loaded again after the crash is left alone) and the sysctls changed (with their old values).
+user loaded again after the crash is left alone), the sysctls changed (with their old values), the
+run's cgroup (cgroup.py: killing it ends every process the run started, journaled or not) and a
+tracefs mount cctest made.
 `clean` touches only what the journal names; name patterns are used only with --force.
 """
 
@@ -18,7 +20,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from . import kmod
+from . import cgroup, kmod, tracefs
 from .doctor import DOCTOR_NS_PREFIX
 from .dumbbell import NODE_PREFIX
 from .errors import BadInput
@@ -104,7 +106,8 @@ class Journal:
         self.path = state_dir / "active.json"
         self._lock_file = None
         self.data: dict = {"pid": os.getpid(), "boot_id": boot_id(), "processes": [], "modules": [],
-                           "links": [], "hosts": [], "sysctls": {}}
+                           "links": [], "hosts": [], "sysctls": {},
+                           "cgroup": None, "mounts": []}
 
     def acquire(self, description: str) -> None:
         self._lock_file = _lock(self.dir)
@@ -157,6 +160,20 @@ class Journal:
         self.data["links"] = sorted(set(self.data["links"]) | set(links))
         self._write()
 
+    def set_cgroup(self, path: Path | None) -> None:
+        """Before mkdir (cgroup.RunCgroup.enter), and None once it is removed."""
+        self.data["cgroup"] = None if path is None else str(path)
+        self._write()
+
+    def add_mount(self, path: str) -> None:
+        """Before mount: cctest made this mount, so teardown and `clean` unmount it."""
+        self.data["mounts"] = sorted(set(self.data["mounts"]) | {path})
+        self._write()
+
+    def mount_removed(self, path: str) -> None:
+        self.data["mounts"] = [m for m in self.data["mounts"] if m != path]
+        self._write()
+
     def finish(self) -> None:
         """Everything was undone: forget it and let the next run in."""
         self.path.unlink(missing_ok=True)
@@ -204,6 +221,13 @@ def _shape_problem(data) -> str | None:
     sysctls = data.get("sysctls", {})
     if not isinstance(sysctls, dict) or not all(isinstance(v, str) for v in sysctls.values()):
         return "sysctls must map names to their old values"
+    group = data.get("cgroup")
+    # Killing a cgroup kills everything in it: only one this code makes, never e.g. system.slice.
+    if group is not None and not (isinstance(group, str) and cgroup.has_run_cgroup_name(Path(group))):
+        return f"cgroup must be a {cgroup.PREFIX}PID directory in the cgroup v2 hierarchy"
+    mounts = data.get("mounts", [])
+    if not isinstance(mounts, list) or not all(m in (str(p) for p in tracefs.CANDIDATES) for m in mounts):
+        return "mounts must list tracefs mountpoints"
     return None
 
 
@@ -264,7 +288,18 @@ def _clean(state_dir: Path, force: bool, sys_module: Path) -> list[str]:
     if not data and not force:
         return []
     same_boot = data.get("boot_id") in (None, boot_id())
-    remaining: dict = {"processes": [], "modules": [], "links": [], "hosts": data.get("hosts", []), "sysctls": {}}
+    remaining: dict = {"processes": [], "modules": [], "links": [], "hosts": data.get("hosts", []), "sysctls": {},
+                       "cgroup": None, "mounts": []}
+    group = data.get("cgroup") if same_boot else None
+    if group:
+        # First: whatever the run started, journaled or not, dies with it.
+        try:
+            killed = cgroup.kill_and_remove(Path(group))
+            if killed is not None:
+                actions.append(f"killed {killed} process(es) in the run's cgroup and removed {group}")
+        except (cgroup.CgroupError, OSError) as error:
+            actions.append(f"could not remove cgroup {group}: {error}")
+            remaining["cgroup"] = group
     for proc in data.get("processes", []) if same_boot else []:
         pid, what = proc["pid"], proc.get("what", "process")
         if not is_same_process(pid, proc.get("start")):
@@ -296,6 +331,13 @@ def _clean(state_dir: Path, force: bool, sys_module: Path) -> list[str]:
     for ns in doctor_namespaces() if force else []:
         if _run(["ip", "netns", "del", ns]).returncode == 0:
             actions.append(f"deleted network namespace {ns}")
+    for mount in data.get("mounts", []) if same_boot else []:
+        try:
+            if tracefs.unmount(Path(mount)):
+                actions.append(f"unmounted tracefs at {mount}")
+        except tracefs.TracefsError as error:
+            actions.append(f"could not unmount {mount}: {error}")
+            remaining["mounts"].append(mount)
     for key, old in data.get("sysctls", {}).items():
         if _run(["sysctl", "-qw", f"{key}={old}"]).returncode == 0:
             actions.append(f"restored sysctl {key}={old}")
@@ -311,7 +353,7 @@ def _clean(state_dir: Path, force: bool, sys_module: Path) -> list[str]:
             remaining["modules"].insert(0, entry)
     if not data:
         return actions
-    if any(remaining[k] for k in ("processes", "modules", "links", "sysctls")):
+    if any(remaining[k] for k in ("processes", "modules", "links", "sysctls", "cgroup", "mounts")):
         data.update(remaining)
         tmp = journal_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=1))

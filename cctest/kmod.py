@@ -9,6 +9,7 @@ Kernel-shipped controls (bbr, htcp, ...) are loaded with modprobe when not built
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -18,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import filelock
 from .errors import BadInput, CctestError
 from .scenario import KERNEL_CCS, PROJECT_CCS
 
@@ -106,6 +108,43 @@ def _tree_digest(tree: Path) -> str:
 
 def build(release: str, verbose: bool = False) -> dict[str, Path]:
     """Build every module tree for `release`; return {cc name: .ko path}. Rebuilds only on change."""
+    with using_build(release, verbose) as built:
+        return built
+
+
+@contextlib.contextmanager
+def using_build(release: str, verbose: bool = False):
+    """Build (if a source changed) and keep the build for `release` from being rebuilt while the
+    caller uses it (a --vm session's guests load the .ko files from it): a shared lock, exclusive
+    while building. So two cctest processes never build into one directory at once, and a rebuild
+    waits for the sessions using the current build; each wait says so in one line."""
+    lock = filelock.open_lock(BUILD_DIR / f"{release}.lock")
+    try:
+        filelock.take(lock, exclusive=False,
+                      waiting=f"waiting for another cctest ({filelock.holder(lock)}) building the modules for {release}")
+        if _stale_trees(release):
+            filelock.take(lock, exclusive=True,
+                          waiting=f"waiting to rebuild the modules for {release}: another cctest is running with "
+                                  "the current build")
+            built = _build(release, verbose)  # what changed meanwhile is rebuilt too: digests are checked again
+            filelock.take(lock, exclusive=False)
+        else:
+            built = {ko.stem: ko for tree in source_trees() for ko in (BUILD_DIR / release / tree.name).glob("*.ko")}
+        yield built
+    finally:
+        filelock.release(lock)
+
+
+def _stale_trees(release: str) -> list[Path]:
+    return [tree for tree in source_trees() if not _is_built(tree, BUILD_DIR / release / tree.name)]
+
+
+def _is_built(tree: Path, out: Path) -> bool:
+    stamp = out / ".cctest-source-digest"
+    return stamp.exists() and stamp.read_text() == _tree_digest(tree) and any(out.glob("*.ko"))
+
+
+def _build(release: str, verbose: bool) -> dict[str, Path]:
     kdir = headers_dir(release)
     if not (kdir / "Makefile").exists():
         raise ModuleError(
@@ -117,7 +156,7 @@ def build(release: str, verbose: bool = False) -> dict[str, Path]:
         out = BUILD_DIR / release / tree.name
         stamp = out / ".cctest-source-digest"
         digest = _tree_digest(tree)
-        if not (stamp.exists() and stamp.read_text() == digest and any(out.glob("*.ko"))):
+        if not _is_built(tree, out):
             shutil.rmtree(out, ignore_errors=True)
             shutil.copytree(tree, out)
             result = subprocess.run(

@@ -17,7 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from . import captures, dumbbell, kmod, vmtime
+from . import captures, dumbbell, kmod, tracefs, vmtime
 from .captures import iperf3
 from .errors import CctestError
 from .journal import Journal
@@ -132,6 +132,18 @@ class Run:
             if capture.warm_up_phase and capture.name in ctx.running:
                 self._phase(progress, task, capture.warm_up_phase)
                 capture.warm_up(ctx, ctx.running[capture.name])
+
+    def _mount_tracefs(self, undo: "Teardown") -> None:
+        """bpftrace needs tracefs: mounted (journaled first) only if none is reachable, and then
+        unmounted after bpftrace has stopped (undo runs last-in first-out)."""
+        mounted = tracefs.mount_if_absent(self.journal.add_mount)
+        if mounted is not None:
+            self.meta["tracefs"] = f"mounted at {mounted} for this run, unmounted at its end"
+            undo.callback(self._unmount_tracefs, mounted)
+
+    def _unmount_tracefs(self, path: Path) -> None:
+        tracefs.unmount(path)
+        self.journal.mount_removed(str(path))
 
     def _build_network(self, undo: "Teardown", progress: Progress, task) -> Dumbbell:
         net, reused = self.topologies.acquire(self.spec, self.with_fq)
@@ -269,6 +281,8 @@ class Run:
                 ctx = captures.StartContext(self.spec, self.raw, self.journal, self.meta["warnings"],
                                             with_bpftrace=self.with_bpftrace)
                 self._phase(progress, task, captures.TRACING)
+                if self.with_bpftrace:
+                    self._mount_tracefs(undo)
                 self._start_captures(captures.TRACING, ctx, undo)
                 self._phase(progress, task, "build topology")
                 net = ctx.net = self._build_network(undo, progress, task)

@@ -7,6 +7,7 @@ VM: build modules for the guest kernel on the host, boot one VM that runs the sa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import doctor, kmod, vm, vmtime
+from . import cgroup, doctor, filelock, kmod, vm, vmtime
 from .errors import BadInput, CctestError
 from .journal import Journal
 from .plan import RunSpec, split_for_vms
@@ -137,7 +138,9 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
     leftovers = False
     topologies = Topologies()
     vm_boot = vmtime.boot_times() if opts.in_vm and vmtime.in_vm_env() else None
+    run_cgroup = None
     try:
+        run_cgroup = enter_cgroup(journal, console)  # before anything is started: all of it is inside
         if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules) and not opts.in_vm:
             kmod.build(release)
         check_module_params(specs, release, opts.experiments_file)  # every run's, before the first
@@ -162,6 +165,8 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
         except Exception as error:  # noqa: BLE001 - the journal must still be settled
             console.print(f"[red]teardown of the shared topology failed: {error}[/]")
             leftovers = True
+        if run_cgroup is not None:
+            leftovers = not close_cgroup(run_cgroup, journal, console) or leftovers
         if leftovers:
             # Keep the journal: `cctest clean` undoes what teardown could not.
             console.print("[red]teardown was incomplete (see meta.json warnings); run `cctest clean`[/]")
@@ -170,6 +175,31 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
             journal.finish()
     raise_for_ingest(ingest_failures)
     return run_dirs
+
+
+def enter_cgroup(journal: Journal, console: Console) -> "cgroup.RunCgroup | None":
+    """Move this process into the session's cgroup (journaled first), or say why there is none."""
+    try:
+        return cgroup.RunCgroup.enter(before_mkdir=journal.set_cgroup)
+    except cgroup.CgroupError as error:
+        journal.set_cgroup(None)
+        console.print(f"[yellow]notice:[/] no cgroup for this run ({error}): after a SIGKILL, `cctest clean` "
+                      "finds only the processes the journal names", highlight=False)
+        return None
+
+
+def close_cgroup(run_cgroup: "cgroup.RunCgroup", journal: Journal, console: Console) -> bool:
+    """Kill what is still in the session's cgroup and remove it. Whether that worked."""
+    try:
+        stray = run_cgroup.close()
+    except (cgroup.CgroupError, OSError) as error:
+        console.print(f"[red]could not remove the run's cgroup {run_cgroup.path}: {error}[/]", highlight=False)
+        return False
+    journal.set_cgroup(None)
+    if stray:
+        console.print(f"[yellow]notice:[/] killed {stray} process(es) still in the run's cgroup after teardown",
+                      highlight=False)
+    return True
 
 
 VM_MEMORY_GB = 2.5  # what one VM (-m 2G) costs the host, with qemu's own share
@@ -206,12 +236,35 @@ def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[
         raise BadInput(f"--out {opts.out}: with --vm the path may not contain '=' or ','")
     kernel = vm.pick_kernel(opts.kernel)
     release = vm.guest_release(kernel)
+    with contextlib.ExitStack() as held:
+        if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules):
+            console.print(f"building modules for {release}")
+            held.enter_context(kmod.using_build(release))  # not rebuilt under the guests' feet
+            check_module_params(specs, release, opts.experiments_file)
+        opts.out.mkdir(parents=True, exist_ok=True)
+        held.enter_context(out_dir_lock(opts.out))
+        return _boot_and_ingest(specs, opts, console, kernel)
+
+
+@contextlib.contextmanager
+def out_dir_lock(out: Path):
+    """One --vm session per output directory: two would share its VM console logs and manifests'
+    place, and a user who starts a sweep twice into one directory most likely did not mean to."""
+    lock = filelock.open_lock(out.resolve() / ".cctest-vm.lock")
+    try:
+        filelock.take(lock, exclusive=True, block=False)
+    except filelock.Busy as busy:
+        lock.close()
+        raise BadInput(f"--out {out}: another cctest --vm session ({busy}) is writing there; wait for it to "
+                       "finish or choose another --out") from None
+    try:
+        yield
+    finally:
+        filelock.release(lock)
+
+
+def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, kernel: Path) -> list[Path]:
     clock = opts.clock or vm.VMClock.choose(None, None, opts.kvm)
-    if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules):
-        console.print(f"building modules for {release}")
-        kmod.build(release)
-        check_module_params(specs, release, opts.experiments_file)
-    opts.out.mkdir(parents=True, exist_ok=True)
     out = opts.out.resolve()
     parts = split_for_vms(specs, vm_jobs(opts.jobs, clock, len(specs), console))
     guests = []

@@ -250,3 +250,19 @@ def test_force_removes_a_killed_doctor_probe_namespace(tmp_path, no_real_run):
         assert ns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     finally:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def test_doctor_probes_leave_no_namespace_behind():
+    from cctest.doctor import probe_qdisc
+
+    def probe_namespaces() -> list[str]:
+        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        return [line.split()[0] for line in out.splitlines() if line.startswith("cctest-doctor-")]
+
+    if os.geteuid() != 0 or subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
+        pytest.skip("probing qdiscs needs root and ip netns")
+    before = probe_namespaces()
+    # one probe that works and one the kernel refuses: both delete their namespace
+    assert probe_qdisc("pfifo") is True
+    assert probe_qdisc("cctest-no-such-qdisc") is False
+    assert probe_namespaces() == before

@@ -173,3 +173,26 @@ def test_property_any_meta_or_checks_keeps_the_report(small_run, tmp_path_factor
     assert str(root / "bad") in paths or any(str(root / "bad") in s for s in skipped)
     if len(edits) == 1:  # and the page and summary files are written (the slow part: a few examples)
         write_report([root], root / "r.html", Options())
+
+
+def test_link_values_given_as_numeric_text_are_read_as_numbers(tmp_path):
+    as_numbers, as_text, not_numbers = (tmp_path / n for n in ("numbers", "text", "fast"))
+    for d in (as_numbers, as_text, not_numbers):
+        shutil.copytree(REAL, d)
+    edit = {"rate_mbps": "10", "rtt_ms": "20.0", "buffer_bdp": "0.5", "bdp_bytes": "25000"}
+    for d, link in ((as_text, edit), (not_numbers, {"rate_mbps": "fast"})):
+        meta = json.loads((d / "meta.json").read_text())
+        meta["link"].update(link)
+        (d / "meta.json").write_text(json.dumps(meta))
+    res = report(tmp_path, "-o", tmp_path / "r.html")
+    assert res.exit_code == 0, (res.output, res.exception)
+    runs = {r["path"]: r for r in json.loads((tmp_path / "summary.json").read_text())["runs"]}
+    # the text run is kept, with the same link and so the same link-derived metrics as the numeric one
+    numbers, text = runs[str(as_numbers)], runs[str(as_text)]
+    assert (text["rate_mbps"], text["rtt_ms"], text["buffer_bdp"]) == (10, 20.0, 0.5)
+    assert text["utilisation"] == numbers["utilisation"] and text["utilisation"] > 0
+    assert f"meta.json link.rate_mbps is text ('10'); read as the number 10" in res.stderr
+    # text that is no number: that run is named as bad and left out
+    assert str(not_numbers) not in runs
+    assert any(str(not_numbers) in line and "link.rate_mbps must be a finite number, not 'fast'" in line
+               for line in res.stderr.splitlines())

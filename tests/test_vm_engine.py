@@ -180,6 +180,18 @@ def test_sigint_mid_flow_tears_everything_down_and_keeps_data(vm_results):
     ss = table(path, "ss")
     assert len(ss) > 0 and ss["t_s"].max() < 60
     assert (table(path, "flows")["bytes_sent"] > 0).all()
+    # the run made its own cgroup and tracefs mount (the guest's was unmounted first) and removed both
+    assert_run_cgroup(entry["during"], entry["pid"])
+    assert entry["unmounted"] and entry["during"]["tracefs_mounts"] == ["/sys/kernel/tracing"]
+    assert left["cgroups"] == {} and left["tracefs_mounts"] == []
+    assert meta["tracefs"] == "mounted at /sys/kernel/tracing for this run, unmounted at its end"
+
+
+def assert_run_cgroup(during: dict, pid: int) -> None:
+    """One cgroup, the run's, holding cctest itself and everything it started."""
+    (path, inside), = during["cgroups"].items()
+    assert path.endswith(f"/cctest-run-{pid}") and pid in inside["pids"]
+    assert {"iperf3", "tcpdump", "bpftrace", "bash"} <= set(inside["names"]), inside
 
 
 @pytest.mark.vm_jobs("delay-deep", "cubic-bbr-shallow", "interrupt:interrupt-me", "kill9:interrupt-me")
@@ -203,3 +215,14 @@ def test_clean_removes_what_a_sigkilled_run_left(vm_results):
     assert left["bpftrace"] == [] and left["qdiscs"] == [] and not left["journal_left"]
     assert left.get("tcpdump") == []
     assert "tcp_bbr" not in left["lsmod"].split()
+    # the cgroup outlived the SIGKILL with what was in it (the host shells end by themselves when their
+    # terminal, held by cctest, closes); `clean` killed it whole and removed it
+    assert_run_cgroup(entry["during"], entry["pid"])
+    (path, inside), = before["cgroups"].items()
+    assert {"iperf3", "tcpdump", "bpftrace"} <= set(inside["names"]) and entry["pid"] not in inside["pids"]
+    assert f"killed {len(inside['pids'])} process(es) in the run's cgroup and removed {path}" in \
+        entry["clean_output"].splitlines()
+    assert left["cgroups"] == {}
+    # the tracefs mount the run made: kept by the SIGKILL, unmounted by `clean`
+    assert before["tracefs_mounts"] == ["/sys/kernel/tracing"] and left["tracefs_mounts"] == []
+    assert "unmounted tracefs at /sys/kernel/tracing" in entry["clean_output"]

@@ -4,28 +4,18 @@ bpftrace process (one process, one raw file: raw/bpftrace.log's S lines) -> the 
 from __future__ import annotations
 
 import re
-import subprocess
-from pathlib import Path
 
 import pandas as pd
 
+from .. import tracefs
 from .base import Capture, RunView, map_by_ports
 
-TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 _X1000 = "_x1000"  # a cc_state field `<x>_x1000` carries x scaled by 1000
-
-
-def tracefs() -> Path | None:
-    for path in TRACEFS_CANDIDATES:
-        if (path / "events").is_dir():
-            return path
-    mount = subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS_CANDIDATES[0])], capture_output=True)
-    return TRACEFS_CANDIDATES[0] if mount.returncode == 0 and (TRACEFS_CANDIDATES[0] / "events").is_dir() else None
 
 
 def state_fields(cc: str) -> list[tuple[str, str]]:
     """(name, C type) of a module's `<cc>:state` tracepoint fields after sport and dport."""
-    root = tracefs()
+    root = tracefs.mounted()  # the runner mounted it if it was absent (cctest/tracefs.py)
     if root is None:
         return []
     fmt = root / "events" / cc / "state" / "format"

@@ -118,14 +118,34 @@ def _type_problem(value, types: tuple) -> bool:
     return isinstance(value, float) and not math.isfinite(value)
 
 
+def link_numbers_from_text(meta: dict) -> list[str]:
+    """Link values written as numeric text ("10") become numbers, in place; a note for each. Text that
+    is no finite number stays, for meta_problem to reject the run."""
+    link = meta.get("link")
+    notes = []
+    for key in LINK_NUMBERS if isinstance(link, dict) else ():
+        text = link.get(key)
+        if not isinstance(text, str):
+            continue
+        try:
+            value = float(text)
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            link[key] = int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
+            notes.append(f"meta.json link.{key} is text ({text!r}); read as the number {link[key]}")
+    return notes
+
+
 def meta_problem(meta: dict) -> str | None:
     """What in meta.json the report cannot read, or None."""
     for key, types in META_TYPES.items():
         if _type_problem(meta.get(key), types):
             return f"{key} must be {' or '.join(t.__name__ for t in types)}, not {type(meta[key]).__name__}"
     for key in LINK_NUMBERS:
-        if _type_problem((meta.get("link") or {}).get(key), (int, float)):
-            return f"link.{key} must be a finite number"
+        value = (meta.get("link") or {}).get(key)
+        if _type_problem(value, (int, float)):
+            return f"link.{key} must be a finite number, not {value!r}"
     for i, flow in enumerate(meta.get("flows") or []):
         if not isinstance(flow, dict):
             return f"flows.{i} must be an object"
@@ -181,7 +201,7 @@ def _tidy(df: pd.DataFrame) -> pd.DataFrame:
 def load_run(path: Path | str) -> Run:
     p = Path(path)
     meta = _read_json(p / "meta.json")
-    notes = []
+    notes = link_numbers_from_text(meta)
     checks = None
     problem = meta_problem(meta)
     if problem:

@@ -5,7 +5,8 @@ A job is a scenario name in tests/vm/scenarios.yaml (run to completion; all of t
 `cctest run` process, as a user would sweep them, which saves a process start per job; with
 --only-runs, only those of that invocation's runs, as `cctest run -j` gives each VM its share), or
 `interrupt:<scenario>` (SIGINT once flows are running, then record what is left on the system), or
-`kill9:<scenario>` (SIGKILL mid-flow, try a second run, then `cctest clean`).
+`kill9:<scenario>` (SIGKILL mid-flow, try a second run, then `cctest clean`). Both start with
+tracefs unmounted (virtme-ng mounts it), so that the run mounts it itself, and mount it back after.
 Writes OUT_DIR/results.json and OUT_DIR/dmesg.txt. Tables are made on the host afterwards.
 """
 
@@ -52,7 +53,46 @@ def system_leftovers() -> dict:
         "qdiscs": [line for line in sh("tc qdisc show").splitlines() if " dev cc" in line],
         "journal_left": (STATE_DIR / "active.json").exists(),
         "lsmod": sh("lsmod"),
+        "cgroups": run_cgroups(),
+        "tracefs_mounts": [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+                           if line.split()[2] == "tracefs"],
     }
+
+
+def run_cgroups() -> dict[str, dict]:
+    """Each cctest run cgroup: the PIDs in it and their command names."""
+    from cctest import cgroup
+
+    mount = cgroup.cgroup2_mount()
+    found = {}
+    for path in sorted(mount.rglob(f"{cgroup.PREFIX}*")) if mount else []:
+        pids = cgroup.procs(path)
+        names = []
+        for pid in pids:
+            try:
+                names.append(Path(f"/proc/{pid}/comm").read_text().strip())
+            except OSError:
+                pass
+        found[str(path)] = {"pids": pids, "names": sorted(set(names))}
+    return found
+
+
+def unmount_tracing() -> list[str]:
+    """Unmount tracefs and debugfs (whose automount would bring tracefs back); what was unmounted."""
+    gone = []
+    for _ in range(4):  # the automount under debugfs first, then debugfs, then tracefs itself
+        for line in reversed(Path("/proc/mounts").read_text().splitlines()):
+            _, where, kind = line.split()[:3]
+            if kind in ("tracefs", "debugfs") and subprocess.run(["umount", where]).returncode == 0:
+                gone.append(f"{kind} {where}")
+    return gone
+
+
+def remount_tracing(gone: list[str]) -> None:
+    for entry in gone:
+        kind, where = entry.split()
+        if where != "/sys/kernel/debug/tracing":  # the automount comes back by itself
+            subprocess.run(["mount", "-t", kind, "nodev", where])
 
 
 def wait_for_flows(proc: subprocess.Popen, manifest: Path) -> tuple[bool, str]:
@@ -81,28 +121,38 @@ def wait_for_flows(proc: subprocess.Popen, manifest: Path) -> tuple[bool, str]:
 
 
 def interrupt(scenario: str, out: Path, manifest: Path) -> dict:
+    unmounted = unmount_tracing()
     proc = cctest([scenario], out, manifest)
     started, seen = wait_for_flows(proc, manifest)
+    during = system_leftovers()
     proc.send_signal(signal.SIGINT)
     try:
         code = proc.wait(timeout=stretch(180))
     except subprocess.TimeoutExpired:
         proc.kill()
         code = "hung"
-    return {"exit_code": code, "flows_were_running": started, "seen": seen, "leftovers": system_leftovers()}
+    left = system_leftovers()
+    remount_tracing(unmounted)
+    return {"exit_code": code, "flows_were_running": started, "seen": seen, "leftovers": left, "during": during,
+            "pid": proc.pid, "unmounted": unmounted}
 
 
 def kill9(scenario: str, out: Path, manifest: Path) -> dict:
     """SIGKILL mid-flow (no teardown possible), then `cctest clean` must remove the leftovers."""
+    unmounted = unmount_tracing()
     proc = cctest([scenario], out, manifest)
     started, seen = wait_for_flows(proc, manifest)
+    during = system_leftovers()
     proc.kill()
     proc.wait()
     before = system_leftovers()
     refused = subprocess.run([sys.executable, "-m", "cctest", "run", scenario, "-f", str(SCENARIOS), "--native",
                               "--in-vm", "--out", str(out / "refused")], capture_output=True, text=True)
     clean = subprocess.run([sys.executable, "-m", "cctest", "clean"], capture_output=True, text=True)
-    return {"flows_were_running": started, "seen": seen, "before_clean": before, "leftovers": system_leftovers(),
+    left = system_leftovers()
+    remount_tracing(unmounted)
+    return {"flows_were_running": started, "seen": seen, "before_clean": before, "leftovers": left,
+            "during": during, "pid": proc.pid, "unmounted": unmounted,
             "clean_exit_code": clean.returncode, "clean_output": clean.stdout,
             "second_run_exit_code": refused.returncode, "second_run_stderr": refused.stderr}
 
