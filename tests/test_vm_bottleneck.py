@@ -10,8 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cctest.metrics import bottleneck
-from cctest.derived import link_rate_mbps_at
+from cctest.derived import bottleneck_samples, link_rate_mbps_at
 from cctest.net.bottleneck import ECN_SYSCTL
 from test_vm_modules import find, meta_of
 
@@ -76,7 +75,7 @@ def dequeued_mbps(path, edges: np.ndarray) -> np.ndarray:
     """The bottleneck's dequeue rate in each interval between `edges` (s after time zero), from its
     cumulative sent bytes interpolated at the edges."""
     q = pd.read_parquet(path / "qdisc.parquet")
-    bq = bottleneck(q)
+    bq = bottleneck_samples(q)
     sent = np.interp(edges, bq["t_s"].to_numpy(float), bq["sent_bytes"].to_numpy(float))
     return np.diff(sent) * 8 / np.diff(edges) / 1e6
 
