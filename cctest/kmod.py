@@ -19,12 +19,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import filelock
+from . import filelock, projectccs
 from .errors import BadInput, CctestError
 from .scenario import KERNEL_CCS, PROJECT_CCS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-MODULES_DIR = REPO_ROOT / "modules"
+MODULES_DIR = projectccs.MODULES_DIR
 BUILD_DIR = REPO_ROOT / "build" / "modules"
 AVAILABLE_CCS = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 

@@ -140,3 +140,23 @@ def test_a_starved_sampler_is_shown_as_such(tmp_path):
 def write_and_read(path: Path, out: Path) -> str:
     write_report([path], out, Options())
     return out.read_text()
+
+
+def test_the_link_rate_line_follows_a_rate_schedule():
+    """A link.rate_schedule draws the rate as steps at the schedule's times, not one line at the
+    starting rate (which would make every bin after a step look under-used)."""
+    import plotly.graph_objects as go
+
+    from cctest.report import figures
+
+    link = {"rate_mbps": 20, "rate_schedule": [{"at_s": 6, "rate_mbps": 10}, {"at_s": 9, "rate_mbps": 15}]}
+    view = figures._RunView.__new__(figures._RunView)
+    view.link, view.meta = link, {"link": link, "flows": [{"start_s": 1, "duration_s": 12}]}
+    fig = go.Figure()
+    view.link_rate_line(fig)
+    (line,) = fig.data
+    assert list(line.x) == [0, 6, 9, 13] and list(line.y) == [20, 10, 15, 15] and line.line.shape == "hv"
+    steady = go.Figure()
+    view.link = view.meta["link"] = {"rate_mbps": 20}
+    view.link_rate_line(steady)
+    assert not steady.data and steady.layout.shapes[0].y0 == 20

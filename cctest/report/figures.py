@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .. import metrics
+from .. import derived, metrics
 
 from .defaults import DEFAULT_MAX_POINTS  # noqa: E402,F401 (re-exported)
 GL_THRESHOLD = 6000  # a figure with more displayed points than this uses WebGL traces
@@ -229,10 +229,22 @@ class _RunView:
             fig.add_vrect(x0=t0, x1=t1, fillcolor="#888", opacity=0.07, line_width=0)
 
     def link_rate_line(self, fig, scale: float = 1.0, unit: str = "Mbit/s") -> None:
+        """The link's rate: a line, or a step trace where link.rate_schedule changes it mid-run."""
         rate = self.link.get("rate_mbps")
-        if rate:
+        if not rate:
+            return
+        steps = sorted(float(s["at_s"]) for s in self.link.get("rate_schedule") or [])
+        if not steps:
             fig.add_hline(y=rate * scale, line=dict(color="#999", dash="dash", width=1),
                           annotation_text=f"link {rate:g} Mbit/s", annotation_position="top left")
+            return
+        ends = [float(f.get("start_s", 0)) + float(f.get("duration_s", 0)) for f in self.meta.get("flows") or []]
+        end = max([steps[-1] + 1.0, *ends])  # the last flow's planned end
+        x = np.array([0.0, *steps, end])
+        y = derived.link_rate_mbps_at(self.meta, x) * scale
+        fig.add_trace(dict(type="scatter", x=x, y=y, mode="lines", line=dict(color="#999", dash="dash", width=1,
+                                                                             shape="hv"),
+                           name="link rate (schedule)", hoverinfo="x+y"))
 
 
 def _throughput_fig(v: _RunView) -> list[Fig]:
