@@ -76,38 +76,72 @@ def test_modules_are_unloaded_after_each_run(vm_results):
     assert not set(ALL_MODULES) & set(lsmod)
 
 
-def core_and_kernel(vm_results, rate_mbps):
-    kernel = find(vm_results, "core-vs-kernel-bbr", rate_mbps=rate_mbps, **{"flows.0.cc": "bbr"})
-    core = find(vm_results, "core-vs-kernel-bbr", rate_mbps=rate_mbps, **{"flows.0.cc": "bbr1"})
+def find_all(results: dict, job: str, **matrix) -> list[Path]:
+    """Every run of a job at one matrix point (its repetitions)."""
+    paths = [p for p in runs_of(results, job) if all(meta_of(p)["matrix"].get(k) == v for k, v in matrix.items())]
+    assert paths, f"{job}: no run with {matrix}"
+    return paths
+
+
+# One run of each at 20 Mbit/s, where single runs agree; three at 50 (scenarios.yaml).
+CORE_VS_KERNEL = {20: ("core-vs-kernel-bbr", 1), 50: ("core-vs-kernel-bbr-50", 3)}
+
+
+def core_and_kernel(vm_results, rate_mbps) -> tuple[list[Path], list[Path]]:
+    job, runs = CORE_VS_KERNEL[rate_mbps]
+    kernel = find_all(vm_results, job, **{"flows.0.cc": "bbr"})
+    core = find_all(vm_results, job, **{"flows.0.cc": "bbr1"})
+    assert len(kernel) == len(core) == runs, (len(kernel), len(core))
+    assert all(meta_of(p)["link"]["rate_mbps"] == rate_mbps for p in kernel + core)
     return kernel, core
 
 
-@pytest.mark.vm_jobs("core-vs-kernel-bbr")
+@pytest.mark.vm_jobs("core-vs-kernel-bbr", "core-vs-kernel-bbr-50")
 @pytest.mark.parametrize("rate_mbps", [20, 50])
 def test_core_alone_delivers_like_kernel_bbr(vm_results, rate_mbps):
     kernel, core = core_and_kernel(vm_results, rate_mbps)
-    k_bytes, c_bytes = flows(kernel).loc[0, "bytes_received"], flows(core).loc[0, "bytes_received"]
-    # One paced flow alone fills the link either way (CI 2026-11-23: 35.33 vs 35.37 MB in 15 s at
-    # 20 Mbit/s, 88.17 vs 87.95 MB at 50).
-    assert c_bytes == pytest.approx(k_bytes, rel=0.08)
+    # One paced flow alone fills the link either way (CI 2026-11-23, one run each: 35.33 vs 35.37 MB
+    # in 15 s at 20 Mbit/s, 88.17 vs 87.95 MB at 50).
+    received = [[flows(p).loc[0, "bytes_received"] / 1e6 for p in paths] for paths in (kernel, core)]
+    assert pd.Series(received[1]).mean() == pytest.approx(pd.Series(received[0]).mean(), rel=0.08), received
 
 
-SRTT_ONE_RUN_EACH = (
-    "one 15 s run of each cannot compare their queues at 50 Mbit/s: both have cwnd-limited episodes of "
-    "several seconds at ~40 ms (a queue of one BDP), and the share of the run they take varies from run "
-    "to run. Measured medians in earlier sessions: core 24.9 ms, kernel 25.6 and 27.4 ms; in CI "
-    "2026-11-23, 34.4 vs 25.7 ms with the core 48 % of the run above 35 ms and the kernel 34 %, and at "
-    "20 Mbit/s 27.1 vs 26.5 ms. Telling a difference from that spread needs repetitions (issue 12)")
+SRTT_AT_50 = (
+    "at 50 Mbit/s the runs spread (cwnd-limited episodes of seconds at ~40 ms, a queue of one BDP, take "
+    "a varying share of each run), and the core's mean has not come within 15 % yet. Medians, three runs "
+    "each (2026-11-23): the draft-written core (bbr1_core_rewrite.c.wip) 27.8, 41.0, 34.2 ms vs kernel "
+    "29.3, 27.4, 25.3 (means +26 %); the shipped core 24.8, 39.0, 35.0 vs kernel 32.1, 24.3, 26.8 (+19 %): "
+    "a gap both cores share (issue 12)")
 
 
-@pytest.mark.vm_jobs("core-vs-kernel-bbr")
-@pytest.mark.parametrize("rate_mbps", [20, pytest.param(50, marks=pytest.mark.xfail(reason=SRTT_ONE_RUN_EACH))])
+@pytest.mark.vm_jobs("core-vs-kernel-bbr", "core-vs-kernel-bbr-50")
+@pytest.mark.parametrize("rate_mbps", [20, pytest.param(50, marks=pytest.mark.xfail(reason=SRTT_AT_50))])
 def test_core_alone_queues_like_kernel_bbr(vm_results, rate_mbps):
+    # The standing queue as each run's median srtt (the mean is decided by when the cwnd-limited
+    # episodes happen), averaged over the runs: one each at 20 Mbit/s, three each at 50.
     kernel, core = core_and_kernel(vm_results, rate_mbps)
-    # The standing queue: the median, not the mean, which the episodes' timing decides (CI: kernel
-    # 31.3 ms, core 25.8 ms at 20 Mbit/s, with medians of 25.7 and 25.9 ms in the same runs).
-    srtt = [pd.read_parquet(p / "ss.parquet")["srtt_ms"].median() for p in (kernel, core)]
-    assert srtt[1] == pytest.approx(srtt[0], rel=0.15)
+    srtt = [pd.Series([pd.read_parquet(p / "ss.parquet")["srtt_ms"].median() for p in paths]) for paths in (kernel, core)]
+    told = f"median srtt per run, kernel {srtt[0].round(1).tolist()}, core {srtt[1].round(1).tolist()} ms"
+    assert srtt[1].mean() == pytest.approx(srtt[0].mean(), rel=0.15), told
+
+
+@pytest.mark.vm_jobs(*(f"kparams:{cc}" for cc in V1_VARIANTS))
+@pytest.mark.parametrize("cc", V1_VARIANTS)
+def test_v1_kernel_refuses_out_of_range_parameters(vm_results, cc):
+    result = vm_results[f"kparams:{cc}"]
+    # insmod with a value outside a parameter's range fails (-EINVAL from the core's parameter ops) ...
+    assert all(code != 0 for code in result["insmod_codes"].values()), result["insmod_codes"]
+    # ... and so does a sysfs write, which leaves the value as it was
+    assert set(result["sysfs"].values()) == {"Invalid argument"}, result["sysfs"]
+    assert result["after_bad_writes"] == result["defaults"]
+    # every parameter states its range, and its default lies in it
+    for name, (lo, hi, _zero_ok, _read_only) in result["ranges"].items():
+        assert lo is not None, f"{cc} {name}: no [range] in its description"
+        assert lo <= int(result["defaults"][name]) <= hi, (name, result["defaults"][name])
+    # cctest's loader turns the kernel's -EINVAL into its one-line bad-input error (exit 2)
+    error = result["loader_error"]
+    assert error and error["type"] == "BadParameter", error
+    assert "\n" not in error["message"] and "allowed: " in error["message"], error
 
 
 @pytest.mark.vm_jobs("variants-vs-cubic")
@@ -191,7 +225,8 @@ def test_module_parameter_from_the_scenario_reaches_sysfs_and_meta(vm_results):
     assert module["effective_params"]["rate_rounds"] == "8"  # read from /sys/module during the run
 
 
-@pytest.mark.vm_jobs("variants-vs-cubic", "core-vs-kernel-bbr", "acw-rtt-mix", "histmin-standing-queue")
+@pytest.mark.vm_jobs("variants-vs-cubic", "core-vs-kernel-bbr", "core-vs-kernel-bbr-50", "acw-rtt-mix",
+                     "histmin-standing-queue")
 def test_kernel_log_is_clean_after_every_module(vm_results):
     assert vm_results["_dmesg"], "no dmesg captured"
     assert dmesg_problems(vm_results["_dmesg"]) == []

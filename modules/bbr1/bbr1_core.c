@@ -56,6 +56,7 @@
  * which is exact for every gap shorter than that.
  */
 #include <linux/module.h>
+#include <linux/moduleparam.h>
 #include <linux/version.h>
 #include <linux/slab.h>
 #include <linux/rcupdate.h>
@@ -192,14 +193,58 @@ struct bbr1_hooks {
 /* Defined by the including module after this file. */
 static const struct bbr1_hooks bbr1_variant;
 
-/* ---- tunables ------------------------------------------------------- */
+/* ---- module parameters ---------------------------------------------- */
 
-/* ProbeBW cwnd gain, x1000.  BBRv1: 2000 (tcp_bbr.c bbr_cwnd_gain);
- * bbr_shallow: 1500 (004 Claypool et al., section IV-E.1).
+/* Every parameter of the v1 family is an int checked against its range
+ * when it is set (insmod or sysfs): a value outside it is refused with
+ * -EINVAL and the old one stays, so an ACK never sees it.  The range is
+ * written once, in BBR1_PARAM, and ends the parameter's description as
+ * "[range LO..HI]", which cctest reads with modinfo to refuse a scenario's
+ * value before anything runs (the same convention as bbr3).
  */
-static int cwnd_gain_x1000 = BBR1_DEFAULT_CWND_GAIN_X1000;
-module_param(cwnd_gain_x1000, int, 0644);
-MODULE_PARM_DESC(cwnd_gain_x1000, "ProbeBW cwnd gain x1000 (BBRv1: 2000)");
+struct bbr1_param {
+	int *value;
+	int lo, hi;
+};
+
+static int bbr1_param_set(const char *val, const struct kernel_param *kp)
+{
+	const struct bbr1_param *p = kp->arg;
+	int v;
+	int err = kstrtoint(val, 0, &v);
+
+	if (err)
+		return err;
+	if (v < p->lo || v > p->hi)
+		return -EINVAL;
+	WRITE_ONCE(*p->value, v);
+	return 0;
+}
+
+static int bbr1_param_get(char *buf, const struct kernel_param *kp)
+{
+	const struct bbr1_param *p = kp->arg;
+
+	return scnprintf(buf, PAGE_SIZE, "%d\n", READ_ONCE(*p->value));
+}
+
+static const struct kernel_param_ops bbr1_param_ops = {
+	.set = bbr1_param_set,
+	.get = bbr1_param_get,
+};
+
+/* int parameter `name`, default def, allowed lo..hi (literals >= 0). */
+#define BBR1_PARAM(name, def, lo, hi, desc)				\
+	static int name = def;						\
+	static struct bbr1_param bbr1_param_##name = { &name, lo, hi };	\
+	module_param_cb(name, &bbr1_param_ops, &bbr1_param_##name, 0644); \
+	MODULE_PARM_DESC(name, desc " [range " #lo ".." #hi "]")
+
+/* ProbeBW cwnd gain x1000: BBRv1 2000; bbr_shallow 1500 (004 section
+ * IV-E.1).  At most what the 11-bit gain field holds (7996 -> 2047/256).
+ */
+BBR1_PARAM(cwnd_gain_x1000, BBR1_DEFAULT_CWND_GAIN_X1000, 1, 7996,
+	   "ProbeBW cwnd gain x1000 (BBRv1: 2000)");
 
 /* BBR's own constants (ACM Queue 2016 / tcp_bbr.c), not parameters. */
 #define BBR1_CYCLE_LEN 8		/* phases in the ProbeBW gain cycle */

@@ -2,8 +2,8 @@
 /*
  * bbr_acw - BBR Adaptive Congestion Window (Pan, Tan, Li, Li, "BBR-ACW:
  * Improved RTT Fairness of BBR", Electronics 2021; seed 001, Algorithm 1
- * and Eq. 1-2).  Decisions on the paper's ambiguities follow
- * /work/shared/ALGORITHMS.md ("bbr_acw").
+ * and Eq. 1-2).  How the paper's ambiguities are decided is summarised in
+ * modules/README.md ("Algorithms and decisions") and listed below.
  *
  * Idea.  With BBRv1's fixed cwnd gain of 2, a long-RTT flow's 2 BDP cap is
  * far larger in packets than a short-RTT flow's, so in a shared buffer the
@@ -26,7 +26,7 @@
  * with q the queueing delay, is near 0.5 for a long-RTT flow (q << p) and
  * near 1 for a short-RTT one: the long flow's window is cut the most.
  *
- * Decisions (ALGORITHMS.md): Startup, Drain and ProbeRTT keep BBR's gains;
+ * Decisions: Startup, Drain and ProbeRTT keep BBR's gains;
  * d_max / d_min are the max / min delivery-rate samples over the last 10
  * rounds; min_rtt3 is the min RTT sample over the last 3 rounds; T falls
  * back to srtt when the ACK has no RTT sample; "2" is the core's ProbeBW
@@ -58,41 +58,34 @@
 #include "bbr_acw_trace.h"
 
 /* Queue threshold: I <= thresh * Q, x1000 (001 Alg. 1 lines 5, 11: 1.25). */
-static int queue_thresh_x1000 = 1250;
-module_param(queue_thresh_x1000, int, 0644);
-MODULE_PARM_DESC(queue_thresh_x1000, "I <= thresh*Q test x1000 (001 Alg.1 l.5: 1.25)");
+BBR1_PARAM(queue_thresh_x1000, 1250, 1000, 100000,
+	   "I <= thresh*Q test x1000 (001 Alg.1 l.5: 1.25)");
 
 /* Multiplier in alpha = max(1, k (d-dmin)/(dmax-dmin)), x1000 (001 Eq. 1: 2). */
-static int alpha_scale_x1000 = 2000;
-module_param(alpha_scale_x1000, int, 0644);
-MODULE_PARM_DESC(alpha_scale_x1000, "alpha scale x1000 (001 Eq.1: 2)");
+BBR1_PARAM(alpha_scale_x1000, 2000, 0, 4000,
+	   "alpha scale x1000 (001 Eq.1: 2)");
 
 /* Window of the min RTT compared with RTprop, rounds (001 Alg. 1 l.4: 3). */
-static int min_rtt_rounds = 3;
-module_param(min_rtt_rounds, int, 0644);
-MODULE_PARM_DESC(min_rtt_rounds, "min_rtt window, rounds (001 Alg.1 l.4: 3)");
+BBR1_PARAM(min_rtt_rounds, 3, 1, 1000,
+	   "min_rtt window, rounds (001 Alg.1 l.4: 3)");
 
-/* Window of d_max / d_min, rounds (001 Eq. 1; ALGORITHMS.md: 10). */
-static int rate_rounds = 10;
-module_param(rate_rounds, int, 0644);
-MODULE_PARM_DESC(rate_rounds, "d_max/d_min window, rounds (001 Eq.1: 10)");
+/* Window of d_max / d_min, rounds (001 Eq. 1; the project's choice: 10). */
+BBR1_PARAM(rate_rounds, 10, 1, 1000,
+	   "d_max/d_min window, rounds (001 Eq.1: 10)");
 
 /* 1 = decide the gain once per round from the round's votes (default);
  * 0 = per ACK, as the paper's pseudocode reads (issue 12, deviation 6).
  */
-static int per_round = 1;
-module_param(per_round, int, 0644);
-MODULE_PARM_DESC(per_round, "1 = decide the gain once per round with hysteresis (default), 0 = per ACK");
+BBR1_PARAM(per_round, 1, 0, 1,
+	   "1 = decide the gain once per round with hysteresis (default), 0 = per ACK");
 
 /* Share of a round's ACKs that must agree to switch to a case, percent. */
-static int enter_share_pct = 75;
-module_param(enter_share_pct, int, 0644);
-MODULE_PARM_DESC(enter_share_pct, "share of a round's ACKs that starts the boost/cut case, % (default 75)");
+BBR1_PARAM(enter_share_pct, 75, 50, 100,
+	   "share of a round's ACKs that starts the boost/cut case, % (default 75)");
 
 /* Share that keeps a case once in it (hysteresis), percent. */
-static int leave_share_pct = 50;
-module_param(leave_share_pct, int, 0644);
-MODULE_PARM_DESC(leave_share_pct, "share of a round's ACKs that holds the boost/cut case, % (default 50)");
+BBR1_PARAM(leave_share_pct, 50, 0, 100,
+	   "share of a round's ACKs that holds the boost/cut case, % (default 50)");
 
 enum acw_case { ACW_NEUTRAL = 0, ACW_BOOST = 1, ACW_CUT = 2 };
 

@@ -2,8 +2,9 @@
 /*
  * bbr_cws - BBR Congestion Window Scaling (Song, Kim, Cho, "BBR-CWS:
  * Improving the Inter-Protocol Fairness of BBR", Electronics 2020;
- * seed 000, Algorithm 1).  Decisions on the paper's ambiguities follow
- * /work/shared/ALGORITHMS.md ("bbr_cws").
+ * seed 000, Algorithm 1).  How the paper's ambiguities are decided is
+ * summarised in modules/README.md ("Algorithms and decisions") and listed
+ * below.
  *
  * Idea.  Against CUBIC, BBRv1 keeps up to 2 BDP in flight whatever the
  * buffer; in a shallow buffer that is a standing overflow, and in a deep
@@ -20,7 +21,7 @@
  *    goes back to 1 and the corrected RTprop does the work (lines 23-32);
  *  - every 3 loss-free RTTs usf grows by 0.01 to keep probing (33-37).
  *
- * Decisions (ALGORITHMS.md): "rtt" is the smoothed RTT; the recovery cut
+ * Decisions: "rtt" is the smoothed RTT; the recovery cut
  * replaces BBR's own recovery step (no loss subtraction, no restore of the
  * pre-recovery cwnd); conservation lasts until Recovery ends, not one
  * round; cwnd never goes below 4 packets; the reported/traced cwnd gain is
@@ -44,33 +45,28 @@
 /* usf decrease factor on an unexplained loss, x1000 (000 Alg. 1 line 26,
  * beta; text: default 0.9).
  */
-static int beta_x1000 = 900;
-module_param(beta_x1000, int, 0644);
-MODULE_PARM_DESC(beta_x1000, "usf decrease factor x1000 (000 Alg.1 l.26: 0.9)");
+BBR1_PARAM(beta_x1000, 900, 0, 1000,
+	   "usf decrease factor x1000 (000 Alg.1 l.26: 0.9)");
 
 /* usf increase per loss-free wait, x1000 (000 Alg. 1 line 35, delta;
  * text: 0.01).
  */
-static int delta_x1000 = 10;
-module_param(delta_x1000, int, 0644);
-MODULE_PARM_DESC(delta_x1000, "usf increase step x1000 (000 Alg.1 l.35: 0.01)");
+BBR1_PARAM(delta_x1000, 10, 0, 1000,
+	   "usf increase step x1000 (000 Alg.1 l.35: 0.01)");
 
 /* Lower bound of usf, x1000 (000 Alg. 1 lines 28-29: 0.2). */
-static int usf_floor_x1000 = 200;
-module_param(usf_floor_x1000, int, 0644);
-MODULE_PARM_DESC(usf_floor_x1000, "usf lower bound x1000 (000 Alg.1 l.28: 0.2)");
+BBR1_PARAM(usf_floor_x1000, 200, 1, 1000,
+	   "usf lower bound x1000 (000 Alg.1 l.28: 0.2)");
 
 /* Wait before judging a loss / between increases, in smoothed RTTs
  * (000 Alg. 1 lines 25 and 34: 3).
  */
-static int wait_rtts = 3;
-module_param(wait_rtts, int, 0644);
-MODULE_PARM_DESC(wait_rtts, "wait in smoothed RTTs (000 Alg.1 l.25,34: 3)");
+BBR1_PARAM(wait_rtts, 3, 0, 1000,
+	   "wait in smoothed RTTs (000 Alg.1 l.25,34: 3)");
 
 /* Recovery cut: cwnd = inflight / recovery_div (000 Alg. 1 line 7: 3). */
-static int recovery_div = 3;
-module_param(recovery_div, int, 0644);
-MODULE_PARM_DESC(recovery_div, "cwnd = inflight/div entering Recovery (000 Alg.1 l.7: 3)");
+BBR1_PARAM(recovery_div, 3, 1, 100,
+	   "cwnd = inflight/div entering Recovery (000 Alg.1 l.7: 3)");
 
 struct cws {
 	u64 loss_detected_us;	/* 0 = no loss pending (Alg. 1 l.5) */

@@ -11,7 +11,7 @@
  * only when it is "consistently higher for many RTprop probes", so that a
  * real route change is still followed.
  *
- * Decisions (ALGORITHMS.md, "bbr_histmin"): on filter expiry RTprop keeps
+ * Decisions (modules/README.md, "Algorithms and decisions"): on filter expiry RTprop keeps
  * its old value; each ProbeRTT episode's minimum RTT sample is compared to
  * it; after agree_probes (K = 3) consecutive episodes whose minimum was
  * higher, RTprop becomes the lowest of those K minima (the most
@@ -39,26 +39,23 @@
 #include "bbr_histmin_trace.h"
 
 /* Consecutive higher ProbeRTT minima needed to raise RTprop (K; 004 IV-E.2
- * "consistently higher for many RTprop probes"; ALGORITHMS.md: 3).
+ * "consistently higher for many RTprop probes"; the project chose 3).
  */
-static int agree_probes = 3;
-module_param(agree_probes, int, 0644);
-MODULE_PARM_DESC(agree_probes, "consecutive higher ProbeRTT minima that raise RTprop (K, default 3)");
+BBR1_PARAM(agree_probes, 3, 1, 1000,
+	   "consecutive higher ProbeRTT minima that raise RTprop (K, default 3)");
 
 /* Band above RTprop within which an episode minimum still agrees with the
  * history, percent of RTprop (issue 12, deviation 9; default 10 %).
  */
-static int tolerance_pct = 10;
-module_param(tolerance_pct, int, 0644);
-MODULE_PARM_DESC(tolerance_pct, "episode minima up to this % above RTprop agree with it (default 10)");
+BBR1_PARAM(tolerance_pct, 10, 0, 1000,
+	   "episode minima up to this % above RTprop agree with it (default 10)");
 
 /* A single episode minimum at least this many times RTprop (x1000) raises
  * RTprop at once (004 IV-E.2 "drastically higher for a single probe");
  * 0 = off (default 10000, i.e. 10x).
  */
-static int drastic_x1000 = 10000;
-module_param(drastic_x1000, int, 0644);
-MODULE_PARM_DESC(drastic_x1000, "one episode minimum >= this x RTprop (x1000) raises RTprop; 0 = off (default 10000)");
+BBR1_PARAM(drastic_x1000, 10000, 0, 1000000,
+	   "one episode minimum >= this x RTprop (x1000) raises RTprop; 0 = off (default 10000)");
 
 struct histmin {
 	u32 probe_min_us;	/* lowest sample of this ProbeRTT (0 = none) */

@@ -2,8 +2,9 @@
 /*
  * bbr_modest - Modest BBR (Zhang, Cui, Tso, "Modest BBR: Enabling Better
  * Fairness for BBR Congestion Control", ISCC 2018; seed 002, Algorithm 1;
- * also re-stated as Algorithm 2 of seed 000).  Decisions on the paper's
- * ambiguities follow /work/shared/ALGORITHMS.md ("bbr_modest").
+ * also re-stated as Algorithm 2 of seed 000).  How the paper's ambiguities
+ * are decided is summarised in modules/README.md ("Algorithms and
+ * decisions") and listed below.
  *
  * Idea.  BBRv1 ignores retransmissions, so next to CUBIC (or in a shallow
  * buffer) it keeps overflowing the queue.  Modest BBR takes retransmission
@@ -22,7 +23,7 @@
  * what BBR estimates), and the pacing rate is scaled by the same proportion
  * P = cwnd / BBR target, clamped to [Wmin, Wmax] (Eq. 1).
  *
- * Decisions (ALGORITHMS.md): feedback is evaluated once per packet-timed
+ * Decisions: feedback is evaluated once per packet-timed
  * round, "retransmission occurs" = tp->total_retrans or tp->lost grew during
  * the round; line 7's "bin_p = 0" is a typo for 1 (seed 000); the linear
  * step is once per round (like BIC), not per ACK; leaving ProbeBW restores
@@ -59,21 +60,18 @@
 #include "bbr_modest_trace.h"
 
 /* Upper bound of the proportion P, x1000 (002 section C / Table I: 1). */
-static int wmax_x1000 = 1000;
-module_param(wmax_x1000, int, 0644);
-MODULE_PARM_DESC(wmax_x1000, "max window/pacing proportion x1000 (002 Tab.I: 1)");
+BBR1_PARAM(wmax_x1000, 1000, 0, 4000,
+	   "max window/pacing proportion x1000 (002 Tab.I: 1)");
 
 /* Lower bound of P and search start min_win = Wmin * cwnd, x1000
  * (002 section C, Alg. 1 line 4: 0.75).
  */
-static int wmin_x1000 = 750;
-module_param(wmin_x1000, int, 0644);
-MODULE_PARM_DESC(wmin_x1000, "min window proportion x1000 (002 Alg.1 l.4: 0.75)");
+BBR1_PARAM(wmin_x1000, 750, 0, 1000,
+	   "min window proportion x1000 (002 Alg.1 l.4: 0.75)");
 
 /* Search resolution and linear step, packets (002 Alg. 1 l.15, l.22: 1). */
-static int smin_pkts = 1;
-module_param(smin_pkts, int, 0644);
-MODULE_PARM_DESC(smin_pkts, "min step, packets (002 Alg.1 l.15,22: 1)");
+BBR1_PARAM(smin_pkts, 1, 1, 1000,
+	   "min step, packets (002 Alg.1 l.15,22: 1)");
 
 enum modest_phase {
 	MODEST_NONE = 0,	/* BBR as is */

@@ -89,7 +89,7 @@
  * __GFP_NOWARN in init), the socket runs a Reno-like fallback (slow start,
  * AIMD via tcp_reno_cong_avoid, half cwnd in recovery, kernel-style pacing at
  * 2x/1.2x cwnd/srtt) and emits no tracepoint; get_info reports zero gains.
- * ALGORITHMS.md asks for "plain BBR": no BBR fits the 104 bytes of
+ * The project's algorithm notes ask for "plain BBR": no BBR fits the 104 bytes of
  * icsk_ca_priv and tcp_bbr exports nothing, so this is a documented
  * deviation (README.md, "Per-socket state, get_info and the fallback"); the read-only parameter `fallbacks`
  * counts such sockets and cctest marks a run in which any occurred.

@@ -157,9 +157,20 @@ def kill9(scenario: str, out: Path, manifest: Path) -> dict:
             "second_run_exit_code": refused.returncode, "second_run_stderr": refused.stderr}
 
 
-# Values the review found harmful (issue 12, bug 3) and one just outside each end of a range.
-BAD_PARAMS = {"bw_probe_wait_rand_ms": 4294967295, "probe_rtt_interval_ms": 0, "probe_up_pacing_gain_x1000": 0,
-              "startup_gamma": 9, "cwnd_gain_x1000": 10001, "force_fallback": 2}
+# Values the review found harmful (issue 12, bug 3) and one just outside each end of a range; each
+# module's first one is also given to cctest's loader alone.
+BBR3_BAD_PARAMS = {"bw_probe_wait_rand_ms": 4294967295, "probe_rtt_interval_ms": 0, "probe_up_pacing_gain_x1000": 0,
+                   "startup_gamma": 9, "cwnd_gain_x1000": 10001, "force_fallback": 2}
+# The v1 family's: clamped where they were read until issue 12, refused when set now.
+BAD_PARAMS = {
+    "bbr3": BBR3_BAD_PARAMS, "bbr3plus": BBR3_BAD_PARAMS,
+    "bbr1": {"cwnd_gain_x1000": 0},
+    "bbr_shallow": {"cwnd_gain_x1000": 7997},
+    "bbr_cws": {"recovery_div": 0, "beta_x1000": 1001, "usf_floor_x1000": 0, "wait_rtts": -1},
+    "bbr_acw": {"enter_share_pct": 49, "queue_thresh_x1000": 999, "per_round": 2, "rate_rounds": 0},
+    "bbr_modest": {"smin_pkts": 0, "wmin_x1000": 1001, "wmax_x1000": 4001},
+    "bbr_histmin": {"agree_probes": 0, "tolerance_pct": 1001, "drastic_x1000": -1},
+}
 
 
 def kparams(cc: str, out: Path, manifest: Path) -> dict:
@@ -170,13 +181,14 @@ def kparams(cc: str, out: Path, manifest: Path) -> dict:
 
     ko = kmod.built_modules(platform.release())[cc]
     specs = kmod.param_specs(ko)
+    bad = BAD_PARAMS[cc]
     insmod_codes = {}
-    for name, value in BAD_PARAMS.items():
+    for name, value in bad.items():
         insmod_codes[name] = subprocess.run(["insmod", str(ko), f"{name}={value}"], capture_output=True).returncode
         if kmod.is_loaded(cc):  # accepted: unload for the next attempt
             subprocess.run(["rmmod", cc])
     try:  # the loader alone, without cctest's own range check in front of it
-        kmod.insmod(ko, cc, {"bw_probe_wait_rand_ms": 4294967295}, "exp.yaml: scenario s: key flows.0.params")
+        kmod.insmod(ko, cc, dict([next(iter(bad.items()))]), "exp.yaml: scenario s: key flows.0.params")
         loader_error = None
     except kmod.ModuleError as error:
         loader_error = {"type": type(error).__name__, "message": str(error)}
@@ -185,7 +197,7 @@ def kparams(cc: str, out: Path, manifest: Path) -> dict:
     subprocess.run(["insmod", str(ko)], check=True)
     defaults = kmod.read_params(cc)
     sysfs = {}
-    for name, value in BAD_PARAMS.items():
+    for name, value in bad.items():
         try:
             Path(f"/sys/module/{cc}/parameters/{name}").write_text(f"{value}\n")
             sysfs[name] = "accepted"
