@@ -3,57 +3,70 @@
  * bbr1_core.c - cctest's BBRv1 core, shared by bbr1 and the v1 variants.
  *
  * NOT a standalone object.  Every module (bbr1.c, bbr_cws.c, bbr_acw.c,
- * bbr_modest.c, bbr_shallow.c, bbr_histmin.c) #includes this file once, so the core is
- * compiled privately into each .ko and Kbuild never links one object into
- * several modules.  Before the #include a module defines:
+ * bbr_modest.c, bbr_shallow.c, bbr_histmin.c) #includes this file once, so
+ * the core is compiled privately into each .ko and Kbuild never links one
+ * object into several modules.  Before the #include a module defines
  *
  *   BBR1_CC_NAME                   congestion control name ("bbr_cws")
  *   BBR1_DEFAULT_CWND_GAIN_X1000   default ProbeBW cwnd gain (2000 = BBR)
  *
- * and after it, the hook table `bbr1_variant` (struct bbr1_hooks) plus the
- * module's tracepoint (see bbr1_trace_common.h).
+ * and after it the hook table `bbr1_variant` (struct bbr1_hooks) and the
+ * module's tracepoint (bbr1_trace_common.h).
  *
- * The model (Cardwell et al., "BBR: Congestion-Based Congestion Control",
- * ACM Queue 14(5), 2016; behaviour of Linux net/ipv4/tcp_bbr.c):
+ * Written from the algorithm's published description: Cardwell et al.,
+ * "BBR: Congestion-Based Congestion Control", ACM Queue 14(5), 2016, and
+ * draft-cardwell-iccrg-bbr-congestion-control-00 (2017).  The functions
+ * carry the draft's names (BBRUpdateBtlBw -> bbr1_update_btlbw, ...) and
+ * the per-ACK entry point reads like the draft's BBRUpdateOnACK:
  *
- *   BtlBw  = max(delivery rate samples) over the last 10 packet-timed rounds
- *   RTprop = min(RTT samples) over the last 10 seconds
- *   pacing_rate = pacing_gain * BtlBw       (1% below, to drain queues)
- *   cwnd        = cwnd_gain * BtlBw * RTprop (+ ACK-aggregation allowance,
- *                 + room for 3 TSO bursts, rounded up to an even number)
+ *   update the model and the state machine
+ *     round counting, BtlBw (windowed max of delivery rate, 10 rounds),
+ *     ACK aggregation, ProbeBW gain cycle, full pipe, Drain, RTprop
+ *     (windowed min of RTT, 10 s) and ProbeRTT
+ *   update the control parameters
+ *     pacing rate = pacing_gain * BtlBw, cwnd toward cwnd_gain * BDP
  *
- * The state machine:
+ * The modes:
+ *   STARTUP   gain 2/ln 2 = 2.885, the smallest that doubles the delivery
+ *             rate per round; over when BtlBw grew < 25 % in 3 rounds.
+ *   DRAIN     pacing gain ln 2 / 2 until the inflight is down to one BDP.
+ *   PROBE_BW  cwnd gain 2 (parameter), pacing gain cycling through
+ *             1.25, 0.75 and six phases of 1, each about one RTprop long,
+ *             starting at a random phase other than 0.75.
+ *   PROBE_RTT after 10 s without a lower RTT sample: at most 4 packets in
+ *             flight for 200 ms and one round, then RTprop is fresh.
  *
- *   STARTUP   pacing and cwnd gain 2/ln2 = 2.885, the smallest gain that
- *             doubles the delivery rate each round.  Left when BtlBw grew
- *             by less than 25 % for 3 rounds ("the pipe is full").
- *   DRAIN     pacing gain 1/2.885 until the estimated inflight is down to
- *             one BDP, i.e. the Startup queue is gone.
- *   PROBE_BW  cwnd gain 2 (a module parameter here), pacing gain cycling
- *             through 8 phases of one RTprop each: 1.25 (probe for more
- *             bandwidth), 0.75 (drain what the probe queued), six at 1.0.
- *             The starting phase is random so flows do not synchronise.
- *   PROBE_RTT entered when RTprop has not been refreshed for 10 s: cwnd is
- *             held at 4 packets for max(200 ms, one round) so the queue
- *             drains and the true propagation delay can be measured.
+ * This core is the project's "bbr1" and must behave like Linux's own BBRv1
+ * (the "bbr" baseline), so besides the draft it implements, from their
+ * descriptions, the kernel module's refinements (modules/README.md,
+ * "bbr1 and kernel bbr"):
+ *   - pacing 1 % below the model's rate, so queues drain over time;
+ *   - a send quantum of about 1 ms of data (at most 64 KB, the legacy GSO
+ *     size), of which the cwnd budgets three, rounded to an even count,
+ *     plus two packets during the 1.25 phase;
+ *   - inflight judged at the earliest departure time of the next packet
+ *     (what the path drains until then is not counted);
+ *   - an ACK-aggregation allowance: the most data ACKed beyond what BtlBw
+ *     explains within an ACK epoch, the max of two 5-round windows, capped
+ *     at 100 ms of BtlBw, added to the cwnd once the pipe is full;
+ *   - a token-bucket policer detector: two lossy intervals (>= 20 % loss,
+ *     4..16 rounds) with rates within 1/8 (or 4 kbit/s) of each other mean
+ *     a policer, and the flow then paces at their mean rate for 48 rounds;
+ *   - RTprop taken only when strictly lower (or the filter expired and the
+ *     ACK was not delayed);
+ *   - loss: cwnd drops by the newly lost packets, the first round of fast
+ *     recovery conserves packets, leaving recovery restores the cwnd saved
+ *     on entry; an RTO counts as a round end and a lossy policer sample.
  *
- * Losses do not drive the model.  On the first round of fast recovery BBR
- * uses packet conservation (send one packet per packet delivered); after
- * recovery it restores the cwnd it had before.  A long-term ("LT") sampler
- * detects token-bucket policers (two lossy intervals with the same rate)
- * and then paces at the policed rate for 48 rounds.
+ * Hooks (struct bbr1_hooks): a variant gets a small kzalloc'ed state block
+ * (ext) and may adjust the cwnd gain, the pacing gain, replace the loss
+ * response, cap the final cwnd, overrule a rise of RTprop when its filter
+ * expires, and run per-ACK logic.  Without the block (allocation failed)
+ * the hooks do not run and the socket is plain BBR.
  *
- * Hooks (struct bbr1_hooks): a variant gets a small, private, kzalloc'ed
- * state block (ext) and may adjust the cwnd gain, the pacing gain, replace
- * the loss-recovery step, cap the final cwnd, overrule a rise of RTprop
- * when its filter expires, and run per-ACK logic.  If the
- * allocation fails (or a variant has no hooks) the core is plain BBR.
- *
- * Stock-kernel storage: the 104 bytes of icsk_ca_priv must hold the whole
- * core plus the ext pointer, so the two microsecond timestamps the kernel
- * keeps as u64 (gain-cycle phase start, ACK-aggregation epoch start) are
- * kept as their low 32 bits; deltas are taken modulo 2^32 (71 minutes),
- * which is exact for every gap shorter than that.
+ * Storage: icsk_ca_priv (104 bytes) holds the core and the ext pointer, so
+ * the two microsecond time stamps are their low 32 bits; differences are
+ * taken modulo 2^32 and clamped at 0 (exact for gaps below 35 minutes).
  */
 #include <linux/module.h>
 #include <linux/moduleparam.h>
@@ -80,64 +93,67 @@
 #define BBR1_CONG_CONTROL_ARGS struct sock *sk, const struct rate_sample *rs
 #endif
 
-/* Bandwidth is kept in packets per microsecond, scaled by 2^24 (unit about
- * 715 bit/s at 1500-byte packets), so any realistic rate fits in a u32.
+/* Rates are packets per microsecond in 8.24 fixed point: a u32 spans
+ * ~715 bit/s to ~3 Tbit/s at 1500-byte packets.
  */
 #define BW_SCALE 24
 #define BW_UNIT (1 << BW_SCALE)
 
-/* Gains are fixed point with 8 fractional bits (256 = 1.0). */
+/* Gains are 8.8 fixed point (256 = 1.0). */
 #define BBR_SCALE 8
 #define BBR_UNIT (1 << BBR_SCALE)
 
-enum bbr1_mode {
-	BBR1_STARTUP = 0,	/* ramp up: double the delivery rate each round */
-	BBR1_DRAIN = 1,		/* remove the queue Startup built */
-	BBR1_PROBE_BW = 2,	/* steady state: gain cycling around BtlBw */
-	BBR1_PROBE_RTT = 3,	/* hold 4 packets to re-measure RTprop */
+enum bbr1_machine_state {
+	BBR1_STARTUP = 0,
+	BBR1_DRAIN = 1,
+	BBR1_PROBE_BW = 2,
+	BBR1_PROBE_RTT = 3,
 };
 
-/* Per-socket core state; must fit in icsk_ca_priv (104 bytes on 6.1). */
+/* Per-socket state (the draft's BBR.* variables); fits icsk_ca_priv.
+ * Variants read mode, min_rtt_us, rtt_cnt, round_start, prior_cwnd,
+ * prev_ca_state and cwnd_gain.
+ */
 struct bbr1 {
-	u32 min_rtt_us;			/* RTprop estimate */
-	u32 min_rtt_stamp;		/* jiffies when RTprop was last taken */
-	u32 probe_rtt_done_stamp;	/* jiffies when PROBE_RTT may end */
-	struct minmax bw;		/* BtlBw max filter (BW_UNIT scale) */
-	u32 rtt_cnt;			/* packet-timed rounds so far */
-	u32 next_rtt_delivered;		/* tp->delivered that ends the round */
-	u32 cycle_stamp;		/* low 32 bits of us stamp: phase start */
-	u32 mode:2,			/* enum bbr1_mode */
-	    prev_ca_state:3,		/* icsk_ca_state seen on previous ACK */
-	    packet_conservation:1,	/* first round of recovery */
-	    round_start:1,		/* this ACK began a new round */
+	struct minmax btlbw_filter;	/* BtlBw: max rate over 10 rounds */
+	u32 min_rtt_us;			/* RTprop, ~0U until a sample */
+	u32 rtprop_stamp;		/* jiffies when RTprop was taken */
+	u32 probe_rtt_done_at;		/* jiffies ProbeRTT may end; 0 unset */
+	u32 rtt_cnt;			/* round_count */
+	u32 next_round_delivered;	/* tp->delivered that ends the round */
+	u32 cycle_stamp;		/* us (low 32 bits): phase start */
+	u32 prior_cwnd;			/* cwnd to restore */
+	u32 full_bw;			/* BtlBw at the last 25 % growth */
+	u32 policed_bw;			/* policer: rate of the last interval */
+	u32 policer_delivered0;		/* policer interval start: delivered */
+	u32 policer_lost0;		/* ... tp->lost */
+	u32 policer_ms0;		/* ... delivery time, ms */
+	u32 agg_epoch_start;		/* us (low 32 bits): ACK epoch start */
+	u16 agg_excess[2];		/* max excess ACKed, two windows */
+	u32 agg_epoch_acked:20,		/* packets ACKed in the epoch */
+	    agg_window_rounds:5,	/* age of the current window */
+	    agg_window:1,		/* index of the current window */
+	    spare_a:6;
+	u32 mode:2,			/* enum bbr1_machine_state */
+	    prev_ca_state:3,		/* icsk_ca_state at the previous ACK */
+	    packet_conservation:1,	/* first round of fast recovery */
+	    round_start:1,		/* this ACK began a round */
 	    idle_restart:1,		/* sending resumed after idle */
-	    probe_rtt_round_done:1,	/* a full round spent at 4 packets */
-	    lt_is_sampling:1,		/* long-term (policer) sampling on */
-	    lt_rtt_cnt:7,		/* rounds in the LT interval */
-	    lt_use_bw:1,		/* pace at lt_bw (policer found) */
-	    has_seen_rtt:1,		/* pacing rate set from a real RTT */
-	    full_bw_reached:1,		/* Startup found the pipe full */
-	    full_bw_cnt:2,		/* rounds without 25 % bw growth */
-	    cycle_idx:3,		/* index in the ProbeBW gain cycle */
+	    probe_rtt_round_done:1,	/* a round passed at the ProbeRTT cwnd */
+	    filled_pipe:1,		/* Startup found the pipe full */
+	    full_bw_count:2,		/* rounds without 25 % growth */
+	    cycle_index:3,		/* phase in the gain cycle */
+	    has_rtt:1,			/* pacing was set from a real RTT */
+	    policer_sampling:1,		/* a policer interval is open */
+	    policer_rounds:7,		/* rounds in it / rounds policed */
+	    policed:1,			/* pace at policed_bw */
 	    trace_mode:2,		/* mode at the last trace event */
 	    trace_req:1,		/* a hook asked for a trace event */
-	    unused_a:4;
-	u32 pacing_gain:11,		/* state machine's pacing gain */
-	    cwnd_gain:11,		/* effective cwnd gain (after hooks) */
-	    unused_b:10;
-	u32 lt_bw;			/* long-term (policed) rate */
-	u32 lt_last_delivered;		/* LT interval start: tp->delivered */
-	u32 lt_last_stamp;		/* LT interval start: delivered ms */
-	u32 lt_last_lost;		/* LT interval start: tp->lost */
-	u32 prior_cwnd;			/* cwnd to restore after loss/ProbeRTT */
-	u32 full_bw;			/* bw at the last 25 % growth */
-	u32 ack_epoch_stamp;		/* low 32 bits of us stamp: epoch */
-	u16 extra_acked[2];		/* max excess ACKed, two windows */
-	u32 ack_epoch_acked:20,		/* packets ACKed in this epoch */
-	    extra_acked_win_rtts:5,	/* age of the extra_acked window */
-	    extra_acked_win_idx:1,	/* which extra_acked[] is current */
-	    unused_c:6;
-	void *ext;			/* variant state, NULL = plain BBR */
+	    spare_b:4;
+	u32 pacing_gain:11,		/* the mode's pacing gain */
+	    cwnd_gain:11,		/* cwnd gain in use (after the hook) */
+	    spare_c:10;
+	void *ext;			/* variant state; NULL = plain BBR */
 };
 
 /* Values every module's tracepoint reports (filled by the core). */
@@ -246,61 +262,96 @@ static const struct kernel_param_ops bbr1_param_ops = {
 BBR1_PARAM(cwnd_gain_x1000, BBR1_DEFAULT_CWND_GAIN_X1000, 1, 7996,
 	   "ProbeBW cwnd gain x1000 (BBRv1: 2000)");
 
-/* BBR's own constants (ACM Queue 2016 / tcp_bbr.c), not parameters. */
-#define BBR1_CYCLE_LEN 8		/* phases in the ProbeBW gain cycle */
-static const u32 bbr1_bw_rtts = BBR1_CYCLE_LEN + 2;	/* BtlBw window, rounds */
-static const u32 bbr1_min_rtt_win_sec = 10;	/* RTprop window, s */
-static const u32 bbr1_probe_rtt_mode_ms = 200;	/* min time at 4 pkts */
-static const int bbr1_min_tso_rate = 1200000;	/* bit/s: below, 1 seg TSO */
-static const int bbr1_pacing_margin_percent = 1; /* pace 1% under BtlBw */
-static const int bbr1_high_gain = BBR_UNIT * 2885 / 1000 + 1; /* 2/ln2 */
-static const int bbr1_drain_gain = BBR_UNIT * 1000 / 2885;   /* ln2/2 */
-static const int bbr1_cycle_gain[BBR1_CYCLE_LEN] = {
-	BBR_UNIT * 5 / 4,		/* probe for more bandwidth */
-	BBR_UNIT * 3 / 4,		/* drain the probe's queue */
-	BBR_UNIT, BBR_UNIT, BBR_UNIT,	/* cruise at BtlBw */
-	BBR_UNIT, BBR_UNIT, BBR_UNIT,
-};
-static const u32 bbr1_cycle_rand = 7;	/* random start among 7 phases */
-static const u32 bbr1_cwnd_min_target = 4;	/* packets: 2 delayed-ACK pairs */
-static const u32 bbr1_full_bw_thresh = BBR_UNIT * 5 / 4; /* 25 % growth */
-static const u32 bbr1_full_bw_cnt = 3;	/* rounds without growth = full */
-static const u32 bbr1_lt_intvl_min_rtts = 4;	/* LT interval, rounds */
-static const u32 bbr1_lt_loss_thresh = 50;	/* 50/256 ~ 20 % loss */
-static const u32 bbr1_lt_bw_ratio = BBR_UNIT / 8; /* rates within 1/8 */
-static const u32 bbr1_lt_bw_diff = 4000 / 8;	/* or within 4 kbit/s */
-static const u32 bbr1_lt_bw_max_rtts = 48;	/* rounds to pace at lt_bw */
-static const int bbr1_extra_acked_gain = BBR_UNIT;	/* aggregation gain */
-static const u32 bbr1_extra_acked_win_rtts = 5;	/* aggregation window */
-static const u32 bbr1_ack_epoch_acked_reset_thresh = 1U << 20;
-static const u32 bbr1_extra_acked_max_us = 100 * 1000; /* cap: 100 ms */
+/* ---- the algorithm's constants (ACM Queue 2016, draft-00) ----------- */
 
-/* ---- small accessors -------------------------------------------------- */
+#define BBR1_GAIN_CYCLE_LEN 8
+/* BtlBw window: a gain cycle plus two rounds. */
+#define BBR1_BTLBW_ROUNDS (BBR1_GAIN_CYCLE_LEN + 2)
+#define BBR1_RTPROP_WINDOW_S 10
+#define BBR1_PROBE_RTT_MS 200
+/* 2/ln 2 = 2.885 and its inverse, in BBR_UNIT. */
+#define BBR1_STARTUP_GAIN (BBR_UNIT * 2885 / 1000 + 1)
+#define BBR1_DRAIN_GAIN (BBR_UNIT * 1000 / 2885)
+/* Startup's plateau test: 25 % more in 3 rounds. */
+#define BBR1_GROWTH_X (BBR_UNIT * 5 / 4)
+#define BBR1_PLATEAU_ROUNDS 3
+/* Pace 1 % below the model's rate. */
+#define BBR1_PACING_MARGIN_PCT 1
+/* Below 1.2 Mbit/s one-segment bursts, else at least two. */
+#define BBR1_SMALL_BURST_BPS 1200000
+#define BBR1_MAX_QUANTUM_SEGS 127
+
+/* Minimum cwnd: two delayed-ACK pairs in flight (draft: BBRMinPipeCwnd). */
+static const u32 bbr1_cwnd_min_target = 4;
+
+/* ProbeBW pacing gains, BBR_UNIT: probe, drain the probe's queue, cruise. */
+static const u16 bbr1_gain_cycle[BBR1_GAIN_CYCLE_LEN] = {
+	BBR_UNIT * 5 / 4, BBR_UNIT * 3 / 4,
+	BBR_UNIT, BBR_UNIT, BBR_UNIT, BBR_UNIT, BBR_UNIT, BBR_UNIT,
+};
+
+/* Policer detection: intervals of 4..16 rounds, lossy at >= 50/256 (~20 %)
+ * of delivered, rates "equal" within 1/8 or 4 kbit/s; 48 rounds policed.
+ */
+#define BBR1_POLICER_MIN_ROUNDS 4
+#define BBR1_POLICER_MAX_ROUNDS (4 * BBR1_POLICER_MIN_ROUNDS)
+#define BBR1_POLICER_LOSS_X 50
+#define BBR1_POLICER_RATIO_X (BBR_UNIT / 8)
+#define BBR1_POLICER_DIFF_BYTES_PER_S (4000 / 8)
+#define BBR1_POLICED_ROUNDS 48
+
+/* ACK aggregation: windows of 5 rounds, allowance at most 100 ms of
+ * BtlBw, an epoch restarts after 2^20 packets.
+ */
+#define BBR1_AGG_WINDOW_ROUNDS 5
+#define BBR1_AGG_MAX_US (100 * USEC_PER_MSEC)
+#define BBR1_AGG_EPOCH_MAX_ACKED (1U << 20)
+
+/* ---- accessors the variants use --------------------------------------- */
 
 static inline struct bbr1 *bbr1_ca(const struct sock *sk)
 {
 	return (struct bbr1 *)inet_csk_ca(sk);
 }
 
-/* The variant's state block is read by get_info (inet_diag) under RCU only,
- * without the socket lock, so release must not free it while a reader may
- * hold it: the block carries an rcu_head and is freed with kfree_rcu, and
- * the pointer is published only once the block is initialised.
+static inline u32 bbr1_cwnd(const struct tcp_sock *tp)
+{
+	return tp->snd_cwnd;
+}
+
+/* Delivery rate of a rate sample (BW_UNIT), 0 when it has none. */
+static inline u32 bbr1_rs_bw(const struct rate_sample *rs)
+{
+	if (rs->delivered <= 0 || rs->interval_us <= 0)
+		return 0;
+	return (u32)min_t(u64, div_u64((u64)rs->delivered << BW_SCALE,
+				       rs->interval_us), U32_MAX);
+}
+
+/* A hook asks for a trace event on this ACK (e.g. a phase change). */
+static inline void bbr1_trace_request(struct sock *sk)
+{
+	bbr1_ca(sk)->trace_req = 1;
+}
+
+/* ---- the variant's state block ----------------------------------------- */
+
+/* get_info (inet_diag) reads the block under RCU without the socket lock:
+ * it is published only once initialised and freed with kfree_rcu.
  */
 struct bbr1_ext_box {
 	struct rcu_head rcu;
 	u64 data[] __aligned(sizeof(u64));	/* the variant's ext_size bytes */
 };
 
-/* The variant's state, or NULL when hooks must not run (socket lock held,
- * or an RCU read section, as in get_info).
- */
 static inline void *bbr1_ext(const struct sock *sk)
 {
 	return READ_ONCE(bbr1_ca(sk)->ext);
 }
 
-/* Do hooks run for this ext pointer?  Without state only if none is needed. */
+/* Do hooks run with this state pointer?  Without one only if none is
+ * needed.
+ */
 static inline bool bbr1_hooks_on_ext(const void *ext)
 {
 	return bbr1_variant.ext_size == 0 || ext;
@@ -311,40 +362,24 @@ static inline bool bbr1_hooks_on(const struct sock *sk)
 	return bbr1_hooks_on_ext(bbr1_ext(sk));
 }
 
-static inline u32 bbr1_cwnd(const struct tcp_sock *tp)
+/* ---- small helpers ------------------------------------------------------- */
+
+static inline void bbr1_put_cwnd(struct tcp_sock *tp, u32 packets)
 {
-	return tp->snd_cwnd;
+	tp->snd_cwnd = packets;
 }
 
-static inline void bbr1_set_cwnd_raw(struct tcp_sock *tp, u32 cwnd)
+/* Microseconds from a 32-bit stamp to the latest delivery, never < 0. */
+static inline u32 bbr1_us_since(const struct tcp_sock *tp, u32 stamp)
 {
-	tp->snd_cwnd = cwnd;
+	s32 gap = (s32)((u32)tp->delivered_mstamp - stamp);
+
+	return gap > 0 ? gap : 0;
 }
 
-/* Low 32 bits of the time of the latest delivery, in us. */
-static inline u32 bbr1_now_us32(const struct tcp_sock *tp)
-{
-	return (u32)tp->delivered_mstamp;
-}
-
-/* Low 32 bits of the socket's us clock (tp->tcp_mstamp). */
-static inline u32 bbr1_clock_us32(const struct tcp_sock *tp)
-{
-	return (u32)tp->tcp_mstamp;
-}
-
-/* Uniform integer in [0, n). */
-static inline u32 bbr1_rand_below(u32 n)
-{
-	return (u32)(((u64)get_random_u32() * n) >> 32);
-}
-
-/* x1000 fixed point <-> BBR_UNIT fixed point. */
 static inline u32 bbr1_x1000_to_unit(int x1000)
 {
-	if (x1000 < 0)
-		x1000 = 0;
-	return DIV_ROUND_CLOSEST((u32)x1000 * BBR_UNIT, 1000);
+	return DIV_ROUND_CLOSEST((u32)max(x1000, 0) * BBR_UNIT, 1000);
 }
 
 static inline u32 bbr1_unit_to_x1000(u32 g)
@@ -352,115 +387,65 @@ static inline u32 bbr1_unit_to_x1000(u32 g)
 	return DIV_ROUND_CLOSEST(g * 1000, BBR_UNIT);
 }
 
-static inline bool bbr1_full_bw_reached(const struct sock *sk)
+/* BtlBw, the filter's maximum. */
+static inline u32 bbr1_btlbw(const struct sock *sk)
 {
-	return bbr1_ca(sk)->full_bw_reached;
+	return minmax_get(&bbr1_ca(sk)->btlbw_filter);
 }
 
-/* BtlBw from the max filter. */
-static inline u32 bbr1_max_bw(const struct sock *sk)
-{
-	return minmax_get(&bbr1_ca(sk)->bw);
-}
-
-/* The bandwidth BBR acts on: the policed rate if one was found. */
-static inline u32 bbr1_bw(const struct sock *sk)
+/* The rate the model acts on: the policed rate while one is in force. */
+static inline u32 bbr1_model_bw(const struct sock *sk)
 {
 	const struct bbr1 *b = bbr1_ca(sk);
 
-	return b->lt_use_bw ? b->lt_bw : bbr1_max_bw(sk);
+	return b->policed ? b->policed_bw : bbr1_btlbw(sk);
 }
 
-/* bw (BW_UNIT scale) to bits per second, for reports. */
-static inline u64 bbr1_bw_to_bps(const struct sock *sk, u32 bw)
+/* Rate (BW_UNIT) times gain as bytes per second, the pacing margin off.
+ * Multiplying by the MSS and the gain before scaling keeps precision; the
+ * product stays in a u64 up to ~2.9 Tbit/s at gain 2.89.
+ */
+static u64 bbr1_bytes_per_sec(const struct sock *sk, u64 bw, u32 gain)
 {
-	return ((u64)bw * tcp_sk(sk)->mss_cache * USEC_PER_SEC * 8) >> BW_SCALE;
+	u64 bytes_per_us = (bw * tcp_sk(sk)->mss_cache * gain) >> BBR_SCALE;
+
+	return (bytes_per_us * (USEC_PER_SEC / 100 *
+				(100 - BBR1_PACING_MARGIN_PCT))) >> BW_SCALE;
 }
 
-static void bbr1_notify_mode(struct sock *sk, u32 from, u32 to)
+/* A rate (BW_UNIT) as bytes per second, without margin, for reports. */
+static u64 bbr1_bw_to_bytes(const struct sock *sk, u32 bw)
 {
-	if (from != to && bbr1_variant.mode_change && bbr1_hooks_on(sk))
-		bbr1_variant.mode_change(sk, bbr1_ext(sk), from, to);
+	u64 bytes_per_us = (u64)bw * tcp_sk(sk)->mss_cache;
+
+	return (bytes_per_us * USEC_PER_SEC) >> BW_SCALE;
+}
+
+static u64 bbr1_bw_to_bps(const struct sock *sk, u32 bw)
+{
+	return bbr1_bw_to_bytes(sk, bw) * 8;
 }
 
 static void bbr1_set_mode(struct sock *sk, u32 mode)
 {
 	struct bbr1 *b = bbr1_ca(sk);
-	u32 old = b->mode;
+	u32 from = b->mode;
 
 	b->mode = mode;
-	bbr1_notify_mode(sk, old, mode);
+	if (from != mode && bbr1_variant.mode_change && bbr1_hooks_on(sk))
+		bbr1_variant.mode_change(sk, bbr1_ext(sk), from, mode);
 }
 
-/* A hook asks for a trace event on this ACK (e.g. a phase change). */
-static inline void bbr1_trace_request(struct sock *sk)
-{
-	bbr1_ca(sk)->trace_req = 1;
-}
+/* ---- pacing (draft: BBRSetPacingRate, BBRSetSendQuantum) --------------- */
 
-/* ---- pacing ----------------------------------------------------------- */
-
-/* rate (BW_UNIT) * gain (BBR_UNIT) -> bytes/s, 1% under; ordered so the
- * u64 does not overflow below ~2.9 Tbit/s at gain 2.89.
- */
-static u64 bbr1_rate_bytes_per_sec(struct sock *sk, u64 rate, int gain)
-{
-	rate *= tcp_sk(sk)->mss_cache;
-	rate *= gain;
-	rate >>= BBR_SCALE;
-	rate *= USEC_PER_SEC / 100 * (100 - bbr1_pacing_margin_percent);
-	return rate >> BW_SCALE;
-}
-
-static unsigned long bbr1_pacing_rate_for(struct sock *sk, u32 bw, int gain)
-{
-	u64 rate = bbr1_rate_bytes_per_sec(sk, bw, gain);
-
-	return min_t(u64, rate, READ_ONCE(sk->sk_max_pacing_rate));
-}
-
-/* Before any bandwidth sample: high_gain * initial cwnd / RTT (1 ms if
- * no RTT is known yet).
- */
-static void bbr1_init_pacing_rate(struct sock *sk)
-{
-	struct tcp_sock *tp = tcp_sk(sk);
-	struct bbr1 *b = bbr1_ca(sk);
-	u32 rtt_us = USEC_PER_MSEC;
-	u64 bw;
-
-	if (tp->srtt_us) {
-		rtt_us = max(tp->srtt_us >> 3, 1U);
-		b->has_seen_rtt = 1;
-	}
-	bw = (u64)bbr1_cwnd(tp) * BW_UNIT;
-	do_div(bw, rtt_us);
-	WRITE_ONCE(sk->sk_pacing_rate,
-		   bbr1_pacing_rate_for(sk, bw, bbr1_high_gain));
-}
-
-/* Until the pipe is known to be full the pacing rate only goes up. */
-static void bbr1_set_pacing_rate(struct sock *sk, u32 bw, int gain)
-{
-	struct bbr1 *b = bbr1_ca(sk);
-	unsigned long rate = bbr1_pacing_rate_for(sk, bw, gain);
-
-	if (unlikely(!b->has_seen_rtt && tcp_sk(sk)->srtt_us))
-		bbr1_init_pacing_rate(sk);
-	if (bbr1_full_bw_reached(sk) || rate > READ_ONCE(sk->sk_pacing_rate))
-		WRITE_ONCE(sk->sk_pacing_rate, rate);
-}
-
-/* Pacing gain actually used: the state machine's, adjusted by the hook
- * (ext: the variant state the caller read once, see bbr1_ext).
- */
+/* Pacing gain in force: the mode's, as the variant adjusts it. */
 static u32 bbr1_eff_pacing_gain_ext(const struct sock *sk, void *ext)
 {
-	u32 g = bbr1_ca(sk)->pacing_gain;
+	u32 gain = bbr1_ca(sk)->pacing_gain;
 
 	if (bbr1_variant.pacing_gain && bbr1_hooks_on_ext(ext))
-		g = bbr1_variant.pacing_gain(sk, ext, g);
-	return g;
+		gain = bbr1_variant.pacing_gain(sk, ext, gain);
+	return gain;
 }
 
 static u32 bbr1_eff_pacing_gain(const struct sock *sk)
@@ -468,16 +453,57 @@ static u32 bbr1_eff_pacing_gain(const struct sock *sk)
 	return bbr1_eff_pacing_gain_ext(sk, bbr1_ext(sk));
 }
 
-static u32 bbr1_min_tso_segs(struct sock *sk)
+static unsigned long bbr1_rate_to_pacing(struct sock *sk, u32 bw, u32 gain)
 {
-	return READ_ONCE(sk->sk_pacing_rate) < (bbr1_min_tso_rate >> 3) ? 1 : 2;
+	u64 max_rate = READ_ONCE(sk->sk_max_pacing_rate);
+
+	return min(bbr1_bytes_per_sec(sk, bw, gain), max_rate);
+}
+
+/* Before the first delivery-rate sample: Startup's gain times the initial
+ * window per smoothed RTT (1 ms when none is known yet).
+ */
+static void bbr1_init_pacing_rate(struct sock *sk)
+{
+	const struct tcp_sock *tp = tcp_sk(sk);
+	u32 srtt_us = tp->srtt_us >> 3;
+	u32 nominal;
+
+	bbr1_ca(sk)->has_rtt = tp->srtt_us != 0;
+	if (!tp->srtt_us)
+		srtt_us = USEC_PER_MSEC;
+	nominal = div_u64((u64)bbr1_cwnd(tp) << BW_SCALE, max(srtt_us, 1U));
+	WRITE_ONCE(sk->sk_pacing_rate,
+		   bbr1_rate_to_pacing(sk, nominal, BBR1_STARTUP_GAIN));
+}
+
+/* Until the pipe is full the rate may only rise (a low early sample must
+ * not slow Startup); afterwards it follows the model.
+ */
+static void bbr1_set_pacing_rate_with_gain(struct sock *sk, u32 bw, u32 gain)
+{
+	struct bbr1 *b = bbr1_ca(sk);
+	unsigned long rate = bbr1_rate_to_pacing(sk, bw, gain);
+
+	if (unlikely(!b->has_rtt) && tcp_sk(sk)->srtt_us)
+		bbr1_init_pacing_rate(sk);
+	if (rate > READ_ONCE(sk->sk_pacing_rate) || b->filled_pipe)
+		WRITE_ONCE(sk->sk_pacing_rate, rate);
+}
+
+/* Segments TSO may put in one burst: one below 1.2 Mbit/s, else two. */
+static u32 bbr1_min_burst_segs(struct sock *sk)
+{
+	unsigned long rate = READ_ONCE(sk->sk_pacing_rate);
+
+	return rate >= BBR1_SMALL_BURST_BPS / 8 ? 2 : 1;
 }
 
 /* The largest burst the cwnd budget plans for: the classic 64 KB GSO
  * limit.  Since 5.19 GSO_MAX_SIZE allows BIG TCP (512 KB) and kernel bbr
  * budgets with GSO_LEGACY_MAX_SIZE; older headers have only GSO_MAX_SIZE,
- * which is 64 KB there.  With 512 KB the goal would be 127 segments instead
- * of 45 above ~0.5 Gbit/s of pacing, and bbr1 would keep more in flight.
+ * which is 64 KB there.  With 512 KB the quantum would be 127 segments
+ * instead of 45 above ~0.5 Gbit/s of pacing.
  */
 #ifdef GSO_LEGACY_MAX_SIZE
 #define BBR1_TSO_BUDGET_BYTES GSO_LEGACY_MAX_SIZE
@@ -486,599 +512,647 @@ static u32 bbr1_min_tso_segs(struct sock *sk)
 #endif
 static_assert(BBR1_TSO_BUDGET_BYTES == 65536, "TSO budget must be 64 KB");
 
-/* Segments per TSO burst at the current pacing rate (~1 ms of data). */
-static u32 bbr1_tso_segs_goal(struct sock *sk)
+/* Send quantum in packets: what the pacing rate sends in ~1 ms
+ * (rate >> sk_pacing_shift), within one 64 KB burst.
+ */
+static u32 bbr1_send_quantum(struct sock *sk)
 {
-	struct tcp_sock *tp = tcp_sk(sk);
-	u32 bytes, segs;
+	u32 room = BBR1_TSO_BUDGET_BYTES - 1 - MAX_TCP_HEADER;
+	u64 per_ms = READ_ONCE(sk->sk_pacing_rate) >>
+		     READ_ONCE(sk->sk_pacing_shift);
+	u32 segs = (u32)min_t(u64, per_ms, room) / tcp_sk(sk)->mss_cache;
 
-	bytes = min_t(unsigned long,
-		      READ_ONCE(sk->sk_pacing_rate) >> READ_ONCE(sk->sk_pacing_shift),
-		      BBR1_TSO_BUDGET_BYTES - 1 - MAX_TCP_HEADER);
-	segs = max_t(u32, bytes / tp->mss_cache, bbr1_min_tso_segs(sk));
-	return min(segs, 0x7FU);
+	return clamp(segs, bbr1_min_burst_segs(sk), (u32)BBR1_MAX_QUANTUM_SEGS);
 }
 
-/* ---- cwnd targets ----------------------------------------------------- */
+/* ---- inflight targets (draft: BBRInflight, BBRUpdateTargetCwnd) -------- */
 
-/* Remember a cwnd worth returning to after recovery or ProbeRTT. */
-static void bbr1_save_cwnd(struct sock *sk)
+/* gain * BtlBw * RTprop in packets, rounded up so a fraction of a packet
+ * never shrinks the window; the initial window until RTprop is known.
+ */
+static u32 bbr1_bdp_with_gain(const struct sock *sk, u32 bw, u32 gain)
 {
-	struct tcp_sock *tp = tcp_sk(sk);
-	struct bbr1 *b = bbr1_ca(sk);
+	u32 rtprop = bbr1_ca(sk)->min_rtt_us;
+	u64 scaled;
 
-	if (b->prev_ca_state < TCP_CA_Recovery && b->mode != BBR1_PROBE_RTT)
-		b->prior_cwnd = bbr1_cwnd(tp);
-	else	/* cwnd is temporarily cut: keep the larger one */
-		b->prior_cwnd = max(b->prior_cwnd, bbr1_cwnd(tp));
-}
-
-/* ceil(gain * bw * RTprop) in packets; the initial window if no RTT. */
-static u32 bbr1_bdp(struct sock *sk, u32 bw, int gain)
-{
-	const struct bbr1 *b = bbr1_ca(sk);
-	u64 w;
-
-	if (unlikely(b->min_rtt_us == ~0U))
+	if (unlikely(rtprop == ~0U))
 		return TCP_INIT_CWND;
-	w = (u64)bw * b->min_rtt_us;
-	return (((w * gain) >> BBR_SCALE) + BW_UNIT - 1) / BW_UNIT;
+	scaled = ((u64)bw * rtprop * gain) >> BBR_SCALE;
+	return (u32)DIV_ROUND_UP_ULL(scaled, BW_UNIT);
 }
 
-/* Room for TSO bursts in the sender qdisc, the NIC and the receiver's
- * GRO/delayed ACK; an even count; and in the 1.25 probe phase two more
- * packets so that small BDPs still probe above one BDP.
+/* Room for three send quanta (sender qdisc, NIC, receiver's GRO/delayed
+ * ACK), an even count (delayed ACKs come in pairs), and during the 1.25
+ * probe two packets more so that small BDPs still probe above one BDP.
  */
-static u32 bbr1_quantization_budget(struct sock *sk, u32 cwnd)
+static u32 bbr1_add_quanta(struct sock *sk, u32 packets)
 {
 	const struct bbr1 *b = bbr1_ca(sk);
+	u32 total = round_up(packets + 3 * bbr1_send_quantum(sk), 2);
 
-	cwnd += 3 * bbr1_tso_segs_goal(sk);
-	cwnd = (cwnd + 1) & ~1U;
-	if (b->mode == BBR1_PROBE_BW && b->cycle_idx == 0)
-		cwnd += 2;
-	return cwnd;
+	if (b->mode == BBR1_PROBE_BW && b->cycle_index == 0)
+		total += 2;
+	return total;
 }
 
-static u32 bbr1_inflight(struct sock *sk, u32 bw, int gain)
+static u32 bbr1_inflight(struct sock *sk, u32 bw, u32 gain)
 {
-	return bbr1_quantization_budget(sk, bbr1_bdp(sk, bw, gain));
+	return bbr1_add_quanta(sk, bbr1_bdp_with_gain(sk, bw, gain));
 }
 
-/* Packets of ours still in the network when the next skb leaves
- * (earliest departure time): inflight now minus what bw drains meanwhile,
- * plus that skb when we are increasing inflight.
+/* The inflight when the next packet may leave (its earliest departure
+ * time): what the path drains until then no longer counts, and while
+ * probing above 1.0 one more quantum is about to be sent.
  */
-static u32 bbr1_packets_in_net_at_edt(struct sock *sk, u32 inflight_now)
+static u32 bbr1_inflight_at_edt(struct sock *sk, u32 inflight)
 {
-	struct tcp_sock *tp = tcp_sk(sk);
-	const struct bbr1 *b = bbr1_ca(sk);
-	u64 now_ns = tp->tcp_clock_cache;
-	u64 edt_ns = max(tp->tcp_wstamp_ns, now_ns);
-	u64 gap_us = div_u64(edt_ns - now_ns, NSEC_PER_USEC);
-	u32 drained = ((u64)bbr1_bw(sk) * gap_us) >> BW_SCALE;
-	u32 at_edt = inflight_now;
+	const struct tcp_sock *tp = tcp_sk(sk);
+	u64 wait_ns = 0;
+	u32 drained;
 
-	if (b->pacing_gain > BBR_UNIT)
-		at_edt += bbr1_tso_segs_goal(sk);
-	return drained >= at_edt ? 0 : at_edt - drained;
+	if (tp->tcp_wstamp_ns > tp->tcp_clock_cache)
+		wait_ns = tp->tcp_wstamp_ns - tp->tcp_clock_cache;
+	drained = ((u64)bbr1_model_bw(sk) * div_u64(wait_ns, NSEC_PER_USEC))
+		  >> BW_SCALE;
+	if (bbr1_ca(sk)->pacing_gain > BBR_UNIT)
+		inflight += bbr1_send_quantum(sk);
+	return inflight > drained ? inflight - drained : 0;
 }
 
-/* Extra cwnd for ACK aggregation: recent max excess-ACKed, capped by
- * 100 ms worth of bw; only once Startup is over.
+/* ACK-aggregation allowance, once the pipe is full: the larger window's
+ * max excess, at most 100 ms of BtlBw.
  */
-static u32 bbr1_ack_aggregation_cwnd(struct sock *sk)
+static u32 bbr1_aggregation_allowance(const struct sock *sk)
 {
 	const struct bbr1 *b = bbr1_ca(sk);
-	u32 cap, extra;
+	u32 excess = max(b->agg_excess[0], b->agg_excess[1]);
+	u32 ceiling;
 
-	if (!bbr1_extra_acked_gain || !bbr1_full_bw_reached(sk))
+	if (!b->filled_pipe)
 		return 0;
-	cap = ((u64)bbr1_bw(sk) * bbr1_extra_acked_max_us) / BW_UNIT;
-	extra = (bbr1_extra_acked_gain *
-		 max(b->extra_acked[0], b->extra_acked[1])) >> BBR_SCALE;
-	return min(extra, cap);
+	ceiling = div_u64((u64)bbr1_model_bw(sk) * BBR1_AGG_MAX_US, BW_UNIT);
+	return min(excess, ceiling);
 }
 
-/* BBR's cwnd target for a given bw and gain (used by hooks too). */
-static u32 bbr1_target_cwnd(struct sock *sk, u32 bw, int gain)
+/* The cwnd BBR steers to for bw and gain. */
+static u32 bbr1_update_target_cwnd(struct sock *sk, u32 bw, u32 gain)
 {
-	u32 t = bbr1_bdp(sk, bw, gain) + bbr1_ack_aggregation_cwnd(sk);
-
-	return bbr1_quantization_budget(sk, t);
+	return bbr1_add_quanta(sk, bbr1_bdp_with_gain(sk, bw, gain) +
+				   bbr1_aggregation_allowance(sk));
 }
 
-/* BBR's loss response.  Losses are subtracted; the first round of fast
- * recovery conserves packets (cwnd = inflight + acked); leaving recovery
- * restores the cwnd saved at its start.  True while conserving.
- */
-static bool bbr1_recover_or_restore(struct sock *sk,
-				    const struct rate_sample *rs,
-				    u32 acked, u32 *new_cwnd)
+/* ---- the state machine ------------------------------------------------- */
+
+static void bbr1_enter_startup(struct sock *sk)
 {
-	struct tcp_sock *tp = tcp_sk(sk);
-	struct bbr1 *b = bbr1_ca(sk);
-	u8 prev = b->prev_ca_state, now = inet_csk(sk)->icsk_ca_state;
-	u32 cwnd = bbr1_cwnd(tp);
-
-	if (rs->losses > 0)
-		cwnd = max_t(s32, cwnd - rs->losses, 1);
-
-	if (now == TCP_CA_Recovery && prev != TCP_CA_Recovery) {
-		b->packet_conservation = 1;
-		b->next_rtt_delivered = tp->delivered;	/* round starts now */
-		cwnd = tcp_packets_in_flight(tp) + acked;
-	} else if (prev >= TCP_CA_Recovery && now < TCP_CA_Recovery) {
-		cwnd = max(cwnd, b->prior_cwnd);
-		b->packet_conservation = 0;
-	}
-	b->prev_ca_state = now;
-
-	if (b->packet_conservation) {
-		*new_cwnd = max(cwnd, tcp_packets_in_flight(tp) + acked);
-		return true;
-	}
-	*new_cwnd = cwnd;
-	return false;
+	bbr1_set_mode(sk, BBR1_STARTUP);
 }
 
-/* Grow toward the target by `acked` (slow-start like), or snap down to it
- * once Startup is over.  Then hooks, the global clamp and ProbeRTT's cap.
- */
-static void bbr1_set_cwnd(struct sock *sk, const struct rate_sample *rs,
-			  u32 acked, u32 bw, int gain)
-{
-	struct tcp_sock *tp = tcp_sk(sk);
-	struct bbr1 *b = bbr1_ca(sk);
-	bool hooks = bbr1_hooks_on(sk);
-	u32 cwnd = bbr1_cwnd(tp), target = 0;
-	bool skip;
-
-	if (!acked)
-		goto done;
-
-	if (bbr1_variant.recovery && hooks) {
-		skip = bbr1_variant.recovery(sk, rs, b->ext, acked, &cwnd);
-		b->prev_ca_state = inet_csk(sk)->icsk_ca_state;
-	} else {
-		skip = bbr1_recover_or_restore(sk, rs, acked, &cwnd);
-	}
-	if (skip)
-		goto done;
-
-	target = bbr1_target_cwnd(sk, bw, gain);
-	if (bbr1_full_bw_reached(sk))
-		cwnd = min(cwnd + acked, target);
-	else if (cwnd < target || tp->delivered < TCP_INIT_CWND)
-		cwnd += acked;
-	cwnd = max(cwnd, bbr1_cwnd_min_target);
-
-done:
-	if (bbr1_variant.cwnd_cap && hooks)
-		cwnd = bbr1_variant.cwnd_cap(sk, b->ext, cwnd, target, acked);
-	cwnd = min(cwnd, tp->snd_cwnd_clamp);
-	if (b->mode == BBR1_PROBE_RTT)
-		cwnd = min(cwnd, bbr1_cwnd_min_target);
-	bbr1_set_cwnd_raw(tp, max(cwnd, 1U));
-}
-
-/* ---- ProbeBW gain cycling ----------------------------------------------- */
-
-/* Phase over?  Gain 1.0: after one RTprop.  Gain > 1: after one RTprop and
- * once inflight reached gain*BDP (or a loss says it will not fit).
- * Gain < 1: after one RTprop or as soon as inflight is down to one BDP.
- */
-static bool bbr1_is_next_cycle_phase(struct sock *sk,
-				     const struct rate_sample *rs)
-{
-	const struct bbr1 *b = bbr1_ca(sk);
-	u32 elapsed = bbr1_now_us32(tcp_sk(sk)) - b->cycle_stamp;
-	bool full_length = elapsed > b->min_rtt_us;
-	u32 inflight, bw;
-
-	if (b->pacing_gain == BBR_UNIT)
-		return full_length;
-
-	inflight = bbr1_packets_in_net_at_edt(sk, rs->prior_in_flight);
-	bw = bbr1_max_bw(sk);
-
-	if (b->pacing_gain > BBR_UNIT)
-		return full_length &&
-		       (rs->losses ||
-			inflight >= bbr1_inflight(sk, bw, b->pacing_gain));
-
-	return full_length || inflight <= bbr1_inflight(sk, bw, BBR_UNIT);
-}
-
+/* Cycle phases last one RTprop; the phase clock is the delivery time. */
 static void bbr1_advance_cycle_phase(struct sock *sk)
 {
 	struct bbr1 *b = bbr1_ca(sk);
 
-	b->cycle_idx = (b->cycle_idx + 1) & (BBR1_CYCLE_LEN - 1);
-	b->cycle_stamp = bbr1_now_us32(tcp_sk(sk));
+	b->cycle_index = (b->cycle_index + 1) % BBR1_GAIN_CYCLE_LEN;
+	b->cycle_stamp = (u32)tcp_sk(sk)->delivered_mstamp;
 }
 
-static void bbr1_update_cycle_phase(struct sock *sk,
-				    const struct rate_sample *rs)
-{
-	if (bbr1_ca(sk)->mode == BBR1_PROBE_BW &&
-	    bbr1_is_next_cycle_phase(sk, rs))
-		bbr1_advance_cycle_phase(sk);
-}
-
-/* Enter ProbeBW at a random phase other than the 0.75 drain phase. */
+/* Start the gain cycle at a random phase, never at 0.75 (no queue to
+ * drain yet): the phase before one of the 7 others, then advance.
+ */
 static void bbr1_enter_probe_bw(struct sock *sk)
 {
 	struct bbr1 *b = bbr1_ca(sk);
+	u32 skip = (u32)(((u64)get_random_u32() * 7) >> 32);
 
 	bbr1_set_mode(sk, BBR1_PROBE_BW);
-	b->cycle_idx = BBR1_CYCLE_LEN - 1 - bbr1_rand_below(bbr1_cycle_rand);
+	b->cycle_index = BBR1_GAIN_CYCLE_LEN - 1 - skip;
 	bbr1_advance_cycle_phase(sk);
 }
 
-/* After ProbeRTT: back to ProbeBW if the pipe was filled, else Startup. */
-static void bbr1_reset_mode(struct sock *sk)
+static void bbr1_enter_drain(struct sock *sk)
 {
-	if (!bbr1_full_bw_reached(sk))
-		bbr1_set_mode(sk, BBR1_STARTUP);
+	bbr1_set_mode(sk, BBR1_DRAIN);
+	/* Reported by tcp_info: the BDP Startup found. */
+	tcp_sk(sk)->snd_ssthresh = bbr1_inflight(sk, bbr1_btlbw(sk), BBR_UNIT);
+}
+
+/* Is the current ProbeBW phase over?  1.0 phases last one RTprop; the
+ * 1.25 probe also waits until the inflight reached 1.25 BDP (or a loss
+ * says it will not); the 0.75 drain ends early once the inflight is down
+ * to one BDP.
+ */
+static bool bbr1_is_next_cycle_phase(struct sock *sk,
+				     const struct rate_sample *rs)
+{
+	struct bbr1 *b = bbr1_ca(sk);
+	bool one_rtprop = bbr1_us_since(tcp_sk(sk), b->cycle_stamp) >
+			  b->min_rtt_us;
+	u32 gain = b->pacing_gain;
+	u32 inflight;
+
+	if (gain == BBR_UNIT)
+		return one_rtprop;
+	inflight = bbr1_inflight_at_edt(sk, rs->prior_in_flight);
+	if (gain < BBR_UNIT)
+		return one_rtprop ||
+		       inflight <= bbr1_inflight(sk, bbr1_btlbw(sk), BBR_UNIT);
+	if (!one_rtprop)
+		return false;
+	return rs->losses > 0 ||
+	       inflight >= bbr1_inflight(sk, bbr1_btlbw(sk), gain);
+}
+
+static void bbr1_check_cycle_phase(struct sock *sk,
+				   const struct rate_sample *rs)
+{
+	if (bbr1_ca(sk)->mode != BBR1_PROBE_BW)
+		return;
+	if (bbr1_is_next_cycle_phase(sk, rs))
+		bbr1_advance_cycle_phase(sk);
+}
+
+/* Startup fills the pipe once three rounds in a row (with rate samples
+ * that are not app-limited) fail to raise BtlBw by 25 %.
+ */
+static void bbr1_check_full_pipe(struct sock *sk, const struct rate_sample *rs)
+{
+	struct bbr1 *b = bbr1_ca(sk);
+	u32 btlbw = bbr1_btlbw(sk), growth_floor;
+
+	if (b->filled_pipe || !b->round_start || rs->is_app_limited)
+		return;
+	growth_floor = ((u64)b->full_bw * BBR1_GROWTH_X) >> BBR_SCALE;
+	if (btlbw >= growth_floor) {
+		b->full_bw = btlbw;	/* still growing */
+		b->full_bw_count = 0;
+		return;
+	}
+	b->full_bw_count++;
+	if (b->full_bw_count >= BBR1_PLATEAU_ROUNDS)
+		b->filled_pipe = 1;
+}
+
+static void bbr1_check_drain(struct sock *sk)
+{
+	struct bbr1 *b = bbr1_ca(sk);
+	u32 inflight;
+
+	if (b->mode == BBR1_STARTUP && b->filled_pipe)
+		bbr1_enter_drain(sk);
+	if (b->mode != BBR1_DRAIN)
+		return;
+	inflight = bbr1_inflight_at_edt(sk, tcp_packets_in_flight(tcp_sk(sk)));
+	if (inflight <= bbr1_inflight(sk, bbr1_btlbw(sk), BBR_UNIT))
+		bbr1_enter_probe_bw(sk);
+}
+
+/* ---- cwnd memory (draft: BBRSaveCwnd, BBRRestoreCwnd) ------------------- */
+
+/* Remember the cwnd to come back to.  In recovery or ProbeRTT the current
+ * cwnd is a temporary cut, so it can only raise what is remembered.
+ */
+static void bbr1_save_cwnd(struct sock *sk)
+{
+	struct bbr1 *b = bbr1_ca(sk);
+	u32 now = bbr1_cwnd(tcp_sk(sk));
+	bool cut = b->prev_ca_state >= TCP_CA_Recovery ||
+		   b->mode == BBR1_PROBE_RTT;
+
+	b->prior_cwnd = cut ? max(b->prior_cwnd, now) : now;
+}
+
+static void bbr1_restore_cwnd(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+
+	bbr1_put_cwnd(tp, max(bbr1_cwnd(tp), bbr1_ca(sk)->prior_cwnd));
+}
+
+/* ---- ProbeRTT (draft: BBRCheckProbeRTT, BBRHandleProbeRTT) -------------- */
+
+static void bbr1_enter_probe_rtt(struct sock *sk)
+{
+	struct bbr1 *b = bbr1_ca(sk);
+	u32 from = b->mode;
+
+	/* The mode first, so the saved cwnd can only grow: ProbeRTT may be
+	 * entered during recovery.  The hook runs after the save so that a
+	 * variant can raise what will be restored.
+	 */
+	b->mode = BBR1_PROBE_RTT;
+	bbr1_save_cwnd(sk);
+	b->probe_rtt_done_at = 0;
+	if (bbr1_variant.mode_change && bbr1_hooks_on(sk))
+		bbr1_variant.mode_change(sk, bbr1_ext(sk), from, BBR1_PROBE_RTT);
+}
+
+/* Back to ProbeBW if Startup had filled the pipe, else to Startup. */
+static void bbr1_exit_probe_rtt(struct sock *sk)
+{
+	if (bbr1_ca(sk)->filled_pipe)
+		bbr1_enter_probe_bw(sk);
 	else
-		bbr1_enter_probe_bw(sk);
+		bbr1_enter_startup(sk);
 }
 
-/* ---- long-term (policer) bandwidth ------------------------------------- */
-
-static void bbr1_lt_new_interval(struct sock *sk)
-{
-	struct tcp_sock *tp = tcp_sk(sk);
-	struct bbr1 *b = bbr1_ca(sk);
-
-	b->lt_last_stamp = div_u64(tp->delivered_mstamp, USEC_PER_MSEC);
-	b->lt_last_delivered = tp->delivered;
-	b->lt_last_lost = tp->lost;
-	b->lt_rtt_cnt = 0;
-}
-
-static void bbr1_lt_reset(struct sock *sk)
-{
-	struct bbr1 *b = bbr1_ca(sk);
-
-	b->lt_bw = 0;
-	b->lt_use_bw = 0;
-	b->lt_is_sampling = 0;
-	bbr1_lt_new_interval(sk);
-}
-
-/* An interval ended with bw: two consistent intervals mean a policer. */
-static void bbr1_lt_interval_done(struct sock *sk, u32 bw)
-{
-	struct bbr1 *b = bbr1_ca(sk);
-	u32 diff;
-
-	if (b->lt_bw) {
-		diff = abs((int)bw - (int)b->lt_bw);
-		if (diff * BBR_UNIT <= bbr1_lt_bw_ratio * b->lt_bw ||
-		    bbr1_rate_bytes_per_sec(sk, diff, BBR_UNIT) <=
-		    bbr1_lt_bw_diff) {
-			b->lt_bw = (bw + b->lt_bw) >> 1;
-			b->lt_use_bw = 1;
-			b->pacing_gain = BBR_UNIT;
-			b->lt_rtt_cnt = 0;
-			return;
-		}
-	}
-	b->lt_bw = bw;
-	bbr1_lt_new_interval(sk);
-}
-
-/* Sample the delivery rate over lossy intervals of 4..16 rounds that begin
- * and end with a loss; if two such intervals agree, pace at their average.
+/* ProbeRTT is over once its 200 ms have passed (and a round, checked by
+ * the caller): RTprop counts as fresh and the saved cwnd returns.
  */
-static void bbr1_lt_sampling(struct sock *sk, const struct rate_sample *rs)
+static void bbr1_maybe_exit_probe_rtt(struct sock *sk)
+{
+	struct bbr1 *b = bbr1_ca(sk);
+
+	if (!b->probe_rtt_done_at || !after(tcp_jiffies32, b->probe_rtt_done_at))
+		return;
+	b->rtprop_stamp = tcp_jiffies32;
+	bbr1_restore_cwnd(sk);
+	bbr1_exit_probe_rtt(sk);
+}
+
+/* Hold the inflight at the minimum for 200 ms and one full round. */
+static void bbr1_handle_probe_rtt(struct sock *sk)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct bbr1 *b = bbr1_ca(sk);
-	u32 lost, delivered, t;
-	u64 bw;
+	u32 inflight = tcp_packets_in_flight(tp);
 
-	if (b->lt_use_bw) {
-		if (b->mode == BBR1_PROBE_BW && b->round_start &&
-		    ++b->lt_rtt_cnt >= bbr1_lt_bw_max_rtts) {
-			bbr1_lt_reset(sk);
-			bbr1_enter_probe_bw(sk);
-		}
+	/* The flow is its own bottleneck now: mark the rate samples of this
+	 * stretch app-limited so they cannot lower BtlBw.
+	 */
+	tp->app_limited = tp->delivered + inflight ? : 1;
+
+	if (b->probe_rtt_done_at) {
+		b->probe_rtt_round_done |= b->round_start;
+		if (b->probe_rtt_round_done)
+			bbr1_maybe_exit_probe_rtt(sk);
 		return;
 	}
-
-	if (!b->lt_is_sampling) {
-		if (!rs->losses)
-			return;		/* wait for the policer to bite */
-		bbr1_lt_new_interval(sk);
-		b->lt_is_sampling = 1;
-	}
-
-	if (rs->is_app_limited) {
-		bbr1_lt_reset(sk);
-		return;
-	}
-
-	if (b->round_start)
-		b->lt_rtt_cnt++;
-	if (b->lt_rtt_cnt < bbr1_lt_intvl_min_rtts)
-		return;
-	if (b->lt_rtt_cnt > 4 * bbr1_lt_intvl_min_rtts) {
-		bbr1_lt_reset(sk);
-		return;
-	}
-	if (!rs->losses)
-		return;		/* end intervals on a loss */
-
-	lost = tp->lost - b->lt_last_lost;
-	delivered = tp->delivered - b->lt_last_delivered;
-	if (!delivered || (lost << BBR_SCALE) < bbr1_lt_loss_thresh * delivered)
-		return;
-
-	t = div_u64(tp->delivered_mstamp, USEC_PER_MSEC) - b->lt_last_stamp;
-	if ((s32)t < 1)
-		return;
-	if (t >= ~0U / USEC_PER_MSEC) {
-		bbr1_lt_reset(sk);
-		return;
-	}
-	t *= USEC_PER_MSEC;
-	bw = (u64)delivered * BW_UNIT;
-	do_div(bw, t);
-	bbr1_lt_interval_done(sk, bw);
+	if (inflight > bbr1_cwnd_min_target)
+		return;		/* still draining down to the minimum */
+	b->probe_rtt_done_at = tcp_jiffies32 +
+			       msecs_to_jiffies(BBR1_PROBE_RTT_MS);
+	b->probe_rtt_round_done = 0;
+	b->next_round_delivered = tp->delivered;	/* the round starts now */
 }
 
-/* ---- the model ---------------------------------------------------------- */
-
-/* Delivery-rate sample of this ACK (BW_UNIT), or 0 if not valid. */
-static inline u32 bbr1_rs_bw(const struct rate_sample *rs)
-{
-	u64 bw;
-
-	if (rs->delivered <= 0 || rs->interval_us <= 0)
-		return 0;
-	bw = (u64)rs->delivered * BW_UNIT;
-	do_div(bw, rs->interval_us);
-	return (u32)min_t(u64, bw, U32_MAX);
-}
-
-/* Round accounting and the BtlBw max filter. */
-static void bbr1_update_bw(struct sock *sk, const struct rate_sample *rs)
-{
-	struct tcp_sock *tp = tcp_sk(sk);
-	struct bbr1 *b = bbr1_ca(sk);
-	u64 bw;
-
-	b->round_start = 0;
-	if (rs->delivered < 0 || rs->interval_us <= 0)
-		return;
-
-	/* A round ends when a packet sent after the round began is ACKed. */
-	if (!before(rs->prior_delivered, b->next_rtt_delivered)) {
-		b->next_rtt_delivered = tp->delivered;
-		b->rtt_cnt++;
-		b->round_start = 1;
-		b->packet_conservation = 0;
-	}
-
-	bbr1_lt_sampling(sk, rs);
-
-	bw = (u64)rs->delivered * BW_UNIT;
-	do_div(bw, rs->interval_us);
-
-	/* App-limited samples only count if they raise the estimate. */
-	if (!rs->is_app_limited || bw >= bbr1_max_bw(sk))
-		minmax_running_max(&b->bw, bbr1_bw_rtts, b->rtt_cnt, bw);
-}
-
-/* Track data ACKed beyond what BtlBw explains over an epoch (ACK
- * aggregation); keep the max over two 5-round windows.
+/* RTprop filter: a strictly lower sample replaces it at once; after 10 s
+ * without one, any sample not inflated by a delayed ACK does.  The expiry
+ * also starts ProbeRTT (not right after an idle restart).
  */
-static void bbr1_update_ack_aggregation(struct sock *sk,
-					const struct rate_sample *rs)
-{
-	struct tcp_sock *tp = tcp_sk(sk);
-	struct bbr1 *b = bbr1_ca(sk);
-	u32 epoch_us, expected, extra;
-
-	if (!bbr1_extra_acked_gain || !rs->acked_sacked ||
-	    rs->delivered < 0 || rs->interval_us <= 0)
-		return;
-
-	if (b->round_start) {
-		b->extra_acked_win_rtts = min(0x1FU,
-					      b->extra_acked_win_rtts + 1U);
-		if (b->extra_acked_win_rtts >= bbr1_extra_acked_win_rtts) {
-			b->extra_acked_win_rtts = 0;
-			b->extra_acked_win_idx ^= 1;
-			b->extra_acked[b->extra_acked_win_idx] = 0;
-		}
-	}
-
-	epoch_us = bbr1_now_us32(tp) - b->ack_epoch_stamp;
-	expected = ((u64)bbr1_bw(sk) * epoch_us) / BW_UNIT;
-
-	if (b->ack_epoch_acked <= expected ||
-	    b->ack_epoch_acked + rs->acked_sacked >=
-	    bbr1_ack_epoch_acked_reset_thresh) {
-		b->ack_epoch_acked = 0;
-		b->ack_epoch_stamp = bbr1_now_us32(tp);
-		expected = 0;
-	}
-
-	b->ack_epoch_acked = min_t(u32, 0xFFFFF,
-				   b->ack_epoch_acked + rs->acked_sacked);
-	extra = b->ack_epoch_acked - expected;
-	extra = min(extra, bbr1_cwnd(tp));
-	if (extra > b->extra_acked[b->extra_acked_win_idx])
-		b->extra_acked[b->extra_acked_win_idx] = extra;
-}
-
-/* Startup is over when 3 non-app-limited rounds in a row failed to raise
- * BtlBw by 25 %.
- */
-static void bbr1_check_full_bw_reached(struct sock *sk,
-				       const struct rate_sample *rs)
+static void bbr1_update_rtprop(struct sock *sk, const struct rate_sample *rs)
 {
 	struct bbr1 *b = bbr1_ca(sk);
-	u32 thresh;
+	bool expired = after(tcp_jiffies32, b->rtprop_stamp +
+			     BBR1_RTPROP_WINDOW_S * HZ);
+	bool hooks = bbr1_hooks_on(sk);
+	u32 sample;
 
-	if (bbr1_full_bw_reached(sk) || !b->round_start || rs->is_app_limited)
-		return;
-
-	thresh = ((u64)b->full_bw * bbr1_full_bw_thresh) >> BBR_SCALE;
-	if (bbr1_max_bw(sk) >= thresh) {
-		b->full_bw = bbr1_max_bw(sk);
-		b->full_bw_cnt = 0;
-		return;
-	}
-	++b->full_bw_cnt;
-	b->full_bw_reached = b->full_bw_cnt >= bbr1_full_bw_cnt;
-}
-
-/* Startup -> Drain once full; Drain -> ProbeBW once inflight <= BDP. */
-static void bbr1_check_drain(struct sock *sk, const struct rate_sample *rs)
-{
-	struct bbr1 *b = bbr1_ca(sk);
-
-	if (b->mode == BBR1_STARTUP && bbr1_full_bw_reached(sk)) {
-		bbr1_set_mode(sk, BBR1_DRAIN);
-		tcp_sk(sk)->snd_ssthresh =
-			bbr1_inflight(sk, bbr1_max_bw(sk), BBR_UNIT);
-	}
-	if (b->mode == BBR1_DRAIN &&
-	    bbr1_packets_in_net_at_edt(sk, tcp_packets_in_flight(tcp_sk(sk))) <=
-	    bbr1_inflight(sk, bbr1_max_bw(sk), BBR_UNIT))
-		bbr1_enter_probe_bw(sk);
-}
-
-static void bbr1_check_probe_rtt_done(struct sock *sk)
-{
-	struct tcp_sock *tp = tcp_sk(sk);
-	struct bbr1 *b = bbr1_ca(sk);
-
-	if (!(b->probe_rtt_done_stamp &&
-	      after(tcp_jiffies32, b->probe_rtt_done_stamp)))
-		return;
-
-	b->min_rtt_stamp = tcp_jiffies32;	/* next ProbeRTT in 10 s */
-	bbr1_set_cwnd_raw(tp, max(bbr1_cwnd(tp), b->prior_cwnd));
-	bbr1_reset_mode(sk);
-}
-
-/* RTprop min filter (10 s) and the ProbeRTT mode it triggers on expiry. */
-static void bbr1_update_min_rtt(struct sock *sk, const struct rate_sample *rs)
-{
-	struct tcp_sock *tp = tcp_sk(sk);
-	struct bbr1 *b = bbr1_ca(sk);
-	bool expired;
-
-	expired = after(tcp_jiffies32,
-			b->min_rtt_stamp + bbr1_min_rtt_win_sec * HZ);
-	if (rs->rtt_us >= 0 &&
-	    (rs->rtt_us <= b->min_rtt_us ||
-	     (expired && !rs->is_ack_delayed))) {
-		u32 rtt_us = rs->rtt_us;
-
-		if (rtt_us < b->min_rtt_us && bbr1_variant.min_rtt_lowered &&
-		    bbr1_hooks_on(sk))
-			bbr1_variant.min_rtt_lowered(sk, b->ext);
-		else if (rtt_us > b->min_rtt_us && bbr1_variant.min_rtt_expired &&
-			 bbr1_hooks_on(sk))
-			rtt_us = bbr1_variant.min_rtt_expired(sk, b->ext,
+	if (rs->rtt_us < 0)
+		goto probe;
+	sample = rs->rtt_us;
+	if (sample < b->min_rtt_us) {
+		if (bbr1_variant.min_rtt_lowered && hooks)
+			bbr1_variant.min_rtt_lowered(sk, bbr1_ext(sk));
+	} else if (expired && !rs->is_ack_delayed) {
+		if (sample > b->min_rtt_us && bbr1_variant.min_rtt_expired &&
+		    hooks)
+			sample = bbr1_variant.min_rtt_expired(sk, bbr1_ext(sk),
 							      b->min_rtt_us,
-							      rtt_us);
-		b->min_rtt_us = rtt_us;
-		b->min_rtt_stamp = tcp_jiffies32;
+							      sample);
+	} else {
+		goto probe;
 	}
+	b->min_rtt_us = sample;
+	b->rtprop_stamp = tcp_jiffies32;
+probe:
+	if (expired && !b->idle_restart && b->mode != BBR1_PROBE_RTT)
+		bbr1_enter_probe_rtt(sk);
+}
 
-	if (bbr1_probe_rtt_mode_ms > 0 && expired && !b->idle_restart &&
-	    b->mode != BBR1_PROBE_RTT) {
-		u32 old = b->mode;
+static void bbr1_check_probe_rtt(struct sock *sk, const struct rate_sample *rs)
+{
+	struct bbr1 *b = bbr1_ca(sk);
 
-		b->mode = BBR1_PROBE_RTT;	/* dip: drain the queue */
-		bbr1_save_cwnd(sk);		/* to restore on exit */
-		b->probe_rtt_done_stamp = 0;
-		bbr1_notify_mode(sk, old, BBR1_PROBE_RTT);
-	}
-
-	if (b->mode == BBR1_PROBE_RTT) {
-		/* Samples taken at 4 packets are app-limited by design. */
-		tp->app_limited = (tp->delivered + tcp_packets_in_flight(tp)) ? : 1;
-		if (!b->probe_rtt_done_stamp &&
-		    tcp_packets_in_flight(tp) <= bbr1_cwnd_min_target) {
-			b->probe_rtt_done_stamp = tcp_jiffies32 +
-				msecs_to_jiffies(bbr1_probe_rtt_mode_ms);
-			b->probe_rtt_round_done = 0;
-			b->next_rtt_delivered = tp->delivered;
-		} else if (b->probe_rtt_done_stamp) {
-			if (b->round_start)
-				b->probe_rtt_round_done = 1;
-			if (b->probe_rtt_round_done)
-				bbr1_check_probe_rtt_done(sk);
-		}
-	}
+	if (b->mode == BBR1_PROBE_RTT)
+		bbr1_handle_probe_rtt(sk);
+	/* The idle restart is over with the first ACK of new data. */
 	if (rs->delivered > 0)
 		b->idle_restart = 0;
 }
 
-/* Gains for the current mode; the variant may change the cwnd gain. */
-static void bbr1_update_gains(struct sock *sk)
+/* ---- the policer detector ------------------------------------------------ */
+
+static void bbr1_policer_open_interval(struct sock *sk)
+{
+	const struct tcp_sock *tp = tcp_sk(sk);
+	struct bbr1 *b = bbr1_ca(sk);
+
+	b->policer_delivered0 = tp->delivered;
+	b->policer_lost0 = tp->lost;
+	b->policer_ms0 = div_u64(tp->delivered_mstamp, USEC_PER_MSEC);
+	b->policer_rounds = 0;
+}
+
+/* Forget everything: not sampling, not policed, no previous rate. */
+static void bbr1_policer_forget(struct sock *sk)
 {
 	struct bbr1 *b = bbr1_ca(sk);
-	u32 cwnd_gain;
 
-	switch (b->mode) {
-	case BBR1_STARTUP:
-		b->pacing_gain = bbr1_high_gain;
-		cwnd_gain = bbr1_high_gain;
-		break;
-	case BBR1_DRAIN:
-		b->pacing_gain = bbr1_drain_gain;
-		cwnd_gain = bbr1_high_gain;
-		break;
-	case BBR1_PROBE_BW:
-		b->pacing_gain = b->lt_use_bw ? BBR_UNIT :
-				 bbr1_cycle_gain[b->cycle_idx];
-		cwnd_gain = bbr1_x1000_to_unit(cwnd_gain_x1000);
-		break;
-	default:	/* BBR1_PROBE_RTT */
-		b->pacing_gain = BBR_UNIT;
-		cwnd_gain = BBR_UNIT;
-		break;
-	}
-	if (bbr1_variant.cwnd_gain && bbr1_hooks_on(sk))
-		cwnd_gain = bbr1_variant.cwnd_gain(sk, b->ext, cwnd_gain);
-	b->cwnd_gain = clamp_t(u32, cwnd_gain, 1, 2047);
+	b->policer_sampling = 0;
+	b->policed = 0;
+	b->policed_bw = 0;
+	bbr1_policer_open_interval(sk);
 }
 
-static void bbr1_update_model(struct sock *sk, const struct rate_sample *rs)
+/* A lossy interval measured `rate`.  If the previous one measured about
+ * the same, a token bucket is the bottleneck: pace at their mean.
+ */
+static void bbr1_policer_interval_end(struct sock *sk, u32 rate)
 {
-	bbr1_update_bw(sk, rs);
-	bbr1_update_ack_aggregation(sk, rs);
-	bbr1_update_cycle_phase(sk, rs);
-	bbr1_check_full_bw_reached(sk, rs);
-	bbr1_check_drain(sk, rs);
-	bbr1_update_min_rtt(sk, rs);
-	bbr1_update_gains(sk);
+	struct bbr1 *b = bbr1_ca(sk);
+	u32 prev = b->policed_bw;
+	u32 gap = rate > prev ? rate - prev : prev - rate;
+	bool close = (u64)gap * BBR_UNIT <= (u64)BBR1_POLICER_RATIO_X * prev ||
+		     bbr1_bytes_per_sec(sk, gap, BBR_UNIT) <=
+		     BBR1_POLICER_DIFF_BYTES_PER_S;
+
+	if (prev && close) {
+		b->policed_bw = (prev + rate) / 2;
+		b->policed = 1;
+		b->policer_rounds = 0;		/* now counts policed rounds */
+		b->pacing_gain = BBR_UNIT;	/* no probing above the policer */
+		return;
+	}
+	b->policed_bw = rate;
+	bbr1_policer_open_interval(sk);
 }
 
-/* ---- reporting ------------------------------------------------------- */
+/* One step of the detector per ACK (valid rate samples only).  An interval
+ * opens at a loss and closes at a loss after 4..16 rounds, if at least
+ * ~20 % of what it delivered was lost; app-limited data spoils it.
+ */
+static void bbr1_policer_sample(struct sock *sk, const struct rate_sample *rs)
+{
+	const struct tcp_sock *tp = tcp_sk(sk);
+	struct bbr1 *b = bbr1_ca(sk);
+	u32 delivered, lost, ms;
+
+	if (b->policed) {
+		/* Policed for 48 ProbeBW rounds: then probe again. */
+		if (b->mode != BBR1_PROBE_BW || !b->round_start)
+			return;
+		if (++b->policer_rounds < BBR1_POLICED_ROUNDS)
+			return;
+		bbr1_policer_forget(sk);
+		bbr1_enter_probe_bw(sk);
+		return;
+	}
+	if (!b->policer_sampling) {
+		if (rs->losses == 0)
+			return;
+		bbr1_policer_open_interval(sk);
+		b->policer_sampling = 1;
+	}
+	if (rs->is_app_limited) {
+		bbr1_policer_forget(sk);
+		return;
+	}
+	b->policer_rounds += b->round_start;
+	if (b->policer_rounds < BBR1_POLICER_MIN_ROUNDS)
+		return;
+	if (b->policer_rounds > BBR1_POLICER_MAX_ROUNDS) {
+		bbr1_policer_forget(sk);
+		return;
+	}
+	if (rs->losses == 0)
+		return;
+
+	delivered = tp->delivered - b->policer_delivered0;
+	lost = tp->lost - b->policer_lost0;
+	if (delivered == 0 ||
+	    (u64)lost * BBR_UNIT < (u64)BBR1_POLICER_LOSS_X * delivered)
+		return;
+	ms = (u32)div_u64(tp->delivered_mstamp, USEC_PER_MSEC) -
+	     b->policer_ms0;
+	if ((s32)ms <= 0)
+		return;		/* under a millisecond: wait for more */
+	if (ms >= U32_MAX / USEC_PER_MSEC) {
+		bbr1_policer_forget(sk);
+		return;
+	}
+	bbr1_policer_interval_end(sk, div_u64((u64)delivered << BW_SCALE,
+					      ms * USEC_PER_MSEC));
+}
+
+/* ---- the model (draft: BBRUpdateRound, BBRUpdateBtlBw) ------------------- */
+
+/* Did this ACK come with a delivery-rate sample (possibly of 0)? */
+static inline bool bbr1_has_rate_sample(const struct rate_sample *rs)
+{
+	return rs->delivered >= 0 && rs->interval_us > 0;
+}
+
+/* A round ends when a packet sent after it began is ACKed; rounds are
+ * only counted on ACKs with a rate sample.
+ */
+static void bbr1_update_round(struct sock *sk, const struct rate_sample *rs)
+{
+	struct bbr1 *b = bbr1_ca(sk);
+
+	b->round_start = bbr1_has_rate_sample(rs) &&
+			 !before(rs->prior_delivered, b->next_round_delivered);
+	if (!b->round_start)
+		return;
+	b->next_round_delivered = tcp_sk(sk)->delivered;
+	b->rtt_cnt++;
+	b->packet_conservation = 0;	/* conservation lasts one round */
+}
+
+/* Rounds, the policer detector, then the BtlBw max filter.  An app-limited
+ * sample only counts when it does not lower the estimate.
+ */
+static void bbr1_update_btlbw(struct sock *sk, const struct rate_sample *rs)
+{
+	struct bbr1 *b = bbr1_ca(sk);
+	u32 rate;
+
+	bbr1_update_round(sk, rs);
+	if (!bbr1_has_rate_sample(rs))
+		return;
+	bbr1_policer_sample(sk, rs);
+	rate = bbr1_rs_bw(rs);
+	if (rs->is_app_limited && rate < bbr1_btlbw(sk))
+		return;
+	minmax_running_max(&b->btlbw_filter, BBR1_BTLBW_ROUNDS, b->rtt_cnt,
+			   rate);
+}
+
+/* ACK aggregation: within an epoch, count what was ACKed beyond what
+ * BtlBw explains for the time since the epoch began.  The epoch restarts
+ * whenever the ACKs fall back to the model's rate.
+ */
+static void bbr1_measure_ack_aggregation(struct sock *sk,
+					 const struct rate_sample *rs)
+{
+	const struct tcp_sock *tp = tcp_sk(sk);
+	struct bbr1 *b = bbr1_ca(sk);
+	u32 expected, excess;
+
+	if (rs->acked_sacked <= 0 || !bbr1_has_rate_sample(rs))
+		return;
+
+	if (b->round_start) {
+		/* Two windows of 5 rounds: the older one is replaced. */
+		if (b->agg_window_rounds < 31)
+			b->agg_window_rounds++;
+		if (b->agg_window_rounds >= BBR1_AGG_WINDOW_ROUNDS) {
+			b->agg_window_rounds = 0;
+			b->agg_window = !b->agg_window;
+			b->agg_excess[b->agg_window] = 0;
+		}
+	}
+
+	expected = div_u64((u64)bbr1_model_bw(sk) *
+			   bbr1_us_since(tp, b->agg_epoch_start), BW_UNIT);
+	if (b->agg_epoch_acked <= expected ||
+	    b->agg_epoch_acked + rs->acked_sacked >= BBR1_AGG_EPOCH_MAX_ACKED) {
+		b->agg_epoch_start = (u32)tp->delivered_mstamp;
+		b->agg_epoch_acked = 0;
+		expected = 0;
+	}
+	b->agg_epoch_acked = min_t(u32, b->agg_epoch_acked + rs->acked_sacked,
+				   BBR1_AGG_EPOCH_MAX_ACKED - 1);
+	excess = min(b->agg_epoch_acked - expected, bbr1_cwnd(tp));
+	b->agg_excess[b->agg_window] = max_t(u32, b->agg_excess[b->agg_window],
+					     excess);
+}
+
+/* The mode's gains; the variant may change the cwnd gain. */
+static void bbr1_set_gains(struct sock *sk)
+{
+	struct bbr1 *b = bbr1_ca(sk);
+	u32 pacing = BBR_UNIT, cwnd = BBR_UNIT;
+
+	if (b->mode == BBR1_STARTUP) {
+		pacing = BBR1_STARTUP_GAIN;
+		cwnd = BBR1_STARTUP_GAIN;
+	} else if (b->mode == BBR1_DRAIN) {
+		pacing = BBR1_DRAIN_GAIN;
+		cwnd = BBR1_STARTUP_GAIN;
+	} else if (b->mode == BBR1_PROBE_BW) {
+		if (!b->policed)
+			pacing = bbr1_gain_cycle[b->cycle_index];
+		cwnd = bbr1_x1000_to_unit(READ_ONCE(cwnd_gain_x1000));
+	}
+	b->pacing_gain = pacing;
+	if (bbr1_variant.cwnd_gain && bbr1_hooks_on(sk))
+		cwnd = bbr1_variant.cwnd_gain(sk, bbr1_ext(sk), cwnd);
+	b->cwnd_gain = clamp_t(u32, cwnd, 1, 2047);
+}
+
+static void bbr1_update_model_and_state(struct sock *sk,
+					const struct rate_sample *rs)
+{
+	bbr1_update_btlbw(sk, rs);
+	bbr1_measure_ack_aggregation(sk, rs);
+	bbr1_check_cycle_phase(sk, rs);
+	bbr1_check_full_pipe(sk, rs);
+	bbr1_check_drain(sk);
+	bbr1_update_rtprop(sk, rs);
+	bbr1_check_probe_rtt(sk, rs);
+	bbr1_set_gains(sk);
+}
+
+/* ---- cwnd (draft: BBRModulateCwndForRecovery, BBRSetCwnd) -------------- */
+
+/* The loss response.  Lost packets leave the window; the first round of
+ * fast recovery sends one packet per packet delivered (packet
+ * conservation); leaving recovery restores the cwnd saved on entry.
+ * Returns true while conserving (the target step is skipped).
+ */
+static bool bbr1_modulate_cwnd_for_recovery(struct sock *sk,
+					    const struct rate_sample *rs,
+					    u32 acked, u32 *cwnd)
+{
+	const struct tcp_sock *tp = tcp_sk(sk);
+	struct bbr1 *b = bbr1_ca(sk);
+	u8 was = b->prev_ca_state, now = inet_csk(sk)->icsk_ca_state;
+	u32 floor = tcp_packets_in_flight(tp) + acked;
+
+	if (rs->losses > 0)
+		*cwnd = *cwnd > rs->losses ? *cwnd - rs->losses : 1;
+	if (now == TCP_CA_Recovery && was != TCP_CA_Recovery) {
+		b->packet_conservation = 1;
+		b->next_round_delivered = tp->delivered;  /* a round from now */
+		*cwnd = floor;
+	} else if (now < TCP_CA_Recovery && was >= TCP_CA_Recovery) {
+		b->packet_conservation = 0;
+		*cwnd = max(*cwnd, b->prior_cwnd);
+	}
+	b->prev_ca_state = now;
+	if (b->packet_conservation)
+		*cwnd = max(*cwnd, floor);
+	return b->packet_conservation;
+}
+
+static u32 bbr1_modulate_cwnd_for_probe_rtt(const struct sock *sk, u32 cwnd)
+{
+	if (bbr1_ca(sk)->mode == BBR1_PROBE_RTT)
+		return min(cwnd, bbr1_cwnd_min_target);
+	return cwnd;
+}
+
+/* Move cwnd toward the target: before the pipe is full it only grows (by
+ * what was ACKed), afterwards it grows to the target and no further.
+ */
+static void bbr1_set_cwnd(struct sock *sk, const struct rate_sample *rs,
+			  u32 bw, u32 gain)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct bbr1 *b = bbr1_ca(sk);
+	u32 acked = rs->acked_sacked;
+	u32 cwnd = bbr1_cwnd(tp), target = 0;
+	bool hooks = bbr1_hooks_on(sk);
+	bool conserving;
+
+	if (acked) {
+		if (bbr1_variant.recovery && hooks) {
+			conserving = bbr1_variant.recovery(sk, rs, bbr1_ext(sk),
+							   acked, &cwnd);
+			b->prev_ca_state = inet_csk(sk)->icsk_ca_state;
+		} else {
+			conserving = bbr1_modulate_cwnd_for_recovery(sk, rs,
+								     acked,
+								     &cwnd);
+		}
+		if (!conserving) {
+			target = bbr1_update_target_cwnd(sk, bw, gain);
+			if (b->filled_pipe)
+				cwnd = min(cwnd + acked, target);
+			else if (cwnd < target ||
+				 tp->delivered < TCP_INIT_CWND)
+				cwnd += acked;
+			cwnd = max(cwnd, bbr1_cwnd_min_target);
+		}
+	}
+	if (bbr1_variant.cwnd_cap && hooks)
+		cwnd = bbr1_variant.cwnd_cap(sk, bbr1_ext(sk), cwnd, target,
+					     acked);
+	cwnd = bbr1_modulate_cwnd_for_probe_rtt(sk,
+						min(cwnd, tp->snd_cwnd_clamp));
+	bbr1_put_cwnd(tp, max(cwnd, 1U));
+}
+
+/* ---- reporting ----------------------------------------------------------- */
 
 static u32 bbr1_report_cwnd_gain_ext(const struct sock *sk, void *ext)
 {
-	u32 g = bbr1_ca(sk)->cwnd_gain;
+	u32 gain = bbr1_ca(sk)->cwnd_gain;
 
 	if (bbr1_variant.report_cwnd_gain && bbr1_hooks_on_ext(ext))
-		g = bbr1_variant.report_cwnd_gain(sk, ext, g);
-	return g;
-}
-
-static u32 bbr1_report_cwnd_gain(const struct sock *sk)
-{
-	return bbr1_report_cwnd_gain_ext(sk, bbr1_ext(sk));
+		gain = bbr1_variant.report_cwnd_gain(sk, ext, gain);
+	return gain;
 }
 
 /* One event per packet-timed round, plus on every mode change and when a
@@ -1087,42 +1161,51 @@ static u32 bbr1_report_cwnd_gain(const struct sock *sk)
 static void bbr1_maybe_trace(struct sock *sk)
 {
 	struct bbr1 *b = bbr1_ca(sk);
+	void *ext = bbr1_ext(sk);
 	struct bbr1_tv tv;
 
-	if (!b->round_start && b->trace_mode == b->mode && !b->trace_req)
+	if (!b->round_start && !b->trace_req && b->trace_mode == b->mode)
 		return;
 	b->trace_mode = b->mode;
 	b->trace_req = 0;
 	if (!bbr1_variant.trace)
 		return;
-
 	tv.mode = b->mode;
-	tv.bw_bps = bbr1_bw_to_bps(sk, bbr1_bw(sk));
+	tv.bw_bps = bbr1_bw_to_bps(sk, bbr1_model_bw(sk));
 	tv.min_rtt_us = b->min_rtt_us;
 	tv.pacing_gain_x1000 = bbr1_unit_to_x1000(bbr1_eff_pacing_gain(sk));
-	tv.cwnd_gain_x1000 = bbr1_unit_to_x1000(bbr1_report_cwnd_gain(sk));
+	tv.cwnd_gain_x1000 = bbr1_unit_to_x1000(bbr1_report_cwnd_gain_ext(sk,
+									ext));
 	tv.cwnd = bbr1_cwnd(tcp_sk(sk));
-	bbr1_variant.trace(sk, &tv, bbr1_hooks_on(sk) ? b->ext : NULL);
+	bbr1_variant.trace(sk, &tv, bbr1_hooks_on_ext(ext) ? ext : NULL);
 }
 
-/* ---- tcp_congestion_ops ------------------------------------------------ */
+/* ---- tcp_congestion_ops -------------------------------------------------- */
 
-static void bbr1_main(BBR1_CONG_CONTROL_ARGS)
+/* Draft: BBRUpdateControlParameters (the send quantum is computed where
+ * the cwnd budget needs it).
+ */
+static void bbr1_update_control_parameters(struct sock *sk,
+					   const struct rate_sample *rs)
 {
-	struct bbr1 *b = bbr1_ca(sk);
-	bool hooks = bbr1_hooks_on(sk);
-	u32 bw;
+	u32 bw = bbr1_model_bw(sk);
 
-	bbr1_update_model(sk, rs);
+	bbr1_set_pacing_rate_with_gain(sk, bw, bbr1_eff_pacing_gain(sk));
+	bbr1_set_cwnd(sk, rs, bw, bbr1_ca(sk)->cwnd_gain);
+}
+
+/* Draft: BBRUpdateOnACK. */
+static void bbr1_update_on_ack(BBR1_CONG_CONTROL_ARGS)
+{
+	bool hooks;
+
+	bbr1_update_model_and_state(sk, rs);
+	hooks = bbr1_hooks_on(sk);
 	if (bbr1_variant.on_model && hooks)
-		bbr1_variant.on_model(sk, rs, b->ext);
-
-	bw = bbr1_bw(sk);
-	bbr1_set_pacing_rate(sk, bw, bbr1_eff_pacing_gain(sk));
-	bbr1_set_cwnd(sk, rs, rs->acked_sacked, bw, b->cwnd_gain);
-
+		bbr1_variant.on_model(sk, rs, bbr1_ext(sk));
+	bbr1_update_control_parameters(sk, rs);
 	if (bbr1_variant.after_cwnd && hooks)
-		bbr1_variant.after_cwnd(sk, rs, b->ext);
+		bbr1_variant.after_cwnd(sk, rs, bbr1_ext(sk));
 	bbr1_maybe_trace(sk);
 }
 
@@ -1133,7 +1216,8 @@ static void bbr1_init(struct sock *sk)
 	struct bbr1_ext_box *box = NULL;
 	void *ext = NULL;
 
-	WRITE_ONCE(b->ext, NULL);
+	/* All zero: Startup, TCP_CA_Open, no ext until published below. */
+	memset(b, 0, sizeof(*b));
 	if (bbr1_variant.ext_size) {
 		box = kzalloc(sizeof(*box) + bbr1_variant.ext_size,
 			      GFP_NOWAIT | __GFP_NOWARN);
@@ -1141,48 +1225,25 @@ static void bbr1_init(struct sock *sk)
 			ext = box->data;
 	}
 
-	b->prior_cwnd = 0;
+	/* BBR does not use ssthresh; "infinite" keeps TCP out of slow start
+	 * logic and shows the pipe is not known yet.
+	 */
 	tp->snd_ssthresh = TCP_INFINITE_SSTHRESH;
-	b->rtt_cnt = 0;
-	b->next_rtt_delivered = 0;
-	b->prev_ca_state = TCP_CA_Open;
-	b->packet_conservation = 0;
-
-	b->probe_rtt_done_stamp = 0;
-	b->probe_rtt_round_done = 0;
+	b->next_round_delivered = tp->delivered;
 	b->min_rtt_us = tcp_min_rtt(tp);
-	b->min_rtt_stamp = tcp_jiffies32;
-
-	minmax_reset(&b->bw, b->rtt_cnt, 0);
-
-	b->has_seen_rtt = 0;
+	b->rtprop_stamp = tcp_jiffies32;
+	minmax_reset(&b->btlbw_filter, 0, 0);
 	bbr1_init_pacing_rate(sk);
-
-	b->round_start = 0;
-	b->idle_restart = 0;
-	b->full_bw_reached = 0;
-	b->full_bw = 0;
-	b->full_bw_cnt = 0;
-	b->cycle_stamp = 0;
-	b->cycle_idx = 0;
-	bbr1_lt_reset(sk);
-	b->mode = BBR1_STARTUP;
+	bbr1_policer_forget(sk);
+	b->agg_epoch_start = (u32)tp->tcp_mstamp;
 	b->trace_mode = BBR1_STARTUP;
 	b->trace_req = 1;	/* first event at the first ACK */
-	b->pacing_gain = bbr1_high_gain;
-	b->cwnd_gain = bbr1_high_gain;
-
-	b->ack_epoch_stamp = bbr1_clock_us32(tp);
-	b->ack_epoch_acked = 0;
-	b->extra_acked_win_rtts = 0;
-	b->extra_acked_win_idx = 0;
-	b->extra_acked[0] = 0;
-	b->extra_acked[1] = 0;
+	b->pacing_gain = BBR1_STARTUP_GAIN;
+	b->cwnd_gain = BBR1_STARTUP_GAIN;
 
 	if (bbr1_variant.init && bbr1_hooks_on_ext(ext))
 		bbr1_variant.init(sk, ext);
-	/* Published initialised: get_info may read it from now on. */
-	smp_store_release(&b->ext, ext);
+	smp_store_release(&b->ext, ext);	/* get_info may read it now */
 
 	cmpxchg(&sk->sk_pacing_status, SK_PACING_NONE, SK_PACING_NEEDED);
 }
@@ -1199,90 +1260,97 @@ static void bbr1_release(struct sock *sk)
 	kfree_rcu(container_of(ext, struct bbr1_ext_box, data[0]), rcu);
 }
 
-static void bbr1_cwnd_event(struct sock *sk, enum tcp_ca_event event)
+/* Draft: BBRHandleRestartFromIdle.  Sending resumes after the application
+ * paused: no need to pace above BtlBw, and ProbeRTT may be over already.
+ */
+static void bbr1_on_cwnd_event(struct sock *sk, enum tcp_ca_event event)
 {
-	struct tcp_sock *tp = tcp_sk(sk);
+	const struct tcp_sock *tp = tcp_sk(sk);
 	struct bbr1 *b = bbr1_ca(sk);
 
-	if (event == CA_EVENT_TX_START && tp->app_limited) {
-		b->idle_restart = 1;
-		b->ack_epoch_stamp = bbr1_clock_us32(tp);
-		b->ack_epoch_acked = 0;
-		/* Restarting from idle: no need to pace faster than BtlBw. */
-		if (b->mode == BBR1_PROBE_BW)
-			bbr1_set_pacing_rate(sk, bbr1_bw(sk), BBR_UNIT);
-		else if (b->mode == BBR1_PROBE_RTT)
-			bbr1_check_probe_rtt_done(sk);
-	}
+	if (event != CA_EVENT_TX_START || !tp->app_limited)
+		return;
+	b->idle_restart = 1;
+	b->agg_epoch_start = (u32)tp->tcp_mstamp;
+	b->agg_epoch_acked = 0;
+	if (b->mode == BBR1_PROBE_BW)
+		bbr1_set_pacing_rate_with_gain(sk, bbr1_model_bw(sk), BBR_UNIT);
+	else if (b->mode == BBR1_PROBE_RTT)
+		bbr1_maybe_exit_probe_rtt(sk);
 }
 
-/* Provision 3 * cwnd of send buffer: BBR may slow-start in recovery. */
-static u32 bbr1_sndbuf_expand(struct sock *sk)
+/* Send buffer for 3 cwnds: BBR may grow fast while recovering. */
+static u32 bbr1_sndbuf_cwnds(struct sock *sk)
 {
 	return 3;
 }
 
-/* Spurious loss: restart full-pipe detection and policer sampling. */
-static u32 bbr1_undo_cwnd(struct sock *sk)
+/* A loss turned out spurious: Startup's plateau count and the policer
+ * detector start over; cwnd stays as it is.
+ */
+static u32 bbr1_on_spurious_loss(struct sock *sk)
 {
 	struct bbr1 *b = bbr1_ca(sk);
 
 	b->full_bw = 0;
-	b->full_bw_cnt = 0;
-	bbr1_lt_reset(sk);
+	b->full_bw_count = 0;
+	bbr1_policer_forget(sk);
 	return bbr1_cwnd(tcp_sk(sk));
 }
 
-/* Entering recovery: remember cwnd; ssthresh is not used by BBR. */
-static u32 bbr1_ssthresh(struct sock *sk)
+/* Called when a loss episode begins: save the cwnd to restore; BBR keeps
+ * ssthresh as it is.
+ */
+static u32 bbr1_on_loss_episode(struct sock *sk)
 {
 	bbr1_save_cwnd(sk);
 	return tcp_sk(sk)->snd_ssthresh;
 }
 
-static size_t bbr1_get_info(struct sock *sk, u32 ext, int *attr,
+/* An RTO: count it as the end of a round and a lossy sample for the
+ * policer detector; Startup's plateau test starts over.
+ */
+static void bbr1_on_ca_state(struct sock *sk, u8 new_state)
+{
+	struct bbr1 *b = bbr1_ca(sk);
+	struct rate_sample rto = { .losses = 1 };
+
+	if (new_state != TCP_CA_Loss)
+		return;
+	b->prev_ca_state = TCP_CA_Loss;
+	b->full_bw = 0;
+	b->round_start = 1;
+	bbr1_policer_sample(sk, &rto);
+}
+
+static size_t bbr1_diag_info(struct sock *sk, u32 ext, int *attr,
 			    union tcp_cc_info *info)
 {
+	const u32 wanted = (1 << (INET_DIAG_BBRINFO - 1)) |
+			   (1 << (INET_DIAG_VEGASINFO - 1));
 	const struct bbr1 *b = bbr1_ca(sk);
+	u64 bytes_per_sec;
 	void *state;
-	u64 bw;
 
-	if (!(ext & (1 << (INET_DIAG_BBRINFO - 1))) &&
-	    !(ext & (1 << (INET_DIAG_VEGASINFO - 1))))
+	if (!(ext & wanted))
 		return 0;
-
-	bw = ((u64)bbr1_bw(sk) * tcp_sk(sk)->mss_cache * USEC_PER_SEC) >>
-	     BW_SCALE;	/* bytes per second */
-	memset(&info->bbr, 0, sizeof(info->bbr));
-	info->bbr.bbr_bw_lo = (u32)bw;
-	info->bbr.bbr_bw_hi = (u32)(bw >> 32);
-	info->bbr.bbr_min_rtt = b->min_rtt_us;
+	bytes_per_sec = bbr1_bw_to_bytes(sk, bbr1_model_bw(sk));
 	/* inet_diag calls us without the socket lock: the variant state is
 	 * read once, inside an RCU read section, so release cannot free it
 	 * underneath (it frees with kfree_rcu).
 	 */
 	rcu_read_lock();
 	state = smp_load_acquire(&b->ext);
-	info->bbr.bbr_pacing_gain = bbr1_eff_pacing_gain_ext(sk, state);
-	info->bbr.bbr_cwnd_gain = bbr1_report_cwnd_gain_ext(sk, state);
+	info->bbr = (struct tcp_bbr_info) {
+		.bbr_bw_lo = lower_32_bits(bytes_per_sec),
+		.bbr_bw_hi = upper_32_bits(bytes_per_sec),
+		.bbr_min_rtt = b->min_rtt_us,
+		.bbr_pacing_gain = bbr1_eff_pacing_gain_ext(sk, state),
+		.bbr_cwnd_gain = bbr1_report_cwnd_gain_ext(sk, state),
+	};
 	rcu_read_unlock();
 	*attr = INET_DIAG_BBRINFO;
 	return sizeof(info->bbr);
-}
-
-/* An RTO: treat it as a round end and feed the policer sampler a loss. */
-static void bbr1_set_state(struct sock *sk, u8 new_state)
-{
-	struct bbr1 *b = bbr1_ca(sk);
-
-	if (new_state == TCP_CA_Loss) {
-		struct rate_sample rs = { .losses = 1 };
-
-		b->prev_ca_state = TCP_CA_Loss;
-		b->full_bw = 0;
-		b->round_start = 1;
-		bbr1_lt_sampling(sk, &rs);
-	}
 }
 
 static struct tcp_congestion_ops bbr1_ops __read_mostly = {
@@ -1291,30 +1359,30 @@ static struct tcp_congestion_ops bbr1_ops __read_mostly = {
 	.owner		= THIS_MODULE,
 	.init		= bbr1_init,
 	.release	= bbr1_release,
-	.cong_control	= bbr1_main,
-	.sndbuf_expand	= bbr1_sndbuf_expand,
-	.undo_cwnd	= bbr1_undo_cwnd,
-	.cwnd_event	= bbr1_cwnd_event,
-	.ssthresh	= bbr1_ssthresh,
-	.min_tso_segs	= bbr1_min_tso_segs,
-	.get_info	= bbr1_get_info,
-	.set_state	= bbr1_set_state,
+	.cong_control	= bbr1_update_on_ack,
+	.sndbuf_expand	= bbr1_sndbuf_cwnds,
+	.undo_cwnd	= bbr1_on_spurious_loss,
+	.cwnd_event	= bbr1_on_cwnd_event,
+	.ssthresh	= bbr1_on_loss_episode,
+	.min_tso_segs	= bbr1_min_burst_segs,
+	.get_info	= bbr1_diag_info,
+	.set_state	= bbr1_on_ca_state,
 };
 
-static int __init bbr1_register(void)
+static int __init bbr1_module_init(void)
 {
 	BUILD_BUG_ON(sizeof(struct bbr1) > ICSK_CA_PRIV_SIZE);
 	BUILD_BUG_ON(sizeof(BBR1_CC_NAME) > TCP_CA_NAME_MAX);
 	return tcp_register_congestion_control(&bbr1_ops);
 }
 
-static void __exit bbr1_unregister(void)
+static void __exit bbr1_module_exit(void)
 {
 	tcp_unregister_congestion_control(&bbr1_ops);
 }
 
-module_init(bbr1_register);
-module_exit(bbr1_unregister);
+module_init(bbr1_module_init);
+module_exit(bbr1_module_exit);
 
 MODULE_LICENSE("GPL");
 MODULE_AUTHOR("cctest");
