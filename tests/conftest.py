@@ -130,7 +130,8 @@ def merge_vm_results(dirs: list[Path], codes: list[int]) -> tuple[dict, str]:
             into["run_dirs"] += entry["run_dirs"]
             into["exit_code"] = entry["exit_code"] if entry["exit_code"] != 0 else into["exit_code"]
             for key, value in entry.get("leftovers", {}).items():
-                into["leftovers"][key] = into["leftovers"][key] + value
+                mine = into["leftovers"][key]
+                into["leftovers"][key] = {**mine, **value} if isinstance(mine, dict) else mine + value
         if (vm_dir / "dmesg.txt").exists():
             dmesg.append((vm_dir / "dmesg.txt").read_text())
     return merged, "".join(dmesg)
