@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cctest.derived import bottleneck_samples, link_rate_mbps_at
+from cctest.derived import bottleneck_samples, dequeued_binned, link_rate_mbps_at
 from cctest.net.bottleneck import ECN_SYSCTL
 from test_vm_modules import find, meta_of
 
@@ -74,10 +74,8 @@ def test_with_ecn_each_aqm_marks_and_the_sampler_counts_what_tc_reports(vm_resul
 def dequeued_mbps(path, edges: np.ndarray) -> np.ndarray:
     """The bottleneck's dequeue rate in each interval between `edges` (s after time zero), from its
     cumulative sent bytes interpolated at the edges."""
-    q = pd.read_parquet(path / "qdisc.parquet")
-    bq = bottleneck_samples(q)
-    sent = np.interp(edges, bq["t_s"].to_numpy(float), bq["sent_bytes"].to_numpy(float))
-    return np.diff(sent) * 8 / np.diff(edges) / 1e6
+    bq = bottleneck_samples(pd.read_parquet(path / "qdisc.parquet"))
+    return dequeued_binned(bq, edges) * 8 / np.diff(edges) / 1e6
 
 
 @pytest.mark.vm_jobs("rate-step")
