@@ -3,6 +3,7 @@ back what decides whether an emulated run was faithful to its configuration."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -21,6 +22,16 @@ from cctest.metrics import jain_index  # noqa: E402
 SLOW_START_S = 3.0  # left out of "steady" goodput: slow start and its first recovery
 FAITHFUL_GOODPUT = 0.97  # of payload capacity, over the steady part
 FAITHFUL_RTT = 0.02  # smallest ping within 2 % of the configured RTT
+
+
+def vm_bench_parser(doc: str, out: str) -> argparse.ArgumentParser:
+    """The options every VM benchmark takes: flow duration, output directory, and --reuse (print
+    from an earlier --out without running anything)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=15)
+    parser.add_argument("--out", type=Path, default=Path(out))
+    parser.add_argument("--reuse", action="store_true")
+    return parser
 
 
 def cctest_run(experiments: dict, scenarios: list[str], out: Path, args: list[str]) -> float:

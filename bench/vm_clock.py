@@ -14,10 +14,8 @@ other's links. --reuse prints the table from an earlier --out without running an
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
 
-from fidelity import cctest_run, figures, run_dirs
+from fidelity import cctest_run, figures, run_dirs, vm_bench_parser
 
 
 def experiments(rates: list[float], duration_s: float) -> dict:
@@ -42,12 +40,9 @@ def clock_args(clock: str) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = vm_bench_parser(__doc__, "build/bench-vm-clock")
     parser.add_argument("--clocks", default="virtual:0,virtual:1,wall")
     parser.add_argument("--rates", default="10,20,50,100")
-    parser.add_argument("--duration", type=float, default=15)
-    parser.add_argument("--out", type=Path, default=Path("build/bench-vm-clock"))
-    parser.add_argument("--reuse", action="store_true")
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
     rows = []

@@ -13,11 +13,9 @@ earlier --out without running anything (wall times are then those recorded in ti
 
 from __future__ import annotations
 
-import argparse
 import statistics
-from pathlib import Path
 
-from fidelity import cctest_run, figures, run_dirs
+from fidelity import cctest_run, figures, run_dirs, vm_bench_parser
 
 SCENARIO = "cubic-vs-bbr-shallow"
 
@@ -48,12 +46,9 @@ def metrics(rows: list[dict]) -> dict[str, list[float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = vm_bench_parser(__doc__, "build/bench-vm-parallel")
     parser.add_argument("--jobs", default="1,2")
     parser.add_argument("--runs", type=int, default=8)
-    parser.add_argument("--duration", type=float, default=15)
-    parser.add_argument("--out", type=Path, default=Path("build/bench-vm-parallel"))
-    parser.add_argument("--reuse", action="store_true")
     args = parser.parse_args()
     jobs = [int(j) for j in args.jobs.split(",")]
     walls, by_jobs = {}, {}

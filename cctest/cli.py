@@ -73,6 +73,7 @@ def list_scenarios(experiments_file: str, tags: tuple[str, ...], force: bool) ->
         in_vm = sum(estimated_wall_s(spec, vm=True) for spec in specs) / min(cores, len(specs))
         totals = [totals[0] + len(specs), totals[1] + native, totals[2] + in_vm]
         loss = f", loss {link.loss_pct:g}%" if link.loss_pct else ""
+        loss += "".join(f", outage {o.at_s:g}-{o.at_s + o.duration_s:g} s" for o in link.outages)
         table.add_row(name, ", ".join(scenario.tags), f"{link.rate_mbps:g} Mbit/s, {link.rtt_ms:g} ms, {buffer}{loss}",
                       f"{flows}; {scenario.duration_s:g} s", str(len(specs)), str(len(scenario.expect) or ""),
                       _duration(native), _duration(in_vm))

@@ -3,8 +3,8 @@
 Each function answers one question about a run (from meta.json and the tidy tables) so that
 checks.json, the report's overview and its figures can never give two answers to it:
 
-- the link rate at a time, and the bytes the link can carry over a span (`link_rate_mbps_at`,
-  `link_bytes_between`): the one place a rate schedule plugs in;
+- the link rate at a time, and the bytes the link can deliver over a span (`link_rate_mbps_at`,
+  `link_bytes_between`): the one place a rate schedule and outages (`outage_spans`) plug in;
 - the bandwidth-delay product (`bdp_bytes`) and the throughput bin (`default_bin_s`);
 - growth of a cumulative counter across resets (`counter_increments`, `counter_growth`);
 - which qdisc is the bottleneck (`bottleneck_samples`) and how many packets it dropped
@@ -14,7 +14,8 @@ checks.json, the report's overview and its figures can never give two answers to
 - how full the link was (`link_fullness`);
 - bytes per time bin of a sampled cumulative counter (`binned_counter`): what each receiver got
   (`delivered_binned`, from the senders' bytes_acked) and what the bottleneck sent
-  (`dequeued_binned`).
+  (`dequeued_binned`);
+- a lone BBR flow's model and queue from its `ss -tin` samples (`bbr_model_figures`).
 """
 
 from __future__ import annotations
@@ -47,14 +48,23 @@ def link_rate_mbps_at(meta: dict, t):
     return float(rate) if rate.ndim == 0 else rate
 
 
+def outage_spans(meta: dict) -> list[tuple[float, float]]:
+    """(start, end) of each planned `link.outages` entry: the link delivered nothing then."""
+    return [(float(o["at_s"]), float(o["at_s"]) + float(o["duration_s"]))
+            for o in (meta.get("link") or {}).get("outages") or []]
+
+
 def link_bytes_between(meta: dict, t0: float, t1: float) -> float:
-    """Bytes (as the shaper counts them: Ethernet frames) the link can carry in [t0, t1]."""
+    """Bytes (as the shaper counts them: Ethernet frames) the link can deliver in [t0, t1]: at its
+    rate at each time, nothing during an outage."""
     if not t1 > t0:
         return 0.0
     link = meta.get("link") or {}
-    cuts = sorted({t0, t1, *(float(s["at_s"]) for s in link.get("rate_schedule") or []
-                             if t0 < float(s["at_s"]) < t1)})
-    return float(sum(link_rate_mbps_at(meta, a) * 1e6 / 8 * (b - a) for a, b in zip(cuts, cuts[1:])))
+    outages = outage_spans(meta)
+    edges = [float(s["at_s"]) for s in link.get("rate_schedule") or []] + [t for span in outages for t in span]
+    cuts = sorted({t0, t1, *(t for t in edges if t0 < t < t1)})
+    return float(sum(link_rate_mbps_at(meta, a) * 1e6 / 8 * (b - a) for a, b in zip(cuts, cuts[1:])
+                     if not any(start <= a and b <= end for start, end in outages)))
 
 
 def payload_fraction(mtu: int) -> float:
@@ -317,3 +327,41 @@ def bin_quantum_bytes(meta: dict, sample_t, t: float) -> float:
     measurement alone: one frame at each bin edge (the counter moves in whole packets) plus what
     the link carries in the samples' timing uncertainty at both edges."""
     return 2 * frame_bytes(meta) + 2 * link_rate_mbps_at(meta, t) * 1e6 / 8 * sample_jitter_s(sample_t)
+
+
+# ---------------------------------------------------------------------------------------------
+# A BBR sender's model, as `ss -tin` reports it
+
+QUEUED_RTT_FACTOR = 1.5  # srtt above 1.5 x the base RTT: a queue of more than half a BDP
+OVERESTIMATE = 1.03  # a bandwidth estimate 3 % above the payload rate: a sample the link cannot give
+
+
+def bbr_model_figures(meta: dict, ss: pd.DataFrame, flow: int = 0, settle_s: float = 2.0) -> dict:
+    """One BBR flow's model and queue after `settle_s` (slow start and Drain), on a fixed-rate link.
+
+    srtt quantiles (ms) and `queued`, the share of samples with srtt above QUEUED_RTT_FACTOR x the
+    base RTT; `bw_over_capacity`, the median bandwidth estimate over the link's payload rate, and
+    `overestimated`, the share of samples where it exceeds OVERESTIMATE; `cwnd_over_bdp`, the median
+    cwnd over the payload BDP in MSS packets; `pacing_margin`, the median pacing rate over gain x
+    estimate; `min_rtt_ms`, the median RTprop; `gain_1.25` and `gain_0.75`, the shares of samples in
+    ProbeBW's up and down phases."""
+    link = meta["link"]
+    g = ss[(ss["flow"] == flow) & (ss["t_s"] > settle_s)].dropna(subset=["srtt_ms", "bbr_bw_bps"])
+    payload_bps = float(link["rate_mbps"]) * 1e6 * payload_fraction(int(link.get("mtu", 1500)))
+    bdp_packets = payload_bps / 8 * float(link["rtt_ms"]) / 1e3 / g["mss"].median()
+    bw = g["bbr_bw_bps"] / payload_bps
+    gain = g["bbr_pacing_gain"]
+    return {
+        "samples": len(g),
+        "srtt_p05_ms": float(g["srtt_ms"].quantile(0.05)),
+        "srtt_p50_ms": float(g["srtt_ms"].median()),
+        "srtt_p90_ms": float(g["srtt_ms"].quantile(0.9)),
+        "queued": float((g["srtt_ms"] > QUEUED_RTT_FACTOR * float(link["rtt_ms"])).mean()),
+        "bw_over_capacity": float(bw.median()),
+        "overestimated": float((bw > OVERESTIMATE).mean()),
+        "cwnd_over_bdp": float((g["cwnd"] / bdp_packets).median()),
+        "pacing_margin": float((g["pacing_rate_bps"] / (gain * g["bbr_bw_bps"])).median()),
+        "min_rtt_ms": float(g["bbr_mrtt_ms"].median()),
+        "gain_1.25": float((gain == 1.25).mean()),
+        "gain_0.75": float((gain == 0.75).mean()),
+    }

@@ -104,11 +104,16 @@ def qdiscs(run: RunSpec, with_fq: bool = True) -> list[Qdisc]:
     plan = [Qdisc(None, BOTTLENECK_IFACE, "bottleneck", bottleneck_tc(BOTTLENECK_IFACE, run.link))]
     for flow in run.flows:
         plan.append(Qdisc(None, left_port(flow), "delay", delay_tc(left_port(flow), flow.rtt_ms, run.link.netem_limit_pkts)))
-        if run.link.loss_pct > 0:
+        if run.link.loss_pct > 0 or run.link.outages:  # an outage sets this qdisc's loss to 100 %
             plan.append(Qdisc(None, right_port(flow), "loss", loss_tc(right_port(flow), run.link.loss_pct, run.link.netem_limit_pkts)))
         if with_fq:
             plan.append(Qdisc(flow.sender, sender_iface(flow), "access", fq_tc(sender_iface(flow))))
     return plan
+
+
+def loss_ifaces(run: RunSpec) -> list[str]:
+    """The receivers' switch ports, where random loss and outages drop packets (root namespace)."""
+    return [right_port(flow) for flow in run.flows]
 
 
 def sampled_ifaces(run: RunSpec) -> list[tuple[str | None, str, str]]:
@@ -137,7 +142,8 @@ def describe(run: RunSpec, with_fq: bool = True) -> str:
         f"# bottleneck {link.rate_mbps:g} Mbit/s, base RTT {link.rtt_ms:g} ms, BDP {link.bdp_bytes} B "
         f"(at {link.bdp_rtt_ms:g} ms), buffer {link.buffer_bytes} B = {link.buffer_bdp:g} BDP "
         f"= {link.buffer_pkts} full frames (+1 on the wire), loss {link.loss_pct:g} %, "
-        f"delay/loss netem limit {link.netem_limit_pkts} pkts, aqm {link.aqm}{' with ECN' if link.ecn else ''}",
+        f"delay/loss netem limit {link.netem_limit_pkts} pkts, aqm {link.aqm}{' with ECN' if link.ecn else ''}"
+        + "".join(f", outage {at_s:g}-{at_s + d:g} s" for at_s, d in link.outages),
         "## topology (Mininet, LinuxBridge switches, no controller)",
     ]
     for flow in run.flows:
@@ -159,8 +165,10 @@ def describe(run: RunSpec, with_fq: bool = True) -> str:
     for q in qdiscs(run, with_fq):
         for command in q.tc:
             lines.append(f"[{q.node or 'root'}] tc {command}    # {q.role}")
-    for at_s, rate_mbps in link.rate_schedule:
-        lines.append(f"t={at_s:g}s [root] tc {bottleneck.rate_change(BOTTLENECK_IFACE, link, rate_mbps)}    # rate step")
+    for change in bottleneck.timed_changes(link, BOTTLENECK_IFACE, loss_ifaces(run)):
+        kind = "rate step" if "rate_mbps" in change.what else f"outage {change.what['edge']}"
+        for command in change.lines:
+            lines.append(f"t={change.at_s:g}s [root] tc {command}    # {kind}")
     lines.append("## flow schedule")
     for flow in run.flows:
         params = " ".join(f"{k}={v}" for k, v in flow.params.items())

@@ -232,7 +232,7 @@ def link_aggregate(meta: dict, bq: pd.DataFrame, bin_s: float, t_end: float) -> 
     b = D.dequeued_binned(bq, edges)
     cap = np.array([D.link_bytes_between(meta, a, z) for a, z in zip(edges[:-1], edges[1:])])
     return pd.DataFrame({"t_s": edges[:-1], "bytes": b, "mbps": b * 8 / bin_s / 1e6,
-                         "utilisation": np.where(cap > 0, b / cap, np.nan)})
+                         "utilisation": np.divide(b, cap, out=np.full(len(cap), np.nan), where=cap > 0)})
 
 
 def window_mean_mbps(binned: pd.DataFrame, t0: float, t1: float) -> pd.Series:

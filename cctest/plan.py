@@ -66,6 +66,7 @@ class LinkRun:
     aqm_params: dict = field(default_factory=dict)  # every parameter, defaults filled in
     ecn: bool = False
     rate_schedule: tuple[tuple[float, float], ...] = ()  # (at_s, rate_mbps) steps
+    outages: tuple[tuple[float, float], ...] = ()  # (at_s, duration_s): nothing delivered
 
     @property
     def rate_bps(self) -> int:
@@ -140,6 +141,7 @@ def link_run(link: Link, max_flow_rtt_ms: float) -> LinkRun:
         aqm_params=aqm_settings(link).model_dump(),
         ecn=link.ecn,
         rate_schedule=tuple((step.at_s, step.rate_mbps) for step in link.rate_schedule),
+        outages=tuple((outage.at_s, outage.duration_s) for outage in link.outages),
     )
 
 

@@ -108,6 +108,7 @@ def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
             "shaper": bottleneck.describe(run.link), "delay": "netem on the ACK path (switch port towards each sender)",
             "aqm": run.link.aqm, "aqm_params": run.link.aqm_params, "ecn": run.link.ecn,
             "rate_schedule": bottleneck.planned_steps(run.link),
+            "outages": bottleneck.planned_outages(run.link),
         },
         "flows": [
             {

@@ -187,21 +187,26 @@ class Run:
         self.meta["sysctls"][bottleneck.ECN_SYSCTL] = {
             "old": old, "new": "1", "scope": "each sender's and receiver's network namespace (restored after the run)"}
 
-    def _prepare_rate_schedule(self, undo: "Teardown") -> bottleneck.RateSchedule | None:
-        """The timed rate steps' tc process, started before time zero; its undo ends it and records
-        when each step was applied (meta.json rate_schedule_applied)."""
-        if not self.spec.link.rate_schedule:
+    def _prepare_link_schedule(self, undo: "Teardown") -> bottleneck.LinkSchedule | None:
+        """The timed link changes' tc process (rate steps, outages), started before time zero; its
+        undo ends it and records when each change took effect (meta.json rate_schedule_applied,
+        outages_applied)."""
+        link = self.spec.link
+        changes = bottleneck.timed_changes(link, dumbbell.BOTTLENECK_IFACE, dumbbell.loss_ifaces(self.spec))
+        if not changes:
             return None
-        schedule = bottleneck.RateSchedule(dumbbell.BOTTLENECK_IFACE, self.spec.link)
-        self.journal.add_process(schedule.pid, "tc rate schedule")
+        schedule = bottleneck.LinkSchedule(changes)
+        self.journal.add_process(schedule.pid, "tc link schedule")
 
         def stop():
             schedule.stop(vmtime.stretch(10))
-            self.meta["rate_schedule_applied"] = schedule.applied
-            if schedule.error or len(schedule.applied) < len(self.spec.link.rate_schedule) and self.status == "ok":
-                self.meta["warnings"].append(f"rate schedule: {len(schedule.applied)} of "
-                                             f"{len(self.spec.link.rate_schedule)} steps applied"
-                                             f"{'; ' + schedule.error if schedule.error else ''}")
+            if link.rate_schedule:
+                self.meta["rate_schedule_applied"] = schedule.rate_steps_applied()
+            if link.outages:
+                self.meta["outages_applied"] = schedule.outages_applied()
+            if schedule.error or len(schedule.applied) < len(changes) and self.status == "ok":
+                self.meta["warnings"].append(f"link schedule: {len(schedule.applied)} of {len(changes)} "
+                                             f"changes applied{'; ' + schedule.error if schedule.error else ''}")
 
         undo.callback(stop)
         return schedule
@@ -214,7 +219,7 @@ class Run:
         for flow in self.spec.flows:
             traffic.wait_listening(net.host(flow.receiver), flow.server_port)
 
-        schedule = self._prepare_rate_schedule(undo)
+        schedule = self._prepare_link_schedule(undo)
         clients: dict[int, subprocess.Popen] = {}
         for flow in self.spec.flows:
             proc = traffic.prepare_client(net.host(flow.sender), flow, self.raw)

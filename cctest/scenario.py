@@ -60,6 +60,14 @@ class RateStep(Strict):
     rate_mbps: float = Field(ge=MIN_RATE_MBPS, le=MAX_RATE_MBPS)
 
 
+class Outage(Strict):
+    """From `at_s` seconds after time zero, for `duration_s`, the link delivers nothing: every packet
+    leaving the bottleneck towards a receiver is dropped (a route failure, a radio fade)."""
+
+    at_s: float = Field(gt=0, le=3600)
+    duration_s: float = Field(gt=0, le=3600)
+
+
 class Link(Strict):
     # netem's rate is whole bit/s: below 10 kbit/s the rounding is the rate, and 0 means no shaping.
     rate_mbps: float = Field(ge=MIN_RATE_MBPS, le=MAX_RATE_MBPS)
@@ -72,6 +80,7 @@ class Link(Strict):
     aqm_params: dict[str, Any] = Field(default_factory=dict)  # checked against the aqm's own model
     ecn: bool = False  # senders and receivers negotiate ECN; the AQM marks instead of dropping
     rate_schedule: list[RateStep] = Field(default_factory=list)
+    outages: list[Outage] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def one_buffer_size(self) -> "Link":
@@ -101,6 +110,10 @@ class Link(Strict):
         times = [step.at_s for step in self.rate_schedule]
         if times != sorted(set(times)):
             raise ValueError(f"rate_schedule: at_s must increase from step to step, got {times}")
+        for i, (before, after) in enumerate(zip(self.outages, self.outages[1:]), start=1):
+            if after.at_s < before.at_s + before.duration_s:
+                raise ValueError(f"outages.{i}.at_s: {after.at_s:g} s is before the previous outage ends "
+                                 f"({before.at_s + before.duration_s:g} s); list outages in time order, apart")
         return self
 
     @property
@@ -219,11 +232,15 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
-    def rate_steps_within_run(self) -> "Scenario":
+    def link_schedule_within_run(self) -> "Scenario":
         for i, step in enumerate(self.link.rate_schedule):
             if step.at_s >= self.duration_s:
                 raise ValueError(f"link.rate_schedule.{i}.at_s: {step.at_s:g} s is not before the scenario's end "
                                  f"(duration_s = {self.duration_s:g} s)")
+        for i, outage in enumerate(self.link.outages):
+            if outage.at_s + outage.duration_s > self.duration_s:
+                raise ValueError(f"link.outages.{i}: it ends at {outage.at_s + outage.duration_s:g} s, after the "
+                                 f"scenario's end (duration_s = {self.duration_s:g} s)")
         return self
 
     @field_validator("expect")

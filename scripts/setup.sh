@@ -42,7 +42,7 @@ if [ ! -x .venv/bin/python ]; then
   /usr/bin/python3 -m venv --system-site-packages .venv
 fi
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e '.[test]'
+.venv/bin/pip install -q -e '.[test,bench]'
 
 # actionlint (a Go module, from the Go module proxy) lints .github/workflows in the tests.
 if [ ! -x .venv/bin/actionlint ]; then

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from cctest import dumbbell
 from cctest.cli import main
 from cctest import derived
-from cctest.net.bottleneck import aqm_counters, chain, rate_change, shaper_burst_bytes
+from cctest.net.bottleneck import LinkSchedule, aqm_counters, chain, rate_change, shaper_burst_bytes, timed_changes
 from cctest.plan import expand
 from cctest.rundir import base_meta
 from cctest.scenario import ScenarioError, parse_experiments
@@ -95,6 +95,21 @@ def test_rate_steps_change_the_shaper_that_holds_the_rate():
     assert "t=6s [root] tc qdisc change dev ccs1-btl parent 1:1 handle 2: tbf" in dumbbell.describe(aqm)
 
 
+def test_an_outage_sets_each_receiver_ports_loss_to_100_and_back(tmp_path):
+    (run,) = runs("{loss_pct: 1, outages: [{at_s: 5, duration_s: 1.5}]}")
+    text = dumbbell.describe(run)
+    limit = run.link.netem_limit_pkts
+    assert f"t=5s [root] tc qdisc change dev ccs2-rcv0 root handle 1: netem loss random 100% limit {limit}    # outage start" in text
+    assert f"t=6.5s [root] tc qdisc change dev ccs2-rcv0 root handle 1: netem loss random 1% limit {limit}    # outage end" in text
+    # without random loss the receiver port still gets its loss qdisc, at 0 % until the outage
+    (clean,) = runs("{outages: [{at_s: 5, duration_s: 1}]}")
+    assert [q.tc for q in dumbbell.qdiscs(clean) if q.role == "loss"] == [
+        (f"qdisc replace dev ccs2-rcv0 root handle 1: netem loss random 0% limit {clean.link.netem_limit_pkts}",)]
+    assert base_meta(tmp_path, clean, "vm")["link"]["outages"] == [{"at_s": 5.0, "duration_s": 1.0}]
+    (none,) = runs("{}")
+    assert not [q for q in dumbbell.qdiscs(none) if q.role == "loss"] and base_meta(tmp_path, none, "vm")["link"]["outages"] == []
+
+
 def test_the_shaper_burst_is_4_ms_and_never_below_two_frames():
     assert shaper_burst_bytes(20_000_000) == 10_000
     assert shaper_burst_bytes(1_000_000) == 2 * 1514
@@ -114,6 +129,10 @@ def test_the_shaper_burst_is_4_ms_and_never_below_two_frames():
     ("{rate_schedule: [{at_s: 6, rate_mbps: 5, mbps: 5}]}", "link.rate_schedule.0.mbps", ["unknown key"]),
     ("{rate_schedule: [{at_s: 0, rate_mbps: 5}]}", "link.rate_schedule.0.at_s", ["greater than 0"]),
     ("{rate_schedule: [{at_s: 12, rate_mbps: 5}]}", "link.rate_schedule.0.at_s", ["not before the scenario's end"]),
+    ("{outages: [{at_s: 5, duration_s: 2}, {at_s: 6, duration_s: 1}]}", "link.outages.1.at_s", ["before the previous outage ends (7 s)"]),
+    ("{outages: [{at_s: 11, duration_s: 2}]}", "link.outages.0", ["ends at 13 s", "duration_s = 12 s"]),
+    ("{outages: [{at_s: 5, duration_s: 0}]}", "link.outages.0.duration_s", ["greater than 0"]),
+    ("{outages: [{at_s: 5, duration_s: 1, for_s: 1}]}", "link.outages.0.for_s", ["unknown key"]),
 ])
 def test_bad_bottleneck_keys_are_one_line_naming_key_and_allowed(link, key, words):
     message = error_of(link)
@@ -153,6 +172,15 @@ def test_mean_rate_weights_each_step_by_its_time():
     assert mean_rate({"rate_mbps": 20}, 0, 10) == 20
 
 
+def test_the_link_delivers_nothing_during_an_outage():
+    link = {"rate_mbps": 20, "rate_schedule": [{"at_s": 6, "rate_mbps": 10}],
+            "outages": [{"at_s": 2, "duration_s": 1}, {"at_s": 8, "duration_s": 2}]}
+    assert mean_rate(link, 2, 3) == 0 and mean_rate(link, 8.5, 9.5) == 0
+    assert mean_rate(link, 0, 4) == pytest.approx(15)  # 3 of 4 s at 20
+    assert mean_rate(link, 5, 9) == pytest.approx((20 + 2 * 10) / 4)
+    assert rate_at(link, 2.5) == 20  # the bottleneck still shapes at its rate; what it sends is lost after it
+
+
 def test_aqm_counters_read_each_kinds_statistics():
     codel = struct.pack("<IIIIiIIII", 1514, 3, 2, 4000, -5, 7, 11, 1, 0)
     assert aqm_counters("codel", codel)["ecn_marks"] == 11 and aqm_counters("codel", codel)["limit_drops"] == 7
@@ -165,3 +193,16 @@ def test_aqm_counters_read_each_kinds_statistics():
     assert aqm_counters("red", red) == {"ecn_marks": 19, "limit_drops": 2,
                                         "xstats": {"early": 5, "pdrop": 2, "other": 0, "marked": 19}}
     assert aqm_counters("netem", b"") == {} and aqm_counters("codel", codel[:8]) == {}
+
+
+def test_outages_applied_pairs_each_start_with_its_end():
+    (run,) = runs("{outages: [{at_s: 2, duration_s: 1}, {at_s: 5, duration_s: 0.5}], rate_schedule: [{at_s: 4, rate_mbps: 5}]}")
+    changes = timed_changes(run.link, "btl", ["p0"])
+    assert [c.at_s for c in changes] == [2, 3, 4, 5, 5.5]
+    schedule = LinkSchedule.__new__(LinkSchedule)  # the bookkeeping only: no tc process
+    schedule.applied = [{"at_s": c.at_s, **c.what, "applied_s": c.at_s + 0.01} for c in changes[:4]]
+    assert schedule.rate_steps_applied() == [{"at_s": 4, "rate_mbps": 5.0, "applied_s": 4.01}]
+    assert schedule.outages_applied() == [
+        {"at_s": 2, "duration_s": 1, "started_s": 2.01, "ended_s": 3.01},
+        {"at_s": 5, "duration_s": 0.5, "started_s": 5.01, "ended_s": None},  # the run stopped first
+    ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -160,3 +161,17 @@ def test_the_link_rate_line_follows_a_rate_schedule():
     view.link = view.meta["link"] = {"rate_mbps": 20}
     view.link_rate_line(steady)
     assert not steady.data and steady.layout.shapes[0].y0 == 20
+
+
+def test_outages_are_shaded_where_the_link_delivered_nothing(tmp_path):
+    """Each link.outages span is a band on the run's time axes (throughput among them)."""
+    src = RUNS / "core-vs-kernel-50-20261123-073134-f0.cc-bbr-r0"
+    run = tmp_path / src.name
+    shutil.copytree(src, run)
+    meta = json.loads((run / "meta.json").read_text())
+    meta["link"]["outages"] = [{"at_s": 5, "duration_s": 1}]
+    (run / "meta.json").write_text(json.dumps(meta))
+    html = write_and_read(run, tmp_path / "report.html")
+    bands = re.findall(r'"type":"rect"[^{}]*"x0":5[,.][^{}]*"x1":6[,.}]', html)
+    assert len(bands) >= 3, f"{len(bands)} outage bands"  # throughput, utilisation, cwnd, ...
+    assert '"text":"outage"' in html

@@ -1,6 +1,6 @@
 """The composable bottleneck for real in a stock-kernel VM: AQMs keep CUBIC's queue short, mark
-with ECN when the hosts negotiate it, and the link's rate steps mid-run (tests/vm/scenarios.yaml
-aqm-vs-fifo, aqm-ecn, rate-step)."""
+with ECN when the hosts negotiate it, the link's rate steps mid-run, and an outage delivers nothing
+(tests/vm/scenarios.yaml aqm-vs-fifo, aqm-ecn, rate-step, cws-outage)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cctest.derived import bottleneck_samples, dequeued_binned, link_rate_mbps_at
+from cctest.derived import acked_within, bottleneck_samples, dequeued_binned, link_bytes_between, link_rate_mbps_at
+from cctest.derived import counter_growth
 from cctest.net.bottleneck import ECN_SYSCTL
-from test_vm_modules import find, meta_of
+from test_vm_modules import find, meta_of, runs_of
 
 pytestmark = pytest.mark.vm
 
@@ -94,3 +95,25 @@ def test_the_aggregate_follows_a_rate_step_within_a_few_rtts(vm_results, aqm):
     after = dequeued_mbps(run, edges)
     assert after.max() <= 1.08 * 10, after.round(2).tolist()
     assert after.mean() >= 0.85 * 10, after.round(2).tolist()
+
+
+@pytest.mark.vm_jobs("cws-outage")
+def test_an_outage_delivers_nothing_then_the_link_comes_back(vm_results):
+    (run,) = runs_of(vm_results, "cws-outage")
+    meta = meta_of(run)
+    assert meta["status"] == "ok"
+    (applied,) = meta["outages_applied"]
+    assert applied["at_s"] == 5 and applied["duration_s"] == 1, applied
+    assert 5.0 <= applied["started_s"] < 5.05 and 6.0 <= applied["ended_s"] < 6.05, applied
+    assert link_bytes_between(meta, 5.0, 6.0) == 0  # what utilisation and goodput count against
+    ss = pd.read_parquet(run / "ss.parquet")
+    # nothing acknowledged once what was on the wire at 5 s is (a queue of at most 2.5 BDP: 70 ms)
+    assert acked_within(ss, 0, 5.1, 6.0) == 0
+    # the receiver port's loss qdisc dropped what the sender tried meanwhile, and nothing before
+    loss = pd.read_parquet(run / "qdisc.parquet")
+    loss = loss[loss["role"] == "loss"].sort_values("t_s")
+    assert counter_growth(loss[loss["t_s"] < 5.0]["drops"]) == 0
+    assert counter_growth(loss[(loss["t_s"] > 4.9) & (loss["t_s"] < 6.2)]["drops"]) > 0
+    # and the flow fills the link again within the second after it
+    payload_rate = link_bytes_between(meta, 7.5, 9.5) / 2 * 1448 / 1514
+    assert acked_within(ss, 0, 7.5, 9.5) / 2 >= 0.9 * payload_rate

@@ -14,7 +14,8 @@ applies them in its one `tc -b` batch, and deleting the root qdisc undoes the wh
 The AQMs' parameters are one small pydantic model per AQM (kernel defaults unless set), so a key
 the AQM does not have, or a value out of range, is refused before a run starts.
 
-`RateSchedule` changes the rate mid-run (`tc qdisc change` at the schedule's times), and
+`LinkSchedule` changes the link mid-run (`tc qdisc change` at the given times): the shaper's rate
+at each `rate_schedule` step, and each receiver port's loss qdisc to 100 % for an outage and back.
 The rate the link had at time t, for metrics and plots, is `derived.link_rate_mbps_at`.
 `aqm_counters` reads an AQM's ECN marks and drops from the statistics the kernel reports for it.
 """
@@ -25,6 +26,7 @@ import struct
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
@@ -173,18 +175,45 @@ def aqm_qdisc(link: "LinkRun") -> str:
 # -- the rate over time --------------------------------------------------------------------------
 
 
-class RateSchedule:
-    """Changes the bottleneck's rate at the schedule's times after time zero.
+def outage_change(iface: str, link: "LinkRun", loss_pct: float) -> str:
+    """The tc batch line that sets a receiver port's loss qdisc to `loss_pct` (100: an outage)."""
+    return f"qdisc change dev {iface} root handle 1: netem loss random {loss_pct:g}% limit {link.netem_limit_pkts}"
+
+
+@dataclass(frozen=True)
+class TimedChange:
+    """tc batch lines to write `at_s` after time zero; `what` is recorded with the time they went."""
+
+    at_s: float
+    lines: tuple[str, ...]
+    what: dict
+
+
+def timed_changes(link: "LinkRun", bottleneck_iface: str, loss_ifaces: list[str]) -> list[TimedChange]:
+    """The link's rate steps and outages (start and end) as tc changes, in time order."""
+    changes = [TimedChange(at_s, (rate_change(bottleneck_iface, link, rate),), {"rate_mbps": rate})
+               for at_s, rate in link.rate_schedule]
+    for at_s, duration_s in link.outages:
+        start = tuple(outage_change(iface, link, 100) for iface in loss_ifaces)
+        end = tuple(outage_change(iface, link, link.loss_pct) for iface in loss_ifaces)
+        outage = {"outage_at_s": at_s, "duration_s": duration_s}
+        changes.append(TimedChange(at_s, start, {**outage, "edge": "start"}))
+        changes.append(TimedChange(at_s + duration_s, end, {**outage, "edge": "end"}))
+    return sorted(changes, key=lambda c: c.at_s)
+
+
+class LinkSchedule:
+    """Writes the link's timed changes (rate steps, outages) at their times after time zero.
 
     Times are this machine's CLOCK_MONOTONIC, the clock time zero is taken on, so in a VM they are
-    guest seconds like the flows'. One `tc -b -` process, started before time zero, reads a line per
-    step: a process start at the step itself would take a second or more under emulation.
+    guest seconds like the flows'. One `tc -b -` process, started before time zero, reads the lines
+    of each change: a process start at the change itself would take a second or more under
+    emulation.
     """
 
-    def __init__(self, iface: str, link: "LinkRun"):
-        self.iface = iface
-        self.link = link
-        self.applied: list[dict] = []
+    def __init__(self, changes: list[TimedChange]):
+        self.changes = changes
+        self.applied: list[dict] = []  # each change's `what`, its at_s and applied_s
         self.error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -196,24 +225,25 @@ class RateSchedule:
         return self.proc.pid
 
     def start(self, t0_ns: int) -> None:
-        self._thread = threading.Thread(target=self._run, args=(t0_ns,), name="rate-schedule", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(t0_ns,), name="link-schedule", daemon=True)
         self._thread.start()
 
     def _run(self, t0_ns: int) -> None:
-        for at_s, rate_mbps in self.link.rate_schedule:
-            if self._stop.wait(max(0.0, t0_ns / 1e9 + at_s - time.monotonic())):
+        for change in self.changes:
+            if self._stop.wait(max(0.0, t0_ns / 1e9 + change.at_s - time.monotonic())):
                 return
             try:
-                self.proc.stdin.write(rate_change(self.iface, self.link, rate_mbps) + "\n")
+                self.proc.stdin.write("".join(line + "\n" for line in change.lines))
                 self.proc.stdin.flush()
             except OSError as exc:  # tc exited: a bad line; stop() reads why
-                self.error = f"rate step at {at_s:g} s: {exc}"
+                self.error = f"link change at {change.at_s:g} s: {exc}"
                 return
-            self.applied.append({"at_s": at_s, "rate_mbps": rate_mbps,
+            self.applied.append({"at_s": change.at_s, **change.what,
                                  "applied_s": round((time.monotonic_ns() - t0_ns) / 1e9, 4)})
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """The undo: no further steps; tc ends with its input. (The rate itself goes with the qdisc.)"""
+        """The undo: no further changes; tc ends with its input. (What it changed goes with the
+        qdiscs.)"""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=timeout_s)
@@ -224,6 +254,22 @@ class RateSchedule:
             _, stderr = self.proc.communicate()
         if self.proc.returncode != 0:
             self.error = f"tc -b - exited with {self.proc.returncode}: {stderr.strip()}"
+
+    def rate_steps_applied(self) -> list[dict]:
+        """meta.json rate_schedule_applied: [{at_s, rate_mbps, applied_s}]."""
+        return [a for a in self.applied if "rate_mbps" in a]
+
+    def outages_applied(self) -> list[dict]:
+        """meta.json outages_applied: [{at_s, duration_s, started_s, ended_s}] (ended_s None when
+        the run stopped first)."""
+        out: dict[float, dict] = {}
+        for a in self.applied:
+            if "edge" not in a:
+                continue
+            entry = out.setdefault(a["outage_at_s"], {"at_s": a["outage_at_s"], "duration_s": a["duration_s"],
+                                                      "started_s": None, "ended_s": None})
+            entry["started_s" if a["edge"] == "start" else "ended_s"] = a["applied_s"]
+        return list(out.values())
 
 
 def describe(link: "LinkRun") -> str:
@@ -236,6 +282,10 @@ def describe(link: "LinkRun") -> str:
 
 def planned_steps(link: "LinkRun") -> list[dict]:
     return [{"at_s": at_s, "rate_mbps": rate} for at_s, rate in link.rate_schedule]
+
+
+def planned_outages(link: "LinkRun") -> list[dict]:
+    return [{"at_s": at_s, "duration_s": duration_s} for at_s, duration_s in link.outages]
 
 
 # -- AQM counters ----------------------------------------------------------------------------------

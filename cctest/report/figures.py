@@ -127,10 +127,14 @@ class DFig:
                 font=dict(size=11, color="#555")))
         return self
 
-    def add_vrect(self, x0, x1, fillcolor="#888", opacity=0.1, line_width=0):
+    def add_vrect(self, x0, x1, fillcolor="#888", opacity=0.1, line_width=0, annotation_text=None):
         self.layout["shapes"].append(dict(type="rect", xref="x", x0=x0, x1=x1, yref="y domain", y0=0, y1=1,
                                           fillcolor=fillcolor, opacity=opacity, line={"width": line_width},
                                           layer="below"))
+        if annotation_text:  # at the band's top left
+            self.layout["annotations"].append(dict(
+                text=annotation_text, xref="x", x=x0, yref="y domain", y=1, showarrow=False,
+                xanchor="left", yanchor="top", font=dict(size=11, color="#555")))
         return self
 
     def to_plotly_json(self) -> dict:
@@ -228,6 +232,11 @@ class _RunView:
         if t0 == t0 and t1 == t1 and t1 > t0:
             fig.add_vrect(x0=t0, x1=t1, fillcolor="#888", opacity=0.07, line_width=0)
 
+    def outage_bands(self, fig) -> None:
+        """Each link.outages span, when the link delivered nothing."""
+        for t0, t1 in derived.outage_spans(self.meta):
+            fig.add_vrect(x0=t0, x1=t1, fillcolor="#d62728", opacity=0.12, line_width=0, annotation_text="outage")
+
     def link_rate_line(self, fig, scale: float = 1.0, unit: str = "Mbit/s") -> None:
         """The link's rate: a line, or a step trace where link.rate_schedule changes it mid-run."""
         rate = self.link.get("rate_mbps")
@@ -270,6 +279,7 @@ def _throughput_fig(v: _RunView) -> list[Fig]:
                 "ahead of the link by up to the socket buffer)")
     agg = ("; aggregate: bytes (frames) the bottleneck qdisc sent, from" + _bottleneck_sampling(v)
            if ag is not None and len(ag) else "; no bottleneck samples, so no aggregate.")
+    v.outage_bands(fig)
     return [Fig("Throughput per flow", _layout(fig, "Mbit/s"),
                 f"{v.bin_s * 1000:g} ms bins. Per flow: {per_flow}{agg} Shaded: steady-state window "
                 f"{v.t0:.1f}–{v.t1:.1f} s.", "throughput")]
@@ -288,6 +298,7 @@ def _jain_fig(v: _RunView) -> list[Fig]:
                       annotation_text=f"steady {r['jain_steady']:.3f}", annotation_position="bottom right")
     v.steady_band(fig)
     fig.update_yaxes(range=[0, 1.02])
+    v.outage_bands(fig)
     return [Fig("Jain's fairness index", _layout(fig, "J"),
                 "Sliding window over the flows active in it; 1 = equal shares, 1/n = one flow takes all.", "jain")]
 
@@ -305,6 +316,7 @@ def _group_share_fig(v: _RunView) -> list[Fig]:
     v.steady_band(fig)
     fig.update_yaxes(range=[0, 100])
     shares = ", ".join(f"{g['cc']} {100 * g['share']:.1f} %" for g in v.res["groups"])
+    v.outage_bands(fig)
     return [Fig("Throughput share per CC group", _layout(fig, "% of delivered bytes"),
                 f"{metrics.SHARE_BIN_S:g} s intervals. Whole run: {shares}.", "group_share")]
 
@@ -341,6 +353,7 @@ def _utilisation_fig(v: _RunView) -> list[Fig]:
     fig = DFig(_lines([dict(x=ag["t_s"].to_numpy() + v.bin_s, y=100 * ag["utilisation"].to_numpy(),
                             name="utilisation", color="#2ca02c")], v.max_points))
     fig.update_yaxes(rangemode="tozero")
+    v.outage_bands(fig)
     return [Fig("Link utilisation", _layout(fig, "% of link rate"),
                 f"{v.bin_s * 1000:g} ms bins of the bytes (frames) the bottleneck sent ÷ the link's rate. "
                 f"Whole run, payload delivered while a flow was active ÷ the payload the link carries "
@@ -403,6 +416,7 @@ def _qdelay_fig(v: _RunView) -> list[Fig]:
         tr.append(dict(x=x, y=y, name="bottleneck backlog ÷ rate", color="#000", width=1.6, mode=_gap_mode(x)))
         note = " Bottleneck:" + _sampling_note(q["t_s"].to_numpy(), _qdisc_interval_s(v))
     fig = DFig(_lines(tr, v.max_points))
+    v.outage_bands(fig)
     return [Fig("Queueing delay", _layout(fig, "ms"),
                 "Per flow from ss (srtt minus the flow's lowest min_rtt); at the bottleneck "
                 "from the qdisc backlog drained at the link rate." + note, "qdelay")]
@@ -418,6 +432,7 @@ def _queue_fig(v: _RunView) -> list[Fig]:
         fig.add_hline(y=float(v.link["buffer_bdp"]), line=dict(color="#999", dash="dash", width=1),
                       annotation_text=f"buffer {float(v.link['buffer_bdp']):g} BDP")
     fig.update_yaxes(rangemode="tozero")
+    v.outage_bands(fig)
     return [Fig("Bottleneck queue occupancy", _layout(fig, "× BDP"),
                 f"BDP = {v.link.get('bdp_bytes')} bytes; mean {r.get('mean_queue_bdp', float('nan')):.2f}, "
                 f"max {r.get('max_queue_bdp', float('nan')):.2f} BDP."
@@ -439,6 +454,7 @@ def _cwnd_fig(v: _RunView) -> list[Fig]:
                            name=f"{v.names.get(fl, fl)} (tcp_probe)", color=flow_color(fl), dash="dot",
                            width=0.8, legendgroup=str(fl)))
     fig = DFig(_lines(tr, v.max_points))
+    v.outage_bands(fig)
     return [Fig("Congestion window", _layout(fig, "packets"),
                 "ss -tin samples" + (", dotted: tcp:tcp_probe per-ACK samples" if probe else "") + ".", "cwnd")]
 
@@ -457,6 +473,7 @@ def _rtprop_fig(v: _RunView) -> list[Fig]:
                            name=f"{v.names.get(fl, fl)} BBR RTprop", color=flow_color(fl), dash="dot",
                            legendgroup=str(fl)))
     fig = DFig(_lines(tr, v.max_points, shape="hv"))
+    v.outage_bands(fig)
     return [Fig("RTprop (min RTT)", _layout(fig, "ms"),
                 "ss min_rtt per flow; dotted: BBR's own RTprop estimate (ss bbr:mrtt).", "rtprop")]
 
