@@ -34,6 +34,8 @@ def table(path: Path, name: str) -> pd.DataFrame:
 # A link with a standing queue must send at its rate: on the virtual clock nothing else limits it
 # (the wall clock gave 82 % of 20 Mbit/s; htb on it 89-97 % at 10 Mbit/s).
 BUSY_LINK_UTILISATION = 0.97
+IPERF3_COOKIE_BYTES = 37  # iperf3 opens each data stream with its cookie (COOKIE_SIZE: an ASCII UUID)
+NOT_PAYLOAD = 1 + IPERF3_COOKIE_BYTES  # the SYN takes one sequence number
 
 
 def bottleneck_utilisation(path: Path, start_s: float, end_s: float) -> float:
@@ -106,13 +108,16 @@ def test_cubic_vs_bbr_both_carry_data_and_tables_agree_with_iperf3(vm_results):
         assert flows.loc[flow, "bytes_received"] == iperf["end"]["sum_received"]["bytes"]
     # An independent measurement: the sender's own bytes_acked (ss) against what iperf3's server
     # received. ss follows established sockets, so what the socket still held (unacked or not yet
-    # sent) when iperf3 closed it is acknowledged unseen: the gap is at most that, never negative.
+    # sent) when iperf3 closed it is acknowledged unseen: the gap is at most that. It is negative
+    # by at most NOT_PAYLOAD: bytes_acked also counts the SYN's sequence number and iperf3's stream
+    # cookie, which its server does not count as received (CI 2026-11-23: -38 in 5 of 90 flows,
+    # each with everything acked by its last sample; never lower).
     samples = [json.loads(line) for line in (path / "raw" / "ss.jsonl").read_text().splitlines()]
     for flow in flows.index:
         last = max((s["info"] for s in samples if s["flow"] == flow), key=lambda info: info["tcpi_bytes_acked"])
         held = last["tcpi_unacked"] * last["tcpi_snd_mss"] + last["tcpi_notsent_bytes"]
         gap = flows.loc[flow, "bytes_received"] - last["tcpi_bytes_acked"]
-        assert 0 <= gap <= held + last["tcpi_snd_mss"], (flow, gap, held)
+        assert -NOT_PAYLOAD <= gap <= held + last["tcpi_snd_mss"], (flow, gap, held)
     ss = table(path, "ss")
     bbr = ss[ss["flow"] == 1]
     assert bbr["bbr_bw_bps"].notna().any() and bbr["bbr_cwnd_gain"].dropna().isin([2.0]).any()
