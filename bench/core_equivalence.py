@@ -34,7 +34,7 @@ from fidelity import cctest_run, run_dirs, vm_bench_parser
 from cctest.derived import bbr_model_figures
 
 SENDERS = ("bbr", "bbr1")  # the kernel's, this project's core
-FIGURES = ("delivered", "srtt_p05_ms", "srtt_p50_ms", "srtt_p90_ms", "queued", "bw_over_capacity",
+FIGURES = ("delivered", "srtt_min_ms", "srtt_p05_ms", "srtt_p50_ms", "srtt_p90_ms", "queued", "bw_over_capacity",
            "overestimated", "cwnd_over_bdp", "pacing_margin", "min_rtt_ms", "gain_1.25", "gain_0.75")
 
 

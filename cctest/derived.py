@@ -339,7 +339,7 @@ OVERESTIMATE = 1.03  # a bandwidth estimate 3 % above the payload rate: a sample
 def bbr_model_figures(meta: dict, ss: pd.DataFrame, flow: int = 0, settle_s: float = 2.0) -> dict:
     """One BBR flow's model and queue after `settle_s` (slow start and Drain), on a fixed-rate link.
 
-    srtt quantiles (ms) and `queued`, the share of samples with srtt above QUEUED_RTT_FACTOR x the
+    srtt's minimum and quantiles (ms) and `queued`, the share of samples with srtt above QUEUED_RTT_FACTOR x the
     base RTT; `bw_over_capacity`, the median bandwidth estimate over the link's payload rate, and
     `overestimated`, the share of samples where it exceeds OVERESTIMATE; `cwnd_over_bdp`, the median
     cwnd over the payload BDP in MSS packets; `pacing_margin`, the median pacing rate over gain x
@@ -353,6 +353,7 @@ def bbr_model_figures(meta: dict, ss: pd.DataFrame, flow: int = 0, settle_s: flo
     gain = g["bbr_pacing_gain"]
     return {
         "samples": len(g),
+        "srtt_min_ms": float(g["srtt_ms"].min()),
         "srtt_p05_ms": float(g["srtt_ms"].quantile(0.05)),
         "srtt_p50_ms": float(g["srtt_ms"].median()),
         "srtt_p90_ms": float(g["srtt_ms"].quantile(0.9)),
