@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from conftest import dmesg_problems
-from test_vm_modules import find, runs_of, wide_state
+from test_vm_modules import find, meta_of, runs_of, wide_state
 
 pytestmark = pytest.mark.vm
 
@@ -104,6 +104,22 @@ def test_acw_decides_its_gain_at_most_once_per_round(vm_results):
     assert traced >= 0.8 * wide["gain_changes"].max(), (traced, wide["gain_changes"].max())
 
 
-@pytest.mark.vm_jobs("histmin-alone", "histmin-drastic", "cws-outage", "modest-shallow", "acw-gain-mode")
+@pytest.mark.vm_jobs("acw-hysteresis-edge")
+def test_acw_holds_its_cases_at_the_edge_of_the_hysteresis_range(vm_results):
+    # B1: leave_share_pct = 1 (its lowest) holds a case on one vote; the flows run, the module
+    # changes its gain and traces it, and the kernel log stays clean (asserted below). 0 is
+    # refused when set (kparams:bbr_acw in test_vm_modules.py).
+    (path,) = runs_of(vm_results, "acw-hysteresis-edge")
+    module = next(m for m in meta_of(path)["modules"] if m["name"] == "bbr_acw")
+    assert module["effective_params"]["leave_share_pct"] == "1"
+    assert module["effective_params"]["enter_share_pct"] == "50"
+    for flow in (0, 1):
+        wide = wide_state(path, flow=flow)
+        assert (wide["mode"] == PROBE_BW).any(), f"flow {flow} never reached ProbeBW"
+    assert max(wide_state(path, flow=f)["gain_changes"].max() for f in (0, 1)) > 0
+
+
+@pytest.mark.vm_jobs("histmin-alone", "histmin-drastic", "cws-outage", "modest-shallow", "acw-gain-mode",
+                     "acw-hysteresis-edge")
 def test_kernel_log_is_clean_after_the_variants(vm_results):
     assert dmesg_problems(vm_results["_dmesg"]) == []

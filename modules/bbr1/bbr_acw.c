@@ -83,8 +83,11 @@ BBR1_PARAM(per_round, 1, 0, 1,
 BBR1_PARAM(enter_share_pct, 75, 50, 100,
 	   "share of a round's ACKs that starts the boost/cut case, % (default 75)");
 
-/* Share that keeps a case once in it (hysteresis), percent. */
-BBR1_PARAM(leave_share_pct, 50, 0, 100,
+/* Share that keeps a case once in it (hysteresis), percent.  At least 1:
+ * with 0 a case could be held on a round without one vote for it, whose
+ * mean alpha or beta is 0/0 (review 2026-11-24, B1).
+ */
+BBR1_PARAM(leave_share_pct, 50, 1, 100,
 	   "share of a round's ACKs that holds the boost/cut case, % (default 50)");
 
 enum acw_case { ACW_NEUTRAL = 0, ACW_BOOST = 1, ACW_CUT = 2 };
@@ -152,7 +155,7 @@ static void acw_decide_round(struct sock *sk, struct acw *a, u32 base,
 {
 	u32 n = a->votes_low + a->votes_high;
 	u32 enter = acw_param(enter_share_pct, 50, 100);
-	u32 hold = acw_param(leave_share_pct, 0, enter);
+	u32 hold = acw_param(leave_share_pct, 1, enter);
 	u32 low_pct, kase = ACW_NEUTRAL, gain = base;
 
 	if (!n) {
@@ -166,10 +169,15 @@ static void acw_decide_round(struct sock *sk, struct acw *a, u32 base,
 	else if (a->loss_prev_round &&
 		 100 - low_pct >= (a->kase == ACW_CUT ? hold : enter))
 		kase = ACW_CUT;
-	if (kase == ACW_BOOST)
+	/* hold >= 1 implies a vote for the case held; the divisors are
+	 * checked anyway, as this runs in softirq
+	 */
+	if (kase == ACW_BOOST && a->votes_low)
 		gain = base * div_u64(a->alpha_sum, a->votes_low) / 1000;
-	else if (kase == ACW_CUT)
+	else if (kase == ACW_CUT && a->votes_high)
 		gain = base * div_u64(a->beta_sum, a->votes_high) / 1000;
+	else
+		kase = ACW_NEUTRAL;
 	if (kase != a->kase)
 		bbr1_trace_request(sk);
 	a->kase = kase;
