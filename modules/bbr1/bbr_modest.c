@@ -86,11 +86,11 @@ struct modest {
 	u32 max_win;		/* packets (lines 5, 9) */
 	u32 cap;		/* the algorithm's cwnd, packets */
 	u32 target;		/* BBR's last cwnd target, packets */
-	u32 lost_seen;		/* tp->lost at the round start */
 	u32 cap_delivered;	/* tp->delivered when the cap was set */
 	u32 cap_seq;		/* tp->snd_nxt when the cap was set */
 	u32 cap_rounds;		/* round starts since the cap was set */
 	u8 cap_lossy;		/* a packet sent under the cap was lost */
+	u8 marked;		/* cap_delivered/cap_seq are set */
 };
 
 static u32 modest_param(int v, int lo, int hi)
@@ -122,37 +122,42 @@ static void modest_set_phase(struct sock *sk, struct modest *m, u32 phase)
 	m->phase = phase;
 }
 
-static void modest_init(struct sock *sk, void *ext)
+/* From now on only losses of packets sent from now count (the window in
+ * force changed: a new cap, or ProbeBW began).
+ */
+static void modest_mark(struct sock *sk, struct modest *m)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct modest *m = ext;
 
-	m->lost_seen = tp->lost;
+	m->cap_delivered = tp->delivered;
+	m->cap_seq = tp->snd_nxt;
+	m->cap_rounds = 0;
+	m->cap_lossy = 0;
+	m->marked = 1;
 }
 
 /* A new search cap: its judgement starts with the packets sent from now. */
 static void modest_set_cap(struct sock *sk, struct modest *m, u32 cap)
 {
-	struct tcp_sock *tp = tcp_sk(sk);
-
 	m->cap = cap;
-	m->cap_delivered = tp->delivered;
-	m->cap_seq = tp->snd_nxt;
-	m->cap_rounds = 0;
-	m->cap_lossy = 0;
+	modest_mark(sk, m);
 }
 
-/* Per ACK: did a packet sent under the current cap get lost? */
+/* Per ACK: was a packet sent since the last cap change lost?  This judges
+ * a search step and also the entry into a search (B2 of the 2026-11-24
+ * review: entry used to count every loss of its round, including those of
+ * packets sent under the last step's cap, which that step had judged).
+ */
 static void modest_note_cap_loss(struct sock *sk, const struct rate_sample *rs,
 				 struct modest *m)
 {
 	const struct tcp_sock *tp = tcp_sk(sk);
 
-	if (m->phase != MODEST_SEARCH || rs->losses <= 0 || !rs->prior_mstamp)
+	if (rs->losses <= 0 || !rs->prior_mstamp)
 		return;
-	if (before(rs->prior_delivered, m->cap_delivered))
+	if (m->marked && before(rs->prior_delivered, m->cap_delivered))
 		return;		/* ACK of a packet sent before the cap */
-	if (before(tp->snd_una, m->cap_seq))
+	if (m->marked && before(tp->snd_una, m->cap_seq))
 		return;		/* a pre-cap hole: the loss may be one of those */
 	m->cap_lossy = 1;
 }
@@ -174,14 +179,13 @@ static void modest_on_model(struct sock *sk, const struct rate_sample *rs,
 	if (inet_csk(sk)->icsk_ca_state >= TCP_CA_Recovery)
 		cwnd = max(cwnd, bbr1_ca(sk)->prior_cwnd);
 
+	if (bbr1_ca(sk)->mode != BBR1_PROBE_BW)
+		return;
 	modest_note_cap_loss(sk, rs, m);
 	if (!bbr1_ca(sk)->round_start)
 		return;
-	/* outside a search: any loss marked in the round (not repairs) */
-	retrans = tp->lost != m->lost_seen;
-	m->lost_seen = tp->lost;
-	if (bbr1_ca(sk)->mode != BBR1_PROBE_BW)
-		return;
+	/* a loss of a packet sent since the last cap change (not repairs) */
+	retrans = m->cap_lossy;
 
 	if (m->phase != MODEST_SEARCH && retrans) {		/* lines 1-6 */
 		m->last_cwnd = cwnd;
@@ -248,6 +252,8 @@ static void modest_mode_change(struct sock *sk, void *ext, u32 from, u32 to)
 	struct bbr1 *b = bbr1_ca(sk);
 	struct modest *m = ext;
 
+	if (to == BBR1_PROBE_BW)
+		modest_mark(sk, m);	/* judge only ProbeBW's own losses */
 	if (from != BBR1_PROBE_BW || m->phase == MODEST_NONE)
 		return;
 	b->prior_cwnd = max(b->prior_cwnd, m->last_cwnd);
@@ -269,7 +275,6 @@ static void modest_trace(const struct sock *sk, const struct bbr1_tv *tv,
 
 static const struct bbr1_hooks bbr1_variant = {
 	.ext_size = sizeof(struct modest),
-	.init = modest_init,
 	.on_model = modest_on_model,
 	.cwnd_cap = modest_cwnd_cap,
 	.pacing_gain = modest_pacing_gain,
