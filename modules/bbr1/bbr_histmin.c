@@ -17,8 +17,10 @@
  * higher, RTprop becomes the lowest of those K minima (the most
  * conservative higher value they agree on).  Any episode that measures
  * RTprop or lower ends the streak, as does any lower sample at any time
- * (the core takes lower samples itself, as BBR does).  An expiry without a
- * ProbeRTT (right after idle) is not counted.
+ * (the core takes lower samples itself, as BBR does).  An episode opens
+ * when ProbeRTT begins and its minimum is over every RTT sample of it,
+ * whether or not the expiry ACK carried one; an expiry without a ProbeRTT
+ * (right after idle) is not counted.
  *
  * "Higher" means beyond a tolerance band: an episode minimum within
  * tolerance_pct above RTprop is measurement noise (a ProbeRTT's 200 ms
@@ -57,20 +59,25 @@ BBR1_PARAM(tolerance_pct, 10, 0, 1000,
 BBR1_PARAM(drastic_x1000, 10000, 0, 1000000,
 	   "one episode minimum >= this x RTprop (x1000) raises RTprop; 0 = off (default 10000)");
 
+/* probe_min_us while an episode is open and has no sample yet */
+#define HISTMIN_NO_SAMPLE U32_MAX
+
 struct histmin {
-	u32 probe_min_us;	/* lowest sample of this ProbeRTT (0 = none) */
+	u32 probe_min_us;	/* lowest sample of this ProbeRTT (0 = none open) */
 	u32 streak_min_us;	/* lowest episode minimum of the streak */
 	u32 streak;		/* consecutive episodes above RTprop */
 	u32 raised;		/* times RTprop was allowed to rise */
 };
 
-/* Expiry: keep RTprop; the sample opens this episode's minimum. */
+/* Expiry: keep RTprop.  The episode itself opens when ProbeRTT begins
+ * (histmin_mode_change), on this ACK or, after an idle restart, later:
+ * opening it here missed every expiry whose ACK had no fresh, undelayed
+ * sample above RTprop (review 2026-11-24, B3), and an expiry in idle
+ * restart left a stale minimum for the next episode.
+ */
 static u32 histmin_min_rtt_expired(struct sock *sk, void *ext, u32 old_us,
 				   u32 sample_us)
 {
-	struct histmin *h = ext;
-
-	h->probe_min_us = sample_us;
 	return old_us;
 }
 
@@ -89,6 +96,7 @@ static void histmin_on_model(struct sock *sk, const struct rate_sample *rs,
 {
 	struct histmin *h = ext;
 
+	/* on the ACK that entered ProbeRTT too: on_model runs after it */
 	if (bbr1_ca(sk)->mode == BBR1_PROBE_RTT && h->probe_min_us &&
 	    rs->rtt_us > 0)
 		h->probe_min_us = min_t(u32, h->probe_min_us, rs->rtt_us);
@@ -103,8 +111,16 @@ static void histmin_mode_change(struct sock *sk, void *ext, u32 from, u32 to)
 	u64 band = (u64)b->min_rtt_us * (100 + clamp_t(int, tolerance_pct, 0, 1000));
 	u32 drastic = clamp_t(int, drastic_x1000, 0, 1000000);
 
+	if (to == BBR1_PROBE_RTT) {
+		h->probe_min_us = HISTMIN_NO_SAMPLE;	/* the episode opens */
+		return;
+	}
 	if (from != BBR1_PROBE_RTT || !h->probe_min_us)
 		return;
+	if (h->probe_min_us == HISTMIN_NO_SAMPLE) {
+		h->probe_min_us = 0;	/* no sample: nothing to judge */
+		return;
+	}
 	if (drastic > 1000 &&
 	    (u64)h->probe_min_us * 1000 >= (u64)b->min_rtt_us * drastic) {
 		b->min_rtt_us = h->probe_min_us;	/* a route change */
@@ -131,7 +147,10 @@ static void histmin_trace(const struct sock *sk, const struct bbr1_tv *tv,
 {
 	const struct histmin *h = ext;
 
-	trace_state(sk, tv, h ? h->probe_min_us : 0, h ? h->streak : 0,
+	u32 probe_min = h && h->probe_min_us != HISTMIN_NO_SAMPLE ?
+			h->probe_min_us : 0;
+
+	trace_state(sk, tv, probe_min, h ? h->streak : 0,
 		    h ? h->raised : 0);
 }
 
