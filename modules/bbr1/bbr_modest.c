@@ -16,27 +16,33 @@
  *    cwnd and min_win, cwnd = max_win.  Then once per round: retransmission
  *    -> max_win = midpoint, cwnd = max_win; none -> min_win = midpoint,
  *    cwnd = min_win; stop when max_win - min_win <= Smin;
- *  - linear increase (lines 20-24): cwnd += Smin per round while
+ *  - linear increase (lines 20-24): "for each ACK" cwnd += Smin while
  *    cwnd <= last_cwnd; a retransmission goes back to binary search.
  *
  * The searched window only ever caps BBR's own cwnd (line 20: never above
  * what BBR estimates), and the pacing rate is scaled by the same proportion
  * P = cwnd / BBR target, clamped to [Wmin, Wmax] (Eq. 1).
  *
- * Decisions: feedback is evaluated once per packet-timed
- * round, "retransmission occurs" = tp->total_retrans or tp->lost grew during
- * the round; line 7's "bin_p = 0" is a typo for 1 (seed 000); the linear
- * step is once per round (like BIC), not per ACK; leaving ProbeBW restores
- * last_cwnd (as the cwnd ProbeRTT returns to) and resets the search.
- * Ours: "cwnd" at the start of a search is BBR's pre-recovery cwnd when
- * the connection is in loss recovery (BBR's own recovery step shrinks cwnd
- * to the packets in flight for a round, which would start the search from
- * a transient value); once linear increase passes last_cwnd the search is
- * over and the cap is released (phase 0) - the paper's cwnd is BBR's,
- * which BBR rewrites on every ACK once the algorithm stops touching it;
- * P is applied only
- * while a search/linear phase holds a cap (otherwise BBR paces as usual);
- * the reported cwnd gain is BBR's gain times min(cap, target) / target.
+ * Decisions (shared/ALGORITHMS.md, corrected 2026-11-24 after the review
+ * of that day, section 1): feedback is evaluated once per packet-timed
+ * round; line 7's "bin_p = 0" is a typo for 1 (seed 000); leaving ProbeBW
+ * restores last_cwnd (as the cwnd ProbeRTT returns to) and resets the
+ * search.  Three readings keep the window within [Wmin, 1] x BBR's, which
+ * is what 002 section III-B calls Wmin and Wmax, the bounds of the
+ * proportion:
+ *  - the linear step is per ACK (line 21), bounded by last_cwnd, so the
+ *    window is back at last_cwnd within a round trip (the earlier
+ *    once-per-round step let each new search start from a shrunk window);
+ *  - every search is anchored on BBR's own, uncapped cwnd target
+ *    (last_cwnd = the target BBR's cwnd step last computed), never on the
+ *    capped window: anchoring on the cap ratcheted the flow down, to a
+ *    cwnd of 12-15 packets for a BDP of 34 against BBR;
+ *  - the cap is never below Wmin x BBR's current target.
+ * Once linear increase reaches last_cwnd the search is over and the cap is
+ * released (phase 0): the paper's cwnd is BBR's, which BBR rewrites on
+ * every ACK once the algorithm stops touching it.  P is applied only while
+ * a search/linear phase holds a cap (otherwise BBR paces as usual); the
+ * reported cwnd gain is BBR's gain times min(cap, target) / target.
  *
  * Which losses judge a search step (issue 12, deviation 5). A cap set at
  * the start of round k governs the packets sent from then on; the ACKs of
@@ -103,6 +109,18 @@ static bool modest_capping(const struct sock *sk, const struct modest *m)
 	return m->phase != MODEST_NONE && bbr1_ca(sk)->mode == BBR1_PROBE_BW;
 }
 
+/* Wmin x pkts, packets. */
+static u32 modest_wmin_of(u32 pkts)
+{
+	return div_u64((u64)pkts * modest_param(wmin_x1000, 0, 1000), 1000);
+}
+
+/* The cap in force: the searched window, never below Wmin x BBR's target. */
+static u32 modest_cap_now(const struct modest *m)
+{
+	return max(m->cap, modest_wmin_of(m->target));
+}
+
 /* P = cap / target, clamped to [Wmin, Wmax]; 1 when not capping. */
 static u32 modest_proportion_x1000(const struct sock *sk,
 				   const struct modest *m)
@@ -112,7 +130,8 @@ static u32 modest_proportion_x1000(const struct sock *sk,
 
 	if (!modest_capping(sk, m) || !m->target)
 		return 1000;
-	return clamp_t(u32, div_u64((u64)m->cap * 1000, m->target), lo, hi);
+	return clamp_t(u32, div_u64((u64)modest_cap_now(m) * 1000, m->target),
+		       lo, hi);
 }
 
 static void modest_set_phase(struct sock *sk, struct modest *m, u32 phase)
@@ -162,60 +181,67 @@ static void modest_note_cap_loss(struct sock *sk, const struct rate_sample *rs,
 	m->cap_lossy = 1;
 }
 
-/* Once per round, in ProbeBW: Algorithm 1. */
+/* Lines 1-6: a search anchored on BBR's own, uncapped target. */
+static void modest_enter_search(struct sock *sk, struct modest *m)
+{
+	u32 anchor = m->target;
+
+	if (!anchor)	/* no target computed yet: BBR's pre-loss window */
+		anchor = max(bbr1_cwnd(tcp_sk(sk)), bbr1_ca(sk)->prior_cwnd);
+	m->last_cwnd = anchor;
+	m->min_win = modest_wmin_of(anchor);
+	m->max_win = (anchor + m->min_win) / 2;
+	modest_set_cap(sk, m, m->max_win);
+	modest_set_phase(sk, m, MODEST_SEARCH);
+}
+
+/* Lines 7-19, once the round of packets sent under the cap is ACKed. */
+static void modest_search_step(struct sock *sk, struct modest *m, u32 smin)
+{
+	u32 mid = (m->max_win + m->min_win) / 2;
+
+	if (m->cap_lossy) {
+		m->max_win = mid;
+		modest_set_cap(sk, m, m->max_win);
+	} else {
+		m->min_win = mid;
+		modest_set_cap(sk, m, m->min_win);
+	}
+	if (m->max_win <= m->min_win + smin)
+		modest_set_phase(sk, m, MODEST_LINEAR);
+	bbr1_trace_request(sk);
+}
+
+/* Lines 20-24, per ACK: back to last_cwnd, then the cap is released.  The
+ * cap grows without a new judgement mark: a loss of a packet sent under
+ * the linear phase restarts the search.
+ */
+static void modest_linear_step(struct sock *sk, struct modest *m, u32 smin)
+{
+	m->cap = min(m->cap + smin, m->last_cwnd);
+	if (m->cap >= m->last_cwnd)
+		modest_set_phase(sk, m, MODEST_NONE);	/* done */
+}
+
+/* Per ACK in ProbeBW: Algorithm 1, its feedback judged once per round. */
 static void modest_on_model(struct sock *sk, const struct rate_sample *rs,
 			    void *ext)
 {
-	struct tcp_sock *tp = tcp_sk(sk);
 	struct modest *m = ext;
 	u32 smin = modest_param(smin_pkts, 1, 1000);
-	u32 cwnd = bbr1_cwnd(tp);
-	bool retrans;
-
-	/* In loss recovery BBR's cwnd is transiently cut to the packets in
-	 * flight; the window the search starts from is the one BBR ran at
-	 * before the loss (prior_cwnd, saved by the core on entry).
-	 */
-	if (inet_csk(sk)->icsk_ca_state >= TCP_CA_Recovery)
-		cwnd = max(cwnd, bbr1_ca(sk)->prior_cwnd);
 
 	if (bbr1_ca(sk)->mode != BBR1_PROBE_BW)
 		return;
 	modest_note_cap_loss(sk, rs, m);
-	if (!bbr1_ca(sk)->round_start)
-		return;
-	/* a loss of a packet sent since the last cap change (not repairs) */
-	retrans = m->cap_lossy;
-
-	if (m->phase != MODEST_SEARCH && retrans) {		/* lines 1-6 */
-		m->last_cwnd = cwnd;
-		m->min_win = div_u64((u64)cwnd *
-				     modest_param(wmin_x1000, 0, 1000), 1000);
-		m->max_win = (cwnd + m->min_win) / 2;
-		modest_set_cap(sk, m, m->max_win);
-		modest_set_phase(sk, m, MODEST_SEARCH);
-	} else if (m->phase == MODEST_SEARCH &&
-		   ++m->cap_rounds >= 2) {			/* lines 7-19 */
-		u32 mid = (m->max_win + m->min_win) / 2;
-
-		/* the round of packets sent under the cap is complete */
-		if (m->cap_lossy) {
-			m->max_win = mid;
-			modest_set_cap(sk, m, m->max_win);
-		} else {
-			m->min_win = mid;
-			modest_set_cap(sk, m, m->min_win);
-		}
-		if (m->max_win <= m->min_win + smin)
-			modest_set_phase(sk, m, MODEST_LINEAR);
-		bbr1_trace_request(sk);
+	if (bbr1_ca(sk)->round_start) {
+		/* a loss of a packet sent since the last cap change */
+		if (m->phase != MODEST_SEARCH && m->cap_lossy)
+			modest_enter_search(sk, m);
+		else if (m->phase == MODEST_SEARCH && ++m->cap_rounds >= 2)
+			modest_search_step(sk, m, smin);
 	}
-	if (m->phase == MODEST_LINEAR) {			/* lines 20-24 */
-		if (m->cap <= m->last_cwnd)
-			m->cap += smin;
-		else
-			modest_set_phase(sk, m, MODEST_NONE);	/* done */
-	}
+	if (m->phase == MODEST_LINEAR)
+		modest_linear_step(sk, m, smin);
 }
 
 /* Line 20: the searched window caps BBR's cwnd, never raises it. */
@@ -228,7 +254,7 @@ static u32 modest_cwnd_cap(struct sock *sk, void *ext, u32 cwnd, u32 target,
 		m->target = target;
 	if (!modest_capping(sk, m))
 		return cwnd;
-	return max(min(cwnd, m->cap), bbr1_cwnd_min_target);
+	return max(min(cwnd, modest_cap_now(m)), bbr1_cwnd_min_target);
 }
 
 /* Eq. 1: pace at P times BBR's rate. */
@@ -241,9 +267,11 @@ static u32 modest_report_cwnd_gain(const struct sock *sk, void *ext, u32 gain)
 {
 	const struct modest *m = ext;
 
-	if (!modest_capping(sk, m) || !m->target || m->cap >= m->target)
+	u32 cap = modest_cap_now(m);
+
+	if (!modest_capping(sk, m) || !m->target || cap >= m->target)
 		return gain;
-	return div_u64((u64)gain * m->cap, m->target);
+	return div_u64((u64)gain * cap, m->target);
 }
 
 /* Leaving ProbeBW: ProbeRTT returns to last_cwnd; the search restarts. */
