@@ -34,21 +34,24 @@
  * d_max / d_min, d is clamped into [d_min, d_max] (so alpha stays in
  * [1, 2]), and ACKs without a valid rate sample keep the previous gain.
  *
- * Once per round, with hysteresis (issue 12, deviation 6). Per ACK, d and
- * T are noisy: measured, the per-ACK choice flipped between 2 alpha, 2 and
- * 2 beta many times a round; a cut applied at once, while a boost only
- * raised a target that BBR's cwnd growth (+acked per ACK) rarely reached
- * before the next flip, so the effective gain stayed near 2. With
- * per_round = 1 (default) each ACK only votes: its I <= 1.25 Q test, its
- * alpha and beta. At the end of the round the gain for the next round is
- * decided from the votes: the low-queue case (gain 2 * mean alpha of the
- * low-queue ACKs, if no RTT sample of the last 3 rounds reached RTprop)
- * needs enter_share_pct of the ACKs to start and leave_share_pct to hold;
- * the overload case (gain 2 * mean beta of the overloaded ACKs) needs a
- * loss in the round and at most 100 - enter_share_pct low-queue ACKs to
- * start, and at most 100 - leave_share_pct to hold; otherwise gain 2.
- * Every change of the gain emits the tracepoint. per_round = 0 keeps the
- * per-ACK choice (for comparison); gain_changes counts changes either way.
+ * Per ACK by default (per_round = 0), as Algorithm 1 reads and as
+ * shared/ALGORITHMS.md decides since 2026-11-24: the review of that day
+ * found that the once-per-round default below never chose the boost case
+ * in 508 rounds, so ACW acted as BBR with occasional cuts.
+ *
+ * Once per round, with hysteresis (per_round = 1; issue 12, deviation 6).
+ * Per ACK, d and T are noisy: measured, the per-ACK choice flipped between
+ * 2 alpha, 2 and 2 beta several times a round.  With per_round = 1 each
+ * ACK only votes: its I <= 1.25 Q test, its alpha and beta.  At the end of
+ * the round the gain for the next round is decided from the votes: the
+ * low-queue case (gain 2 * mean alpha of the low-queue ACKs, if no RTT
+ * sample of the last 3 rounds reached RTprop) needs enter_share_pct of the
+ * ACKs to start and leave_share_pct to hold; the overload case (gain
+ * 2 * mean beta of the overloaded ACKs) needs a loss in the round and at
+ * most 100 - enter_share_pct low-queue ACKs to start, and at most
+ * 100 - leave_share_pct to hold; otherwise gain 2.  Every change of the
+ * per-round gain emits the tracepoint; gain_changes counts changes in
+ * either mode.
  */
 #define BBR1_CC_NAME "bbr_acw"
 #define BBR1_DEFAULT_CWND_GAIN_X1000 2000	/* the "2" of 001 Alg. 1 */
@@ -73,11 +76,12 @@ BBR1_PARAM(min_rtt_rounds, 3, 1, 1000,
 BBR1_PARAM(rate_rounds, 10, 1, 1000,
 	   "d_max/d_min window, rounds (001 Eq.1: 10)");
 
-/* 1 = decide the gain once per round from the round's votes (default);
- * 0 = per ACK, as the paper's pseudocode reads (issue 12, deviation 6).
+/* 0 = per ACK, as the paper's Algorithm 1 reads (default, ALGORITHMS.md
+ * 2026-11-24); 1 = decide the gain once per round from the round's votes,
+ * with hysteresis (issue 12, deviation 6).
  */
-BBR1_PARAM(per_round, 1, 0, 1,
-	   "1 = decide the gain once per round with hysteresis (default), 0 = per ACK");
+BBR1_PARAM(per_round, 0, 0, 1,
+	   "0 = decide the gain per ACK as 001 Alg.1 (default), 1 = once per round with hysteresis");
 
 /* Share of a round's ACKs that must agree to switch to a case, percent. */
 BBR1_PARAM(enter_share_pct, 75, 50, 100,
@@ -186,73 +190,116 @@ static void acw_decide_round(struct sock *sk, struct acw *a, u32 base,
 	a->alpha_sum = a->beta_sum = 0;
 }
 
-/* Per ACK, after the model: Algorithm 1. */
-static void acw_on_model(struct sock *sk, const struct rate_sample *rs,
-			 void *ext)
+/* Round bookkeeping: has_loss (Alg. 1 l.11) is per round. */
+static void acw_note_loss(const struct bbr1 *b, const struct rate_sample *rs,
+			  struct acw *a)
 {
-	struct tcp_sock *tp = tcp_sk(sk);
-	struct bbr1 *b = bbr1_ca(sk);
-	struct acw *a = ext;
-	u32 base = b->cwnd_gain;	/* the state machine's gain */
-	u32 d = bbr1_rs_bw(rs), p = b->min_rtt_us, t, rtt3;
-	u32 thresh = acw_param(queue_thresh_x1000, 1000, 100000);
-	u32 gain;
-
 	if (b->round_start) {
 		a->loss_prev_round = a->loss_in_round;
 		a->loss_in_round = 0;
 	}
 	if (rs->losses > 0)
 		a->loss_in_round = 1;
+}
+
+/* min_rtt3 (Alg. 1 l.4) and d_max / d_min (Eq. 1); app-limited rate
+ * samples do not enter the latter.
+ */
+static void acw_update_filters(const struct bbr1 *b,
+			       const struct rate_sample *rs, struct acw *a,
+			       u32 d)
+{
+	u32 win = acw_param(rate_rounds, 1, 1000);
 
 	if (rs->rtt_us >= 0)
 		minmax_running_max(&a->rtt_min_c,
 				   acw_param(min_rtt_rounds, 1, 1000),
 				   b->rtt_cnt, ~(u32)rs->rtt_us);
-	if (d && !rs->is_app_limited) {
-		u32 win = acw_param(rate_rounds, 1, 1000);
+	if (!d || rs->is_app_limited)
+		return;
+	minmax_running_max(&a->rate_max, win, b->rtt_cnt, d);
+	minmax_running_max(&a->rate_min_c, win, b->rtt_cnt, ~d);
+}
 
-		minmax_running_max(&a->rate_max, win, b->rtt_cnt, d);
-		minmax_running_max(&a->rate_min_c, win, b->rtt_cnt, ~d);
+/* Outside ProbeBW BBR's own gains apply; the next ProbeBW starts afresh. */
+static void acw_reset(struct acw *a)
+{
+	a->gain = 0;
+	a->kase = ACW_NEUTRAL;
+	a->votes_low = a->votes_high = 0;
+	a->alpha_sum = a->beta_sum = 0;
+}
+
+/* This ACK's alpha (Eq. 1) and beta (Eq. 2); T = its RTT sample or srtt. */
+static u32 acw_sample(struct sock *sk, const struct rate_sample *rs,
+		      struct acw *a, u32 d, u32 p)
+{
+	u32 t = rs->rtt_us >= 0 ? (u32)rs->rtt_us : tcp_sk(sk)->srtt_us >> 3;
+
+	a->alpha_x1000 = acw_alpha_x1000(d, ~minmax_get(&a->rate_min_c),
+					 minmax_get(&a->rate_max));
+	a->beta_x1000 = t ? div_u64((u64)t * 1000, (u64)t + p) : 1000;
+	return t;
+}
+
+/* per_round = 1: the ACK only votes; the round's end decides. */
+static void acw_vote(struct acw *a, bool low_queue)
+{
+	if (low_queue) {
+		a->votes_low++;
+		a->alpha_sum += a->alpha_x1000;
+	} else {
+		a->votes_high++;
+		a->beta_sum += a->beta_x1000;
 	}
+}
 
+/* per_round = 0 (default): Algorithm 1 on this ACK. */
+static void acw_decide_ack(struct sock *sk, struct acw *a, u32 base,
+			   bool low_queue, bool rtt3_above)
+{
+	u32 gain = base;
+
+	if (low_queue && rtt3_above)			/* l.5-7 */
+		gain = base * a->alpha_x1000 / 1000;
+	else if (!low_queue && a->loss_in_round)	/* l.11-12 */
+		gain = base * a->beta_x1000 / 1000;
+	acw_apply(sk, a, gain, false);
+}
+
+/* Per ACK, after the model: Algorithm 1 (its decision per ACK or, with
+ * per_round = 1, per round from the ACKs' votes).
+ */
+static void acw_on_model(struct sock *sk, const struct rate_sample *rs,
+			 void *ext)
+{
+	struct bbr1 *b = bbr1_ca(sk);
+	struct acw *a = ext;
+	u32 base = b->cwnd_gain;	/* the state machine's gain */
+	u32 d = bbr1_rs_bw(rs), p = b->min_rtt_us, t;
+	u32 thresh = acw_param(queue_thresh_x1000, 1000, 100000);
+	bool per_rnd = acw_param(per_round, 0, 1), rtt3_above;
+
+	acw_note_loss(b, rs, a);
+	acw_update_filters(b, rs, a, d);
 	if (b->mode != BBR1_PROBE_BW) {
-		a->gain = 0;
-		a->kase = ACW_NEUTRAL;
-		a->votes_low = a->votes_high = 0;
-		a->alpha_sum = a->beta_sum = 0;
-		return;				/* BBR's own gains */
+		acw_reset(a);
+		return;
 	}
-	rtt3 = ~minmax_get(&a->rtt_min_c);
-	if (acw_param(per_round, 0, 1) && b->round_start && p && p != ~0U)
-		acw_decide_round(sk, a, base, rtt3 > p);
+	rtt3_above = ~minmax_get(&a->rtt_min_c) > p;	/* l.4 */
+	if (per_rnd && b->round_start && p && p != ~0U)
+		acw_decide_round(sk, a, base, rtt3_above);
 	else if (a->gain)
 		b->cwnd_gain = a->gain;	/* the core resets it per ACK */
 	if (!d || p == ~0U || !p)		/* no sample: keep the gain */
 		return;
-
-	t = rs->rtt_us >= 0 ? (u32)rs->rtt_us : tp->srtt_us >> 3;
-	a->alpha_x1000 = acw_alpha_x1000(d, ~minmax_get(&a->rate_min_c),
-					 minmax_get(&a->rate_max));
-	a->beta_x1000 = t ? div_u64((u64)t * 1000, (u64)t + p) : 1000;
-
-	if (acw_param(per_round, 0, 1)) {		/* a vote */
-		if ((u64)t * 1000 <= (u64)p * thresh) {
-			a->votes_low++;
-			a->alpha_sum += a->alpha_x1000;
-		} else {
-			a->votes_high++;
-			a->beta_sum += a->beta_x1000;
-		}
-		return;
-	}
-	if ((u64)t * 1000 <= (u64)p * thresh)		/* I <= 1.25 Q */
-		gain = rtt3 > p ? base * a->alpha_x1000 / 1000 : base;
-	else if (a->loss_in_round)			/* overload + loss */
-		gain = base * a->beta_x1000 / 1000;
+	t = acw_sample(sk, rs, a, d, p);
+	/* I <= 1.25 Q, i.e. T <= 1.25 p (l.5, l.11) */
+	if (per_rnd)
+		acw_vote(a, (u64)t * 1000 <= (u64)p * thresh);
 	else
-		gain = base;
-	acw_apply(sk, a, gain, false);
+		acw_decide_ack(sk, a, base, (u64)t * 1000 <= (u64)p * thresh,
+			       rtt3_above);
 }
 
 static void acw_trace(const struct sock *sk, const struct bbr1_tv *tv,
