@@ -9,6 +9,8 @@
  *
  *   BBR1_CC_NAME                   congestion control name ("bbr_cws")
  *   BBR1_DEFAULT_CWND_GAIN_X1000   default ProbeBW cwnd gain (2000 = BBR)
+ *   BBR1_DEFAULT_ACK_AGGREGATION   1 (default) = the cwnd target includes
+ *                                  the ACK-aggregation allowance, 0 = not
  *
  * and after it the hook table `bbr1_variant` (struct bbr1_hooks) and the
  * module's tracepoint (bbr1_trace_common.h).
@@ -84,6 +86,9 @@
 #endif
 #ifndef BBR1_DEFAULT_CWND_GAIN_X1000
 #define BBR1_DEFAULT_CWND_GAIN_X1000 2000
+#endif
+#ifndef BBR1_DEFAULT_ACK_AGGREGATION
+#define BBR1_DEFAULT_ACK_AGGREGATION 1
 #endif
 
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 10, 0)
@@ -261,6 +266,14 @@ static const struct kernel_param_ops bbr1_param_ops = {
  */
 BBR1_PARAM(cwnd_gain_x1000, BBR1_DEFAULT_CWND_GAIN_X1000, 1, 7996,
 	   "ProbeBW cwnd gain x1000 (BBRv1: 2000)");
+
+/* The ACK-aggregation allowance (Linux 4.19+, below) in the cwnd target:
+ * kernel bbr has it, the seed papers' kernels did not, so the variants
+ * whose idea is a cap or a gain on the target (bbr_cws, bbr_shallow,
+ * bbr_acw) leave it out by default (shared/ALGORITHMS.md, conventions).
+ */
+BBR1_PARAM(ack_aggregation, BBR1_DEFAULT_ACK_AGGREGATION, 0, 1,
+	   "1 = add the ACK-aggregation allowance to the cwnd target (kernel bbr), 0 = not (the papers' BBR)");
 
 /* ---- the algorithm's constants (ACM Queue 2016, draft-00) ----------- */
 
@@ -588,7 +601,7 @@ static u32 bbr1_aggregation_allowance(const struct sock *sk)
 	u32 excess = max(b->agg_excess[0], b->agg_excess[1]);
 	u32 ceiling;
 
-	if (!b->filled_pipe)
+	if (!b->filled_pipe || !READ_ONCE(ack_aggregation))
 		return 0;
 	ceiling = div_u64((u64)bbr1_model_bw(sk) * BBR1_AGG_MAX_US, BW_UNIT);
 	return min(excess, ceiling);

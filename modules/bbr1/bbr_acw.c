@@ -55,6 +55,8 @@
  */
 #define BBR1_CC_NAME "bbr_acw"
 #define BBR1_DEFAULT_CWND_GAIN_X1000 2000	/* the "2" of 001 Alg. 1 */
+/* The papers' BBR had no ACK-aggregation allowance (module parameter). */
+#define BBR1_DEFAULT_ACK_AGGREGATION 0
 #include "bbr1_core.c"
 
 #define CREATE_TRACE_POINTS

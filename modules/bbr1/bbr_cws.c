@@ -37,6 +37,8 @@
  */
 #define BBR1_CC_NAME "bbr_cws"
 #define BBR1_DEFAULT_CWND_GAIN_X1000 2000	/* BBRv1 ProbeBW cwnd gain */
+/* The papers' BBR had no ACK-aggregation allowance (module parameter). */
+#define BBR1_DEFAULT_ACK_AGGREGATION 0
 #include "bbr1_core.c"
 
 #define CREATE_TRACE_POINTS

@@ -14,6 +14,8 @@
 #define BBR1_CC_NAME "bbr_shallow"
 /* ProbeBW cwnd gain 1.5 (004, section IV-E.1). */
 #define BBR1_DEFAULT_CWND_GAIN_X1000 1500
+/* The papers' BBR had no ACK-aggregation allowance (module parameter). */
+#define BBR1_DEFAULT_ACK_AGGREGATION 0
 #include "bbr1_core.c"
 
 #define CREATE_TRACE_POINTS

@@ -165,7 +165,7 @@ BBR3_BAD_PARAMS = {"bw_probe_wait_rand_ms": 4294967295, "probe_rtt_interval_ms":
 BAD_PARAMS = {
     "bbr3": BBR3_BAD_PARAMS, "bbr3plus": BBR3_BAD_PARAMS,
     "bbr1": {"cwnd_gain_x1000": 0},
-    "bbr_shallow": {"cwnd_gain_x1000": 7997},
+    "bbr_shallow": {"cwnd_gain_x1000": 7997, "ack_aggregation": 2},
     "bbr_cws": {"recovery_div": 0, "beta_x1000": 1001, "usf_floor_x1000": 0, "wait_rtts": -1},
     "bbr_acw": {"enter_share_pct": 49, "queue_thresh_x1000": 999, "per_round": 2, "rate_rounds": 0,
                 "leave_share_pct": 0},  # 0 let a round hold a case with no vote for it: 0/0 (B1)
