@@ -15,7 +15,7 @@
  * and after it the hook table `bbr1_variant` (struct bbr1_hooks) and the
  * module's tracepoint (bbr1_trace_common.h).
  *
- * Written from the algorithm's published description: Cardwell et al.,
+ * The model follows the algorithm's published description: Cardwell et al.,
  * "BBR: Congestion-Based Congestion Control", ACM Queue 14(5), 2016, and
  * draft-cardwell-iccrg-bbr-congestion-control-00 (2017).  The functions
  * carry the draft's names (BBRUpdateBtlBw -> bbr1_update_btlbw, ...) and
@@ -38,10 +38,19 @@
  *   PROBE_RTT after 10 s without a lower RTT sample: at most 4 packets in
  *             flight for 200 ms and one round, then RTprop is fresh.
  *
- * This core is the project's "bbr1" and must behave like Linux's own BBRv1
- * (the "bbr" baseline), so besides the draft it implements, from their
- * descriptions, the kernel module's refinements (modules/README.md,
- * "bbr1 and kernel bbr"):
+ * Credit.  This core is the project's "bbr1" and must behave like Linux's
+ * own BBRv1 (the "bbr" baseline), so it follows Linux's net/ipv4/tcp_bbr.c
+ * (by Neal Cardwell, Yuchung Cheng, Van Jacobson and Soheil Hassas
+ * Yeganeh, Google; GPL-2.0 like this file) closely in places: the layout
+ * of struct bbr1 (its bitfield widths), the policer detector
+ * (bbr1_policer_sample: its constants, order and guards), the recovery
+ * step (bbr1_modulate_cwnd_for_recovery), bbr1_set_cwnd, inflight at the
+ * earliest departure time (bbr1_inflight_at_edt), the ACK-aggregation
+ * measurement with its 2^20 epoch reset, and the undo, ssthresh,
+ * set_state and cwnd_event callbacks.  The comments and names are ours
+ * (the names follow the draft); the behaviour and much of the structure
+ * are tcp_bbr.c's.  Besides the draft it implements the kernel module's
+ * refinements (modules/README.md, "bbr1 and kernel bbr"):
  *   - pacing 1 % below the model's rate, so queues drain over time;
  *   - a send quantum of about 1 ms of data (at most 64 KB, the legacy GSO
  *     size), of which the cwnd budgets three, rounded to an even count,
@@ -1399,3 +1408,8 @@ module_exit(bbr1_module_exit);
 
 MODULE_LICENSE("GPL");
 MODULE_AUTHOR("cctest");
+/* the authors of net/ipv4/tcp_bbr.c, which this core follows (header) */
+MODULE_AUTHOR("Neal Cardwell <ncardwell@google.com>");
+MODULE_AUTHOR("Yuchung Cheng <ycheng@google.com>");
+MODULE_AUTHOR("Van Jacobson <vanj@google.com>");
+MODULE_AUTHOR("Soheil Hassas Yeganeh <soheil@google.com>");
