@@ -1691,9 +1691,10 @@ static void bbr3_cwnd_event(struct sock *sk, enum tcp_ca_event event)
 	st->idle_restart = 1;
 	st->extra_acked_start = tp->tcp_mstamp;
 	st->extra_acked_delivered = 0;
+	/* pace at est. bw; the guarded setter keeps a zero bw (a bw_lo cut
+	 * to 0 by lossy rounds without samples) from setting rate 0 (B4) */
 	if (st->mode == BBR3_PROBE_BW)
-		WRITE_ONCE(sk->sk_pacing_rate,
-			   bbr3_rate_bytes_per_sec(sk, st->bw, GAIN_UNIT));
+		bbr3_set_pacing_rate_with_gain(sk, st, GAIN_UNIT);
 	else if (st->mode == BBR3_PROBE_RTT)
 		bbr3_check_probe_rtt_done(sk, st);
 }
