@@ -41,27 +41,30 @@
  * The draft assumes per-packet transmit state (P.tx_in_flight, P.lost) and a
  * per-lost-packet callback. Google's BBRv3 kernel adds those to struct
  * tcp_skb_cb and tcp_congestion_ops; a module on a stock kernel cannot.
- *  1. RS.tx_in_flight (inflight when the ACKed packet was sent) is taken as
- *     max(rs->prior_in_flight, the largest prior_in_flight seen during the
- *     previous packet-timed round). Data ACKed now was sent during the
- *     previous round, so this is the inflight "then" as seen from ACKs. In a
- *     steady flight it equals inflight; after a cwnd cut it remembers the
- *     pre-cut flight for a round (as a per-packet value would); while inflight
- *     grows it can overestimate by one round's growth, so inflight_hi may be
- *     set a little high and a loss rate computed a little low.
- *  2. RS.lost (data lost between the ACKed packet's transmission and its ACK)
- *     is taken as tp->lost minus its value when the previous packet-timed
- *     round began: data ACKed now was sent during the previous round, so this
- *     covers at least the losses marked since it was sent (at most two
- *     rounds' worth: the loss rate errs high, never low). A count restarted
- *     each round would read 0 on a new round's first ACKs, and every such ACK
- *     would "confirm" the previous round's inflight as safe and raise
- *     inflight_hi to it: measured, inflight_hi then sat 25-45 % above what a
- *     0.5 BDP path holds and bbr3 lost as much as BBRv1.
+ *  1. RS.tx_in_flight (inflight when the ACKed packet P was sent) and
+ *  2. RS.lost (C.lost now minus C.lost when P was sent) come from a ring of
+ *     checkpoints, (tp->delivered, tp->lost) about 8 times per cwnd of
+ *     delivery (bbr3_send_history.h). P.delivered (rs->prior_delivered) names
+ *     the ACK after which P was sent, so the checkpoints either side of it
+ *     bracket P.lost, interpolated by delivered within the bracket; the
+ *     prior_in_flight of the ACK that followed P's bracket is P.tx_in_flight.
+ *     Both are exact to within one bracket (1/8 of a flight): the loss rate
+ *     they give is the draft's, interval for interval (the losses since P was
+ *     sent against the flight P joined). Until issue 20 (review D4) RS.lost
+ *     was tp->lost minus its value when the previous packet-timed round began
+ *     (one to two rounds of losses against one flight, up to 2x high, so the
+ *     2 % threshold acted at 1-2 % real loss) and RS.tx_in_flight the previous
+ *     round's largest prior_in_flight (up to a round's growth high).
+ *     tests/test_bbr3_send_history.py drives the header against a simulated
+ *     flow whose per-packet values are known. A count restarted each round
+ *     would read 0 on a new round's first ACKs and "confirm" the previous
+ *     round's inflight as safe (measured before issue 12: inflight_hi 25-45 %
+ *     above what a 0.5 BDP path holds); the ring has no such reset.
  *  3. HandleLostPacket(P) runs once per ACK that marks rs->losses > 0, with
  *     the aggregate of that ACK's losses standing for "P" (InflightAtLoss uses
- *     rs->losses as P.size). Losses marked by RTO (tcp_enter_loss) are seen on
- *     the next ACK through tp->lost only.
+ *     rs->losses as P.size, and the send-time state of the ACKed packet,
+ *     sent just after the lost ones, for theirs). Losses marked by RTO
+ *     (tcp_enter_loss) are seen on the next ACK through tp->lost only.
  *  4. "Discontiguous lost ranges" for the Startup loss exit are counted as
  *     ACKs that newly marked losses (each ACK with rs->losses > 0 counts one).
  *  5. C.is_cwnd_limited is tcp_is_cwnd_limited(sk) (the kernel's own flag).
@@ -129,6 +132,7 @@ static inline void bbr3_compat_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 #endif
 
 #include "bbr3_bw_filter.h"
+#include "bbr3_send_history.h"
 
 #define CREATE_TRACE_POINTS
 #include "bbr3_trace.h"
@@ -389,10 +393,7 @@ struct bbr3 {
 	u32 loss_round_delivered;
 	u32 loss_round_lost_start;	/* tp->lost when this loss round began */
 	u32 loss_events_in_round;	/* ACKs that marked losses this round */
-	u32 inflight_max_cur;		/* max prior_in_flight, this round */
-	u32 inflight_max_prev;		/* max prior_in_flight, previous round */
-	u32 lost_at_round_cur;		/* tp->lost when this round began */
-	u32 lost_at_round_prev;		/* tp->lost when the previous round began */
+	struct bbr3_hist hist;		/* send-time P.lost, P.tx_in_flight */
 
 	u32 pacing_gain;		/* x1000, applied now */
 	u32 cwnd_gain;			/* x1000, applied now */
@@ -864,10 +865,6 @@ static void bbr3_update_round(struct sock *sk, struct bbr3 *st,
 		st->rounds_since_probe_up++;
 		st->round_start = 1;
 		st->packet_conservation = 0;
-		st->inflight_max_prev = st->inflight_max_cur;
-		st->inflight_max_cur = 0;
-		st->lost_at_round_prev = st->lost_at_round_cur;
-		st->lost_at_round_cur = tcp_sk(sk)->lost;
 	}
 }
 
@@ -945,19 +942,12 @@ static u32 bbr3_inflight_at_loss(const struct bbr3_ack *a)
 static void bbr3_handle_lost(struct sock *sk, struct bbr3 *st,
 			     const struct bbr3_ack *a)
 {
-	u32 lost;
-
 	bbr3_note_loss(sk, st, a);
 	if (!st->bw_probe_sample)
 		return;	/* not a packet sent while probing bandwidth */
-	lost = tcp_sk(sk)->lost - st->lost_at_round_prev;	/* approx. 2 */
-	if (bbr3_is_inflight_too_high(sk, lost, a->tx_in_flight)) {
-		struct bbr3_ack b = *a;
-
-		b.lost = lost;
+	if (bbr3_is_inflight_too_high(sk, a->lost, a->tx_in_flight))
 		bbr3_handle_inflight_too_high(sk, st, a,
-					      bbr3_inflight_at_loss(&b));
-	}
+					      bbr3_inflight_at_loss(a));
 }
 
 /* draft UpdateLatestDeliverySignals() */
@@ -1508,10 +1498,32 @@ static void bbr3_fallback_control(struct sock *sk, const struct rate_sample *rs)
 /* tcp_congestion_ops callbacks                                        */
 /* ------------------------------------------------------------------ */
 
+/*
+ * RS.lost and RS.tx_in_flight of this ACK (approximations 1 and 2): the
+ * send-time state of its newest ACKed packet, P.delivered =
+ * rs->prior_delivered, from the checkpoint ring (bbr3_send_history.h). An
+ * ACK without a valid rate sample names no packet; one sent a flight ago
+ * (C.delivered was then about C.delivered - inflight) stands for it. Where
+ * the ring has no inflight for the packet, the inflight before this ACK
+ * stands in.
+ */
+static void bbr3_send_state(struct sock *sk, struct bbr3 *st,
+			    const struct rate_sample *rs, struct bbr3_ack *a)
+{
+	const struct tcp_sock *tp = tcp_sk(sk);
+	u32 p_delivered = a->valid ? a->prior_delivered :
+				     tp->delivered - rs->prior_in_flight;
+	u32 tx = 0;
+
+	bbr3_hist_on_ack(&st->hist, rs->prior_in_flight, tp->delivered,
+			 tp->lost, tcp_snd_cwnd(tp) / BBR3_HIST_PER_FLIGHT);
+	bbr3_hist_lookup(&st->hist, p_delivered, &a->lost, &tx);
+	a->tx_in_flight = tx ? tx : rs->prior_in_flight;
+}
+
 /* draft UpdateOnACK(): the per-ACK table of contents */
 static void bbr3_main(struct sock *sk, const struct rate_sample *rs)
 {
-	struct tcp_sock *tp = tcp_sk(sk);
 	struct bbr3 *st = bbr3_state(sk);
 	struct bbr3_ack a = {};
 
@@ -1533,11 +1545,9 @@ static void bbr3_main(struct sock *sk, const struct rate_sample *rs)
 						  rs->interval_us), BBR3_INF - 1);
 
 	bbr3_update_round(sk, st, &a);	/* UpdateMaxBw()'s UpdateRound() */
-	st->inflight_max_cur = max(st->inflight_max_cur, rs->prior_in_flight);
-	a.tx_in_flight = max(rs->prior_in_flight, st->inflight_max_prev);
+	bbr3_send_state(sk, st, rs, &a);	/* approximations 1 and 2 */
 	if (a.losses)
 		bbr3_handle_lost(sk, st, &a);	/* HandleLostPacket(), approx. 3 */
-	a.lost = tp->lost - st->lost_at_round_prev;	/* approximation 2 */
 
 	/* UpdateModelAndState() */
 	bbr3_update_latest_delivery_signals(sk, st, &a);
@@ -1608,8 +1618,7 @@ static void bbr3_init(struct sock *sk)
 	st->next_round_delivered = tp->delivered;	/* InitRoundCounting() */
 	st->loss_round_delivered = tp->delivered;
 	st->loss_round_lost_start = tp->lost;
-	st->lost_at_round_cur = tp->lost;
-	st->lost_at_round_prev = tp->lost;
+	bbr3_hist_reset(&st->hist, tp->delivered, tp->lost);
 	bbr3_reset_full_bw(st);
 	bbr3_enter_startup(sk, st);
 	bbr3_init_pacing_rate(sk, st);
