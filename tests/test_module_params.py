@@ -1,4 +1,4 @@
-"""Module parameters are validated at load: bbr3/bbr3plus state each parameter's range once (their
+"""Module parameters are validated at load: the bbr3 family (bbr3, bbr3plus, bbr2) states each parameter's range once (their
 parameter ops refuse anything else with -EINVAL; modinfo shows the range), and cctest rejects a
 scenario's out-of-range value before anything runs: one line, exit 2. The kernel side (insmod and
 sysfs writes refused) is tests/test_vm_bbr3.py::test_kernel_refuses_out_of_range_parameters."""
@@ -11,13 +11,18 @@ from click.testing import CliRunner
 from cctest import kmod
 from cctest.cli import main
 from cctest.plan import expand
+from cctest.projectccs import tree_modules
 from cctest.scenario import parse_experiments
 from cctest.session import check_module_params
 
 # the VM's kernel: what the VM tests load (headers for it are installed on CI and here)
 RELEASE = "6.1.0-56-amd64"
 GAINS = ("startup_pacing_gain_x1000", "cwnd_gain_x1000", "drain_pacing_gain_x1000", "probe_down_pacing_gain_x1000",
-         "probe_up_pacing_gain_x1000", "probe_up_cwnd_gain_x1000", "probe_rtt_cwnd_gain_x1000")
+         "probe_up_pacing_gain_x1000", "probe_up_cwnd_gain_x1000", "probe_rtt_cwnd_gain_x1000",
+         "startup_cwnd_gain_x1000", "up_exit_pif_gain_x1000")
+# 0 means "unset" there: derive from alpha, beta, gamma; the default cwnd gain; the draft's UP exit
+ZERO_MEANS_UNSET = ("startup_pacing_gain_x1000", "startup_cwnd_gain_x1000", "up_exit_pif_gain_x1000")
+BBR3_FAMILY = tree_modules()["bbr3"]  # bbr3, bbr3plus, bbr2: one source, one parameter set
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +32,7 @@ def built() -> dict[str, Path]:
     return kmod.build(RELEASE)
 
 
-@pytest.mark.parametrize("cc", ["bbr3", "bbr3plus"])
+@pytest.mark.parametrize("cc", BBR3_FAMILY)
 def test_every_parameter_has_a_range_or_is_read_only(built, cc):
     specs = kmod.param_specs(built[cc])
     assert len(specs) >= 27
@@ -36,7 +41,7 @@ def test_every_parameter_has_a_range_or_is_read_only(built, cc):
     assert specs["fallbacks"].read_only
 
 
-@pytest.mark.parametrize("cc", ["bbr3", "bbr3plus"])
+@pytest.mark.parametrize("cc", BBR3_FAMILY)
 def test_ranges_exclude_the_values_the_review_found_harmful(built, cc):
     specs = kmod.param_specs(built[cc])
     assert not specs["bw_probe_wait_rand_ms"].allows(2**32 - 1)  # % (x + 1) == % 0 in softirq
@@ -45,8 +50,10 @@ def test_ranges_exclude_the_values_the_review_found_harmful(built, cc):
     for gain in GAINS:
         spec = specs[gain]
         assert spec.hi << 8 < 2**32, gain  # get_info's x256 fields
-        if gain != "startup_pacing_gain_x1000":  # there 0 means "derive from alpha, beta, gamma"
+        if gain not in ZERO_MEANS_UNSET:
             assert not spec.allows(0), gain  # pacing gain 0: pacing rate 0
+        else:
+            assert spec.zero_ok and spec.lo >= 100, gain
     for name, spec in specs.items():
         assert spec.read_only or spec.lo <= spec.hi, name
 

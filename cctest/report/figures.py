@@ -20,10 +20,13 @@ PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
            "#17becf", "#bcbd22", "#7f7f7f"]
 
 # Enumerated cc_state keys: (cc, key) -> labels by value.
+_BBR3_MODES = {0: "STARTUP", 1: "DRAIN", 2: "PROBE_BW", 3: "PROBE_RTT"}
+_BBR3_PHASES = {0: "DOWN", 1: "CRUISE", 2: "REFILL", 3: "UP"}
 ENUMS = {
     ("bbr_modest", "phase"): {0: "none", 1: "search", 2: "linear"},
-    ("bbr3", "mode"): {0: "STARTUP", 1: "DRAIN", 2: "PROBE_BW", 3: "PROBE_RTT"},
-    ("bbr3", "phase"): {0: "DOWN", 1: "CRUISE", 2: "REFILL", 3: "UP"},
+    # the bbr3 family (modules/bbr3) traces the same fields from one source
+    **{(cc, key): names for cc in ("bbr3", "bbr3plus", "bbr2")
+       for key, names in (("mode", _BBR3_MODES), ("phase", _BBR3_PHASES))},
 }
 STATE_UNITS = {"max_bw_bps": "bit/s", "bw_lo_bps": "bit/s", "upper_cwnd": "packets",
                "inflight_hi": "packets", "inflight_lo": "packets", "min_win": "packets",

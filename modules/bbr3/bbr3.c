@@ -5,6 +5,9 @@
  * tcp_congestion_ops module for stock kernels. bbr3plus.c includes this file
  * with a different name and a different default Startup pacing gain (BBRv3+,
  * Chu and Chiang 2025: gain = alpha * (ln beta)^gamma, alpha 3 instead of 4).
+ * bbr2.c includes it with BBRv2's constants and BBR3_V2 = 1, which selects
+ * BBRv2's rules where they differ (an approximation of Google's BBRv2 alpha;
+ * bbr2.c lists each difference and its source; "BBR3_V2" marks them here).
  *
  * The model (draft section "Network Path Model Overview")
  * -------------------------------------------------------
@@ -41,27 +44,30 @@
  * The draft assumes per-packet transmit state (P.tx_in_flight, P.lost) and a
  * per-lost-packet callback. Google's BBRv3 kernel adds those to struct
  * tcp_skb_cb and tcp_congestion_ops; a module on a stock kernel cannot.
- *  1. RS.tx_in_flight (inflight when the ACKed packet was sent) is taken as
- *     max(rs->prior_in_flight, the largest prior_in_flight seen during the
- *     previous packet-timed round). Data ACKed now was sent during the
- *     previous round, so this is the inflight "then" as seen from ACKs. In a
- *     steady flight it equals inflight; after a cwnd cut it remembers the
- *     pre-cut flight for a round (as a per-packet value would); while inflight
- *     grows it can overestimate by one round's growth, so inflight_hi may be
- *     set a little high and a loss rate computed a little low.
- *  2. RS.lost (data lost between the ACKed packet's transmission and its ACK)
- *     is taken as tp->lost minus its value when the previous packet-timed
- *     round began: data ACKed now was sent during the previous round, so this
- *     covers at least the losses marked since it was sent (at most two
- *     rounds' worth: the loss rate errs high, never low). A count restarted
- *     each round would read 0 on a new round's first ACKs, and every such ACK
- *     would "confirm" the previous round's inflight as safe and raise
- *     inflight_hi to it: measured, inflight_hi then sat 25-45 % above what a
- *     0.5 BDP path holds and bbr3 lost as much as BBRv1.
+ *  1. RS.tx_in_flight (inflight when the ACKed packet P was sent) and
+ *  2. RS.lost (C.lost now minus C.lost when P was sent) come from a ring of
+ *     checkpoints, (tp->delivered, tp->lost) about 8 times per cwnd of
+ *     delivery (bbr3_send_history.h). P.delivered (rs->prior_delivered) names
+ *     the ACK after which P was sent, so the checkpoints either side of it
+ *     bracket P.lost, interpolated by delivered within the bracket; the
+ *     prior_in_flight of the ACK that followed P's bracket is P.tx_in_flight.
+ *     Both are exact to within one bracket (1/8 of a flight): the loss rate
+ *     they give is the draft's, interval for interval (the losses since P was
+ *     sent against the flight P joined). Until issue 20 (review D4) RS.lost
+ *     was tp->lost minus its value when the previous packet-timed round began
+ *     (one to two rounds of losses against one flight, up to 2x high, so the
+ *     2 % threshold acted at 1-2 % real loss) and RS.tx_in_flight the previous
+ *     round's largest prior_in_flight (up to a round's growth high).
+ *     tests/test_bbr3_send_history.py drives the header against a simulated
+ *     flow whose per-packet values are known. A count restarted each round
+ *     would read 0 on a new round's first ACKs and "confirm" the previous
+ *     round's inflight as safe (measured before issue 12: inflight_hi 25-45 %
+ *     above what a 0.5 BDP path holds); the ring has no such reset.
  *  3. HandleLostPacket(P) runs once per ACK that marks rs->losses > 0, with
  *     the aggregate of that ACK's losses standing for "P" (InflightAtLoss uses
- *     rs->losses as P.size). Losses marked by RTO (tcp_enter_loss) are seen on
- *     the next ACK through tp->lost only.
+ *     rs->losses as P.size, and the send-time state of the ACKed packet,
+ *     sent just after the lost ones, for theirs). Losses marked by RTO
+ *     (tcp_enter_loss) are seen on the next ACK through tp->lost only.
  *  4. "Discontiguous lost ranges" for the Startup loss exit are counted as
  *     ACKs that newly marked losses (each ACK with rs->losses > 0 counts one).
  *  5. C.is_cwnd_limited is tcp_is_cwnd_limited(sk) (the kernel's own flag).
@@ -113,6 +119,39 @@
 #define BBR3_DESCRIPTION "BBRv3 (draft-ietf-ccwg-bbr) with the IETF draft's constants, not Google's BBRv3 (no per-packet loss, no ECN, draft gains)"
 #endif
 
+/*
+ * Defaults a variant file (bbr2.c) may set before including this one; here
+ * the draft's. BBR3_V2 = 1 selects BBRv2's behaviour where it is not a
+ * constant (bbr2.c lists each difference with its source).
+ */
+#ifndef BBR3_V2
+#define BBR3_V2 0
+#endif
+#ifndef BBR3_DEFAULT_STARTUP_PACING_GAIN_X1000
+#define BBR3_DEFAULT_STARTUP_PACING_GAIN_X1000 0	/* derive from alpha */
+#endif
+#ifndef BBR3_DEFAULT_STARTUP_CWND_GAIN_X1000
+#define BBR3_DEFAULT_STARTUP_CWND_GAIN_X1000 0	/* = cwnd_gain_x1000 */
+#endif
+#ifndef BBR3_DEFAULT_DRAIN_PACING_GAIN_X1000
+#define BBR3_DEFAULT_DRAIN_PACING_GAIN_X1000 500
+#endif
+#ifndef BBR3_DEFAULT_PROBE_DOWN_PACING_GAIN_X1000
+#define BBR3_DEFAULT_PROBE_DOWN_PACING_GAIN_X1000 900
+#endif
+#ifndef BBR3_DEFAULT_PROBE_UP_CWND_GAIN_X1000
+#define BBR3_DEFAULT_PROBE_UP_CWND_GAIN_X1000 2250
+#endif
+#ifndef BBR3_DEFAULT_UP_EXIT_PIF_GAIN_X1000
+#define BBR3_DEFAULT_UP_EXIT_PIF_GAIN_X1000 0	/* the draft's plateau rule */
+#endif
+#ifndef BBR3_DEFAULT_STARTUP_FULL_LOSS_CNT
+#define BBR3_DEFAULT_STARTUP_FULL_LOSS_CNT 6
+#endif
+#ifndef BBR3_DEFAULT_DRAIN_MAX_ROUNDS
+#define BBR3_DEFAULT_DRAIN_MAX_ROUNDS 3
+#endif
+
 #if LINUX_VERSION_CODE < KERNEL_VERSION(5, 19, 0)
 /* Before 5.19 (e.g. Ubuntu 22.04's 5.15) there are no snd_cwnd accessors. */
 static inline u32 bbr3_compat_snd_cwnd(const struct tcp_sock *tp)
@@ -129,6 +168,7 @@ static inline void bbr3_compat_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 #endif
 
 #include "bbr3_bw_filter.h"
+#include "bbr3_send_history.h"
 
 #define CREATE_TRACE_POINTS
 #include "bbr3_trace.h"
@@ -210,8 +250,10 @@ static const struct kernel_param_ops bbr3_param_ops = {
  */
 
 /* draft "BBR.StartupPacingGain" (2.77), paper 003 Algorithm 1; 0 = derive */
-BBR3_PARAM_OR_0(startup_pacing_gain_x1000, 0, 1000, 10000,
-		"Startup pacing gain x1000; 0 = alpha*(ln beta)^gamma (default 0)");
+BBR3_PARAM_OR_0(startup_pacing_gain_x1000,
+		BBR3_DEFAULT_STARTUP_PACING_GAIN_X1000, 1000, 10000,
+		"Startup pacing gain x1000; 0 = alpha*(ln beta)^gamma (default "
+		__stringify(BBR3_DEFAULT_STARTUP_PACING_GAIN_X1000) ")");
 /* paper 003 Algorithm 1 alpha: 4 for BBRv3, 3 for BBRv3+ */
 BBR3_PARAM(startup_alpha_x1000, BBR3_DEFAULT_STARTUP_ALPHA_X1000, 100, 20000,
 	   "Startup gain alpha x1000 (paper 003 Alg. 1)");
@@ -224,18 +266,38 @@ BBR3_PARAM(startup_gamma, 1, 1, 8,
 /* draft "BBR.DefaultCwndGain" (2): Startup, Drain, DOWN, CRUISE, REFILL */
 BBR3_PARAM(cwnd_gain_x1000, 2000, 100, 10000,
 	   "Default cwnd gain x1000 (draft BBR.DefaultCwndGain, default 2000)");
-/* draft "BBR.DrainPacingGain" (0.5) */
-BBR3_PARAM(drain_pacing_gain_x1000, 500, 100, 10000,
-	   "Drain pacing gain x1000 (draft, default 500)");
-/* draft ProbeBW_DOWN pacing gain (0.90) */
-BBR3_PARAM(probe_down_pacing_gain_x1000, 900, 100, 10000,
-	   "ProbeBW_DOWN pacing gain x1000 (draft, default 900)");
+/* Startup and Drain cwnd gain: the draft's is DefaultCwndGain (0 = that);
+ * BBRv2's bbr_startup_cwnd_gain is 2.885 */
+BBR3_PARAM_OR_0(startup_cwnd_gain_x1000,
+		BBR3_DEFAULT_STARTUP_CWND_GAIN_X1000, 100, 10000,
+		"Startup and Drain cwnd gain x1000; 0 = cwnd_gain_x1000 (default "
+		__stringify(BBR3_DEFAULT_STARTUP_CWND_GAIN_X1000) ")");
+/* draft "BBR.DrainPacingGain" (0.5); BBRv2 1/2.885 */
+BBR3_PARAM(drain_pacing_gain_x1000, BBR3_DEFAULT_DRAIN_PACING_GAIN_X1000,
+	   100, 10000, "Drain pacing gain x1000 (default "
+	   __stringify(BBR3_DEFAULT_DRAIN_PACING_GAIN_X1000) ")");
+/* draft ProbeBW_DOWN pacing gain (0.90); BBRv2 0.75 */
+BBR3_PARAM(probe_down_pacing_gain_x1000,
+	   BBR3_DEFAULT_PROBE_DOWN_PACING_GAIN_X1000, 100, 10000,
+	   "ProbeBW_DOWN pacing gain x1000 (default "
+	   __stringify(BBR3_DEFAULT_PROBE_DOWN_PACING_GAIN_X1000) ")");
 /* draft ProbeBW_UP pacing gain (1.25) */
 BBR3_PARAM(probe_up_pacing_gain_x1000, 1250, 100, 10000,
 	   "ProbeBW_UP pacing gain x1000 (draft, default 1250)");
-/* draft ProbeBW_UP cwnd gain (2.25) */
-BBR3_PARAM(probe_up_cwnd_gain_x1000, 2250, 100, 10000,
-	   "ProbeBW_UP cwnd gain x1000 (draft, default 2250)");
+/* draft ProbeBW_UP cwnd gain (2.25); BBRv2 keeps bbr_cwnd_gain (2) */
+BBR3_PARAM(probe_up_cwnd_gain_x1000, BBR3_DEFAULT_PROBE_UP_CWND_GAIN_X1000,
+	   100, 10000, "ProbeBW_UP cwnd gain x1000 (default "
+	   __stringify(BBR3_DEFAULT_PROBE_UP_CWND_GAIN_X1000) ")");
+/*
+ * When ProbeBW_UP ends without loss. 0: the draft's IsTimeToGoDown (the bw
+ * plateaus for full_bw_rounds, unless cwnd-limited at inflight_hi). Nonzero:
+ * BBRv2's rule (bbr2_update_cycle_phase, "is_queuing"): after one min_rtt
+ * in UP, once inflight reaches this gain x the estimated BDP.
+ */
+BBR3_PARAM_OR_0(up_exit_pif_gain_x1000, BBR3_DEFAULT_UP_EXIT_PIF_GAIN_X1000,
+		1000, 10000,
+		"ProbeBW_UP ends at this inflight/BDP after a min_rtt (BBRv2); 0 = on a bw plateau (draft) (default "
+		__stringify(BBR3_DEFAULT_UP_EXIT_PIF_GAIN_X1000) ")");
 /* draft "BBR.ProbeRTTCwndGain" (0.5) */
 BBR3_PARAM(probe_rtt_cwnd_gain_x1000, 500, 100, 10000,
 	   "ProbeRTT cwnd gain x1000 (draft, default 500)");
@@ -266,12 +328,14 @@ BBR3_PARAM(full_bw_growth_pct, 25, 1, 1000,
 /* draft CheckFullBWReached: full_bw_count threshold (3) */
 BBR3_PARAM(full_bw_rounds, 3, 1, 100,
 	   "Rounds without growth = bw plateau (draft, default 3)");
-/* draft "BBRStartupFullLossCnt" (6) */
-BBR3_PARAM(startup_full_loss_cnt, 6, 1, 1000,
-	   "Loss events in a round to exit Startup (draft BBRStartupFullLossCnt, default 6)");
-/* draft CheckDrainDone (3 rounds) */
-BBR3_PARAM(drain_max_rounds, 3, 1, 1000,
-	   "Leave Drain after this many rounds at most (draft, default 3)");
+/* draft "BBRStartupFullLossCnt" (6); BBRv2 bbr_full_loss_cnt 8 */
+BBR3_PARAM(startup_full_loss_cnt, BBR3_DEFAULT_STARTUP_FULL_LOSS_CNT, 1, 1000,
+	   "Loss events in a round to exit Startup (default "
+	   __stringify(BBR3_DEFAULT_STARTUP_FULL_LOSS_CNT) ")");
+/* draft CheckDrainDone (3 rounds); 0 = no limit (BBRv2 drains to the BDP) */
+BBR3_PARAM_OR_0(drain_max_rounds, BBR3_DEFAULT_DRAIN_MAX_ROUNDS, 1, 1000,
+		"Leave Drain after this many rounds at most; 0 = only once drained (default "
+		__stringify(BBR3_DEFAULT_DRAIN_MAX_ROUNDS) ")");
 /* draft "BBR.ExtraAckedFilterLen" (10) */
 BBR3_PARAM(extra_acked_filter_rounds, 10, 1, 100,
 	   "extra_acked max-filter window, rounds (draft, default 10)");
@@ -348,6 +412,7 @@ struct bbr3 {
 	u64 extra_acked_start;		/* draft extra_acked_interval_start, us */
 	u64 cycle_stamp;		/* draft BBR.cycle_stamp, us */
 	u64 bw_probe_wait_us;		/* draft BBR.bw_probe_wait */
+	u64 up_start_us;		/* when ProbeBW_UP began (BBRv2 rule) */
 	struct minmax extra_acked_filter; /* packets over round_count */
 
 	u32 mode;			/* enum bbr3_mode */
@@ -389,10 +454,7 @@ struct bbr3 {
 	u32 loss_round_delivered;
 	u32 loss_round_lost_start;	/* tp->lost when this loss round began */
 	u32 loss_events_in_round;	/* ACKs that marked losses this round */
-	u32 inflight_max_cur;		/* max prior_in_flight, this round */
-	u32 inflight_max_prev;		/* max prior_in_flight, previous round */
-	u32 lost_at_round_cur;		/* tp->lost when this round began */
-	u32 lost_at_round_prev;		/* tp->lost when the previous round began */
+	struct bbr3_hist hist;		/* send-time P.lost, P.tx_in_flight */
 
 	u32 pacing_gain;		/* x1000, applied now */
 	u32 cwnd_gain;			/* x1000, applied now */
@@ -658,17 +720,25 @@ static void bbr3_trace(struct sock *sk, struct bbr3 *st, bool transition)
 /* Mode and phase transitions                                          */
 /* ------------------------------------------------------------------ */
 
+/* Startup and Drain cwnd gain: the draft's default gain unless set */
+static u32 bbr3_startup_cwnd_gain(void)
+{
+	u32 g = READ_ONCE(startup_cwnd_gain_x1000);
+
+	return g ? g : READ_ONCE(cwnd_gain_x1000);
+}
+
 /* Set the gains of the current mode/phase (draft's table) and trace it. */
 static void bbr3_set_gains(struct sock *sk, struct bbr3 *st)
 {
 	switch (st->mode) {
 	case BBR3_STARTUP:
 		st->pacing_gain = st->startup_pacing_gain;
-		st->cwnd_gain = cwnd_gain_x1000;
+		st->cwnd_gain = bbr3_startup_cwnd_gain();
 		break;
 	case BBR3_DRAIN:
 		st->pacing_gain = drain_pacing_gain_x1000;
-		st->cwnd_gain = cwnd_gain_x1000;
+		st->cwnd_gain = bbr3_startup_cwnd_gain();
 		break;
 	case BBR3_PROBE_RTT:
 		st->pacing_gain = GAIN_UNIT;
@@ -769,6 +839,9 @@ static void bbr3_start_bw_down(struct sock *sk, struct bbr3 *st)
 /* draft StartProbeBW_CRUISE() */
 static void bbr3_start_bw_cruise(struct sock *sk, struct bbr3 *st)
 {
+	/* BBRv2 (bbr2_start_bw_probe_cruise): cruise no higher than inflight_hi */
+	if (BBR3_V2 && st->inflight_lo != BBR3_INF)
+		st->inflight_lo = min(st->inflight_lo, st->inflight_hi);
 	st->phase = BBR3_BW_CRUISE;
 	bbr3_set_gains(sk, st);
 }
@@ -805,6 +878,7 @@ static void bbr3_start_bw_up(struct sock *sk, struct bbr3 *st,
 	bbr3_start_round(sk, st);
 	bbr3_reset_full_bw(st);
 	st->full_bw = a->bw;
+	st->up_start_us = bbr3_now_us(sk);
 	st->phase = BBR3_BW_UP;
 	bbr3_set_gains(sk, st);
 	bbr3_raise_inflight_hi_slope(sk, st);
@@ -864,10 +938,6 @@ static void bbr3_update_round(struct sock *sk, struct bbr3 *st,
 		st->rounds_since_probe_up++;
 		st->round_start = 1;
 		st->packet_conservation = 0;
-		st->inflight_max_prev = st->inflight_max_cur;
-		st->inflight_max_cur = 0;
-		st->lost_at_round_prev = st->lost_at_round_cur;
-		st->lost_at_round_cur = tcp_sk(sk)->lost;
 	}
 }
 
@@ -945,19 +1015,12 @@ static u32 bbr3_inflight_at_loss(const struct bbr3_ack *a)
 static void bbr3_handle_lost(struct sock *sk, struct bbr3 *st,
 			     const struct bbr3_ack *a)
 {
-	u32 lost;
-
 	bbr3_note_loss(sk, st, a);
 	if (!st->bw_probe_sample)
 		return;	/* not a packet sent while probing bandwidth */
-	lost = tcp_sk(sk)->lost - st->lost_at_round_prev;	/* approx. 2 */
-	if (bbr3_is_inflight_too_high(sk, lost, a->tx_in_flight)) {
-		struct bbr3_ack b = *a;
-
-		b.lost = lost;
+	if (bbr3_is_inflight_too_high(sk, a->lost, a->tx_in_flight))
 		bbr3_handle_inflight_too_high(sk, st, a,
-					      bbr3_inflight_at_loss(&b));
-	}
+					      bbr3_inflight_at_loss(a));
 }
 
 /* draft UpdateLatestDeliverySignals() */
@@ -1013,8 +1076,11 @@ static void bbr3_check_startup_high_loss(struct sock *sk, struct bbr3 *st,
 		return;
 	st->undo_state = UNDO_STARTUP;
 	st->full_bw_reached = 1;
-	st->inflight_hi = max(bbr3_bdp_multiple(sk, st, st->bw, GAIN_UNIT),
-			      st->inflight_latest);
+	if (BBR3_V2)	/* bbr2_handle_queue_too_high_in_startup: Inflight(max_bw, 1) */
+		st->inflight_hi = bbr3_inflight(sk, st, st->max_bw, GAIN_UNIT);
+	else
+		st->inflight_hi = max(bbr3_bdp_multiple(sk, st, st->bw, GAIN_UNIT),
+				      st->inflight_latest);
 	bbr3_enter_drain(sk, st);
 }
 
@@ -1107,11 +1173,13 @@ static void bbr3_check_startup_done(struct sock *sk, struct bbr3 *st)
 /* draft CheckDrainDone() */
 static void bbr3_check_drain_done(struct sock *sk, struct bbr3 *st)
 {
+	u32 max_rounds = READ_ONCE(drain_max_rounds);	/* 0: no limit */
+
 	if (st->mode != BBR3_DRAIN)
 		return;
 	if (tcp_packets_in_flight(tcp_sk(sk)) <=
 		    bbr3_inflight(sk, st, st->bw, GAIN_UNIT) ||
-	    st->round_count > st->drain_start_round + drain_max_rounds)
+	    (max_rounds && st->round_count > st->drain_start_round + max_rounds))
 		bbr3_enter_probe_bw(sk, st);
 }
 
@@ -1122,8 +1190,12 @@ static void bbr3_probe_inflight_hi_upward(struct sock *sk, struct bbr3 *st,
 	u32 delta;
 
 	if (!tcp_is_cwnd_limited(sk) ||
-	    tcp_snd_cwnd(tcp_sk(sk)) < st->inflight_hi)
+	    tcp_snd_cwnd(tcp_sk(sk)) < st->inflight_hi) {
+		/* BBRv2 (bbr2_probe_inflight_hi_upward) drops unused credit */
+		if (BBR3_V2)
+			st->bw_probe_up_acked = 0;
 		return;	/* not fully using inflight_hi, so don't grow it */
+	}
 	st->bw_probe_up_acked += a->newly_acked;
 	if (st->probe_up_acked_per_inc != BBR3_INF &&
 	    st->bw_probe_up_acked >= st->probe_up_acked_per_inc) {
@@ -1204,10 +1276,19 @@ static bool bbr3_is_time_to_cruise(const struct sock *sk,
 static bool bbr3_is_time_to_go_down(struct sock *sk, struct bbr3 *st,
 				    const struct bbr3_ack *a)
 {
-	if (st->prev_probe_too_high &&
-	    tcp_packets_in_flight(tcp_sk(sk)) >= st->inflight_hi) {
+	u32 pif = READ_ONCE(up_exit_pif_gain_x1000);
+	u32 inflight = tcp_packets_in_flight(tcp_sk(sk));
+
+	if (st->prev_probe_too_high && inflight >= st->inflight_hi) {
 		st->prev_probe_precautionary = 1;
 		return true;
+	}
+	if (pif) {
+		/* BBRv2 ("is_queuing"): a min_rtt into UP with inflight at
+		 * pif x BDP, a queue is building: go down */
+		return st->min_rtt_us != BBR3_INF &&
+		       bbr3_now_us(sk) > st->up_start_us + st->min_rtt_us &&
+		       inflight >= bbr3_inflight(sk, st, st->max_bw, pif);
 	}
 	if (tcp_is_cwnd_limited(sk) &&
 	    tcp_snd_cwnd(tcp_sk(sk)) >= st->inflight_hi) {
@@ -1429,6 +1510,17 @@ static bool bbr3_recovery_cwnd(struct sock *sk, struct bbr3 *st,
 	u8 state = inet_csk(sk)->icsk_ca_state, prev = st->prev_ca_state;
 	u32 inflight = tcp_packets_in_flight(tp);
 
+	if (BBR3_V2) {
+		/* BBRv2 (tcp_bbr2.c bbr_set_cwnd, bbr2_set_state): no packet
+		 * conservation, the loss response is the model's bounds; only a
+		 * cwnd an RTO collapsed is restored, as the Loss state ends */
+		if (state == TCP_CA_Recovery && prev != TCP_CA_Recovery)
+			st->recovery_start_round = st->round_count;
+		else if (prev == TCP_CA_Loss && state != TCP_CA_Loss)
+			*cwnd = max(*cwnd, st->prior_cwnd);
+		st->prev_ca_state = state;
+		return false;
+	}
 	if (a->losses > 0)
 		*cwnd = max_t(s32, (s32)*cwnd - (s32)a->losses, 1);
 
@@ -1508,10 +1600,32 @@ static void bbr3_fallback_control(struct sock *sk, const struct rate_sample *rs)
 /* tcp_congestion_ops callbacks                                        */
 /* ------------------------------------------------------------------ */
 
+/*
+ * RS.lost and RS.tx_in_flight of this ACK (approximations 1 and 2): the
+ * send-time state of its newest ACKed packet, P.delivered =
+ * rs->prior_delivered, from the checkpoint ring (bbr3_send_history.h). An
+ * ACK without a valid rate sample names no packet; one sent a flight ago
+ * (C.delivered was then about C.delivered - inflight) stands for it. Where
+ * the ring has no inflight for the packet, the inflight before this ACK
+ * stands in.
+ */
+static void bbr3_send_state(struct sock *sk, struct bbr3 *st,
+			    const struct rate_sample *rs, struct bbr3_ack *a)
+{
+	const struct tcp_sock *tp = tcp_sk(sk);
+	u32 p_delivered = a->valid ? a->prior_delivered :
+				     tp->delivered - rs->prior_in_flight;
+	u32 tx = 0;
+
+	bbr3_hist_on_ack(&st->hist, rs->prior_in_flight, tp->delivered,
+			 tp->lost, tcp_snd_cwnd(tp) / BBR3_HIST_PER_FLIGHT);
+	bbr3_hist_lookup(&st->hist, p_delivered, &a->lost, &tx);
+	a->tx_in_flight = tx ? tx : rs->prior_in_flight;
+}
+
 /* draft UpdateOnACK(): the per-ACK table of contents */
 static void bbr3_main(struct sock *sk, const struct rate_sample *rs)
 {
-	struct tcp_sock *tp = tcp_sk(sk);
 	struct bbr3 *st = bbr3_state(sk);
 	struct bbr3_ack a = {};
 
@@ -1533,11 +1647,9 @@ static void bbr3_main(struct sock *sk, const struct rate_sample *rs)
 						  rs->interval_us), BBR3_INF - 1);
 
 	bbr3_update_round(sk, st, &a);	/* UpdateMaxBw()'s UpdateRound() */
-	st->inflight_max_cur = max(st->inflight_max_cur, rs->prior_in_flight);
-	a.tx_in_flight = max(rs->prior_in_flight, st->inflight_max_prev);
+	bbr3_send_state(sk, st, rs, &a);	/* approximations 1 and 2 */
 	if (a.losses)
 		bbr3_handle_lost(sk, st, &a);	/* HandleLostPacket(), approx. 3 */
-	a.lost = tp->lost - st->lost_at_round_prev;	/* approximation 2 */
 
 	/* UpdateModelAndState() */
 	bbr3_update_latest_delivery_signals(sk, st, &a);
@@ -1608,8 +1720,7 @@ static void bbr3_init(struct sock *sk)
 	st->next_round_delivered = tp->delivered;	/* InitRoundCounting() */
 	st->loss_round_delivered = tp->delivered;
 	st->loss_round_lost_start = tp->lost;
-	st->lost_at_round_cur = tp->lost;
-	st->lost_at_round_prev = tp->lost;
+	bbr3_hist_reset(&st->hist, tp->delivered, tp->lost);
 	bbr3_reset_full_bw(st);
 	bbr3_enter_startup(sk, st);
 	bbr3_init_pacing_rate(sk, st);
@@ -1650,6 +1761,12 @@ static u32 bbr3_undo_cwnd(struct sock *sk)
 	st->bw_lo = max(st->bw_lo, st->undo_bw_lo);
 	st->inflight_lo = max(st->inflight_lo, st->undo_inflight_lo);
 	st->inflight_hi = max(st->inflight_hi, st->undo_inflight_hi);
+	if (BBR3_V2) {
+		/* bbr2_undo_cwnd: the bounds and the cwnd saved at the loss come
+		 * back; Startup or a probe is not resumed */
+		st->undo_state = UNDO_NONE;
+		return st->prior_cwnd ? st->prior_cwnd : tcp_snd_cwnd(tp);
+	}
 	if (st->undo_state == UNDO_STARTUP && st->mode != BBR3_STARTUP) {
 		st->full_bw_reached = 0;
 		if (st->mode != BBR3_PROBE_RTT)
@@ -1677,6 +1794,14 @@ static void bbr3_set_state(struct sock *sk, u8 new_state)
 			st->loss_in_round = 1;
 			st->loss_round_delivered = tcp_sk(sk)->delivered;
 		}
+		/* bbr2_set_state: the RTO restarts the full-pipe estimate, and
+		 * a short-term volume bound starts at the cwnd before it */
+		if (BBR3_V2) {
+			st->full_bw = 0;
+			if (!bbr3_is_probing_bw(st) &&
+			    st->inflight_lo == BBR3_INF && st->prior_cwnd)
+				st->inflight_lo = st->prior_cwnd;
+		}
 	}
 }
 
@@ -1691,9 +1816,10 @@ static void bbr3_cwnd_event(struct sock *sk, enum tcp_ca_event event)
 	st->idle_restart = 1;
 	st->extra_acked_start = tp->tcp_mstamp;
 	st->extra_acked_delivered = 0;
+	/* pace at est. bw; the guarded setter keeps a zero bw (a bw_lo cut
+	 * to 0 by lossy rounds without samples) from setting rate 0 (B4) */
 	if (st->mode == BBR3_PROBE_BW)
-		WRITE_ONCE(sk->sk_pacing_rate,
-			   bbr3_rate_bytes_per_sec(sk, st->bw, GAIN_UNIT));
+		bbr3_set_pacing_rate_with_gain(sk, st, GAIN_UNIT);
 	else if (st->mode == BBR3_PROBE_RTT)
 		bbr3_check_probe_rtt_done(sk, st);
 }
