@@ -342,7 +342,8 @@ def _judged(e: Expectation, label: str, samples: list[Callable[[ast.expr], float
 def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
     """The expectations recorded with each scenario's runs (their scenario.yaml), once per scenario.
     Returns them and notes on any that could not be read."""
-    import yaml
+    from .safeload import Refused, load_yaml_file
+    from .scenario import MAX_FILE_BYTES
 
     seen: dict[str, list] = {}
     notes: list[str] = []
@@ -351,10 +352,10 @@ def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
         if name in seen or not isinstance(name, str):
             continue
         path = run.path / "scenario.yaml"
-        try:
-            resolved = yaml.safe_load(path.read_text()) if path.exists() else {}
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-            notes.append(f"{path}: unreadable ({error.__class__.__name__}); its claims are not judged")
+        try:  # the loader of experiments.yaml: a run directory may come from anywhere (a CI artifact)
+            resolved = load_yaml_file(path, MAX_FILE_BYTES, "a scenario.yaml") if path.exists() else {}
+        except Refused as error:
+            notes.append(f"{error}; its claims are not judged")
             resolved = {}
         seen[name] = (resolved.get("expect") or []) if isinstance(resolved, dict) else []
     out = []

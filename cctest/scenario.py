@@ -12,10 +12,10 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError,
                       ValidationInfo, field_validator, model_validator)
 
+from . import safeload
 from .claims import ClaimError
 from .errors import BadInput
 from .claims import parse as parse_claim
@@ -31,7 +31,7 @@ MAX_FLOWS = 253  # flow i's hosts are 10.0.1.(i+1) and 10.0.2.(i+1)
 MAX_BUFFER_BYTES = 1 << 30  # 1 GiB: far beyond any emulated path, and netem's limit stays in range
 MAX_PARAM = 2**32 - 1  # module parameters are uint
 MAX_FILE_BYTES = 1 << 20
-MAX_NESTING = 32  # an experiments file is a few levels deep; deeper is a mistake or an attack
+MAX_NESTING = safeload.MAX_NESTING
 ETHERNET_HEADER_BYTES = 14  # what the shaper counts on top of the IP packet
 MTU_BYTES = 1500  # the interfaces' default, which the topology keeps
 ETHERNET_FRAME_BYTES = MTU_BYTES + ETHERNET_HEADER_BYTES  # one MTU-sized packet on the wire, the smallest buffer
@@ -323,91 +323,11 @@ class Experiments(BaseModel):
         return self.scenarios[name]
 
 
-FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present
-
-
-class _StrictLoader(FAST_SAFE_LOADER):
-    """SafeLoader that refuses what YAML would silently accept: a key given twice (the last would
-    win) and keys that are not text (YAML 1.1 reads `yes:`, `on:`, `no:` as booleans)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen: dict = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # `<<: *defaults`: the keys given here override the merged ones, as meant
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if isinstance(key, bool) or key is None:
-                raise ScenarioError(
-                    f"line {line}: key {key_node.value!r} reads as {key!r} in YAML, not as text; quote it "
-                    f"('{key_node.value}':)")
-            if not isinstance(key, (str, int, float)):
-                raise ScenarioError(f"line {line}: a key must be text, got a {type(key).__name__}")
-            if key in seen:
-                raise ScenarioError(f"line {line}: key {key!r} given twice (first on line {seen[key]}); "
-                                    "keep one")
-            seen[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-    def construct_yaml_int(self, node):
-        try:
-            return super().construct_yaml_int(node)
-        except ValueError:  # more digits than Python converts
-            raise ScenarioError(f"line {node.start_mark.line + 1}: a number of {len(node.value)} digits; "
-                                "not a value any key takes") from None
-
-
-_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
-
-
-def _nesting_problem(node, depth: int = 0, path: tuple = ()) -> str | None:
-    """Depth beyond MAX_NESTING, or a cycle (a recursive YAML anchor), as a message; else None."""
-    if not isinstance(node, (dict, list)):
-        return None
-    if depth > MAX_NESTING:
-        return f"nested more than {MAX_NESTING} levels deep"
-    if any(node is outer for outer in path):
-        return "a recursive YAML anchor (a value contains itself)"
-    children = node.values() if isinstance(node, dict) else node
-    for child in children:
-        problem = _nesting_problem(child, depth + 1, path + (node,))
-        if problem:
-            return problem
-    return None
-
-
-def _check_depth(text: str) -> None:
-    """Refuse deep nesting from the parser's event stream, before the (recursive) composer would
-    take seconds to reach Python's recursion limit."""
-    depth = 0
-    # libyaml's scanner when present: the pure-Python one takes time quadratic in flow nesting.
-    for event in yaml.parse(text, Loader=FAST_SAFE_LOADER):
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            depth += 1
-            if depth > MAX_NESTING:
-                raise ScenarioError(f"line {event.start_mark.line + 1}: nested more than {MAX_NESTING} levels deep; "
-                                    "not an experiments file")
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            depth -= 1
-
-
 def parse_experiments(text: str, source: str) -> Experiments:
     try:
-        _check_depth(text)
-        document = yaml.load(text, Loader=_StrictLoader) or {}
-    except ScenarioError as error:
+        document = safeload.load_yaml(text) or {}
+    except safeload.Refused as error:
         raise ScenarioError(f"{source}: {error}") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise ScenarioError(f"{source}:{where}: not valid YAML ({getattr(error, 'problem', error)})") from None
-    except ValueError as error:  # e.g. an integer of more than 4300 digits
-        raise ScenarioError(f"{source}: a value cannot be read ({error})") from None
-    except RecursionError:
-        raise ScenarioError(f"{source}: nested more than {MAX_NESTING} levels deep; not an experiments file") from None
-    problem = _nesting_problem(document)
-    if problem:
-        raise ScenarioError(f"{source}: {problem}; not an experiments file")
     if not isinstance(document, dict):
         raise ScenarioError(f"{source}: top level must be a mapping with keys defaults, scenarios")
     unknown = set(document) - {"defaults", "scenarios"}
@@ -432,18 +352,8 @@ def parse_experiments(text: str, source: str) -> Experiments:
 
 
 def load_experiments(path: str | Path) -> Experiments:
-    path = Path(path)
     try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise ScenarioError(f"{path}: cannot read ({error.strerror})") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ScenarioError(f"{path}: {len(data)} bytes; an experiments file is at most {MAX_FILE_BYTES} "
-                            "(matrices are lists of values, not generated data)")
-    try:
-        text = data.decode("utf-8-sig")  # UTF-8 only (a UTF-8 byte-order mark is fine)
-    except UnicodeDecodeError as error:
-        raise ScenarioError(f"{path}: not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start}); "
-                            "save it as UTF-8") from None
+        text = safeload.decode_utf8(safeload.read_bounded(path, MAX_FILE_BYTES, "an experiments file"))
+    except safeload.Refused as error:
+        raise ScenarioError(f"{path}: {error}") from None
     return parse_experiments(text, str(path))
-
