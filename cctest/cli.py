@@ -211,7 +211,8 @@ def clean(force: bool) -> None:
     every process in it, links, host shells, processes, a tracefs mount, modules, sysctls)."""
     actions = journal.clean(force=force)
     for line in actions:
-        console.print(line, highlight=False, soft_wrap=True)  # one line each, paths unbroken
+        # one line each, paths unbroken; a journal's text is never markup or terminal control
+        console.print(errors.printable(line), highlight=False, soft_wrap=True, markup=False)
     if not actions:
         console.print("nothing to clean" + ("" if force else ": no journal of a killed run (--force also removes "
                                                               "anything that looks like a cctest run's)"))

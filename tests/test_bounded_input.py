@@ -208,3 +208,53 @@ def test_yaml_number_forms_that_read_as_something_else_are_refused(tmp_path):
             safeload.load_yaml(f"x: {text}\n")
     assert safeload.load_yaml("x: [0, 20, 0x10, 0.5, '020']\n") == {"x": [0, 20, 16, 0.5, "020"]}
     assert yaml.safe_load("x: 020\n") == {"x": 16}  # what PyYAML alone would have run
+
+
+# --- every message a user sees is one line a terminal shows as written (issue 24, item 6) -------
+
+HOSTILE_CHARS = "\x1b[2J\x1b[32mall good\x0b\x0c\x85\u2028\u2029\u202e\u2066\x9b\x07\x00\x7f\r\n"
+
+
+def assert_shown_as_written(text: str) -> None:
+    for char in HOSTILE_CHARS.replace("\n", ""):
+        if not " " <= char <= "~":
+            assert char not in text, (repr(char), text)
+    assert text.count("\n") <= 1 and text.endswith("\n") or "\n" not in text
+
+
+def test_printable_escapes_every_control_format_and_separator_character():
+    from cctest.errors import printable
+
+    assert printable("a\x1bb\x0bc\x85d\u2028e\u2029f\u202eg\th\n") == "a\\x1bb\\x0bc\\x85d\\u2028e\\u2029f\\u202eg\\th\\n"
+    assert printable("café, 日本, ±, —") == "café, 日本, ±, —"  # what shows as a glyph stays
+    assert len(printable("x" * 100_000)) == 480 and " … " in printable("x" * 100_000)
+
+
+def test_a_hostile_key_in_experiments_yaml_is_one_escaped_line(tmp_path):
+    path = tmp_path / "exp.yaml"
+    escaped = HOSTILE_CHARS.replace("\x00", "").replace("\r\n", "")  # YAML refuses NUL and line breaks in keys
+    key = "".join(f"\\u{ord(c):04x}" for c in escaped)
+    path.write_text(GOOD + f"    \"{key}{'k' * 600}\": 1\n")
+    for args in (["list", "-f", str(path)], ["run", "one", "-f", str(path), "--dry-run"]):
+        result = CliRunner().invoke(main, args, color=True)  # color: click strips nothing
+        assert result.exit_code == 2, result.output
+        assert_shown_as_written(result.stderr)
+        assert len(result.stderr.splitlines()) == 1 and len(result.stderr) < 500
+        assert "\\x1b[2J" in result.stderr and "unknown key" in result.stderr
+
+
+def test_check_escapes_the_scenario_name_it_reads_from_meta_json(tmp_path):
+    import json
+
+    runs_dir = run_dir_with(tmp_path)
+    run = runs_dir / "r"
+    meta = json.loads((run / "meta.json").read_text())
+    meta["scenario"] = "evil" + HOSTILE_CHARS
+    (run / "meta.json").write_text(json.dumps(meta))
+    resolved = yaml.safe_load((run / "scenario.yaml").read_text())
+    resolved["expect"] = [{"claim": "share(bbr) > 0.1"}]
+    (run / "scenario.yaml").write_text(yaml.safe_dump(resolved))
+    result = CliRunner().invoke(main, ["check", str(runs_dir), "-o", str(tmp_path / "c.json")], color=True)
+    assert "evil\\x1b[2J" in result.stdout, result.output
+    for line in result.output.splitlines(keepends=True):
+        assert_shown_as_written(line)
