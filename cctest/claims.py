@@ -119,7 +119,41 @@ def parse(text: str) -> Claim:
     claim = Claim(text.strip(), operands, tuple(operators), frozenset(ccs))
     if all(claim.is_constant(k) for k in range(len(operands))):
         raise ClaimError("compares only numbers: name a metric")
+    _check_satisfiable(claim)
     return claim
+
+
+# Terms only this project's modules can have: the kernel's controls trace no mode.
+PROJECT_ONLY_TERMS = ("startup_s",)
+
+
+def _check_satisfiable(claim: Claim) -> None:
+    """Refuse a claim no measurement can pass, where that is decidable from its text: a constant
+    that divides by zero, two constants of a chain in the wrong order (`jain < 1 < 0`,
+    `0.6 < share(bbr) < 0.4`), a term the named control cannot have (`startup_s(cubic)`)."""
+    from .projectccs import project_ccs
+
+    for operand in claim.operands:
+        for node in ast.walk(operand):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and not metric_nodes(node.right):
+                if evaluate(node.right, lambda _: math.nan) == 0:
+                    raise ClaimError(f"{ast.unparse(node)} divides by zero: no measurement can pass it")
+            if isinstance(node, ast.Call) and node.func.id in PROJECT_ONLY_TERMS:
+                cc = cc_of_call(node)
+                if cc not in project_ccs():
+                    raise ClaimError(f"{ast.unparse(node)}: {cc} has no Startup mode cctest can see (only this "
+                                     f"project's modules trace their mode: {', '.join(project_ccs())})")
+    constants = [k for k in range(len(claim.operands)) if claim.is_constant(k)]
+    for i, j in ((i, j) for i in constants for j in constants if i < j):
+        between = set(claim.operators[i:j])
+        if between <= {"<", "<="} or between <= {">", ">="}:
+            low, high = (evaluate(claim.operands[k], lambda _: math.nan) for k in (i, j))
+            strict = bool(between & {"<", ">"})
+            if between <= {">", ">="}:
+                low, high = high, low
+            if low > high or (strict and low == high):
+                raise ClaimError(f"{claim.operand_text(i)} and {claim.operand_text(j)} make the chain impossible: "
+                                 "no measurement can pass it")
 
 
 def _check_arithmetic(node: ast.expr, ccs: set[str]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -41,9 +42,28 @@ class ScenarioError(BadInput):
     """A one-line, user-facing description of what is wrong with experiments.yaml."""
 
 
+def takes_bool(annotation) -> bool:
+    return annotation is bool or bool in typing.get_args(annotation)
+
+
+def no_booleans_for_numbers(model: type[BaseModel], data: Any) -> Any:
+    """pydantic reads true as 1 for a number (`rate_mbps: true` ran at 1 Mbit/s, `loss_pct: yes` at
+    1 %): a yes/no value is refused wherever the key does not take one."""
+    if isinstance(data, dict):
+        for name, info in model.model_fields.items():
+            if isinstance(data.get(name), bool) and not takes_bool(info.annotation):
+                raise ValueError(f"{name}: {str(data[name]).lower()} is a yes/no value, not a number")
+    return data
+
+
 class Strict(BaseModel):
     # allow_inf_nan: YAML's .inf and .nan are numbers to PyYAML, never a rate, delay or buffer.
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def no_booleans(cls, data: Any) -> Any:
+        return no_booleans_for_numbers(cls, data)
 
 
 ModuleParam = Annotated[StrictInt, Field(ge=0, le=MAX_PARAM)]
@@ -53,11 +73,39 @@ MIN_RATE_MBPS, MAX_RATE_MBPS = 0.01, 100_000
 AQMS = ("fifo", "fq_codel", "codel", "pie", "red")
 
 
+# tc applies delays in whole microseconds (64 ns ticks, then rounded): a smaller or finer delay is
+# not what runs. Timed link changes go one at a time from one tc process: closer than a millisecond
+# no packet would see the one between.
+DELAY_RESOLUTION_MS = 0.001
+MIN_CHANGE_GAP_S = 0.001
+MAX_SCHEDULE_STEPS = 1000  # rate steps, and outages, per link: a schedule, not a trace to replay
+MAX_NAME_CHARS = 64  # a scenario's name starts each run directory's name
+
+
+def whole_microseconds(value: float | None, key: str) -> float | None:
+    if value is not None and abs(value / DELAY_RESOLUTION_MS - round(value / DELAY_RESOLUTION_MS)) > 1e-6:
+        raise ValueError(f"{key}: {value!r} ms is not a whole number of microseconds, the resolution tc "
+                         f"applies delays at; round it (e.g. {round(value, 3):g})")
+    return value
+
+
+def not_sub_millisecond(seconds: float, key: str) -> float:
+    if seconds < MIN_CHANGE_GAP_S:
+        raise ValueError(f"{key}: {seconds!r} s; at least {MIN_CHANGE_GAP_S * 1000:g} ms (a link change is applied "
+                         "by a tc process, not at a finer time)")
+    return seconds
+
+
 class RateStep(Strict):
     """From `at_s` seconds after time zero on, the bottleneck runs at `rate_mbps`."""
 
     at_s: float = Field(gt=0, le=3600)
     rate_mbps: float = Field(ge=MIN_RATE_MBPS, le=MAX_RATE_MBPS)
+
+    @field_validator("at_s")
+    @classmethod
+    def after_time_zero(cls, at_s: float) -> float:
+        return not_sub_millisecond(at_s, "at_s")
 
 
 class Outage(Strict):
@@ -67,11 +115,16 @@ class Outage(Strict):
     at_s: float = Field(gt=0, le=3600)
     duration_s: float = Field(gt=0, le=3600)
 
+    @field_validator("at_s", "duration_s")
+    @classmethod
+    def not_too_close(cls, seconds: float, info: ValidationInfo) -> float:
+        return not_sub_millisecond(seconds, info.field_name)
+
 
 class Link(Strict):
     # netem's rate is whole bit/s: below 10 kbit/s the rounding is the rate, and 0 means no shaping.
     rate_mbps: float = Field(ge=MIN_RATE_MBPS, le=MAX_RATE_MBPS)
-    rtt_ms: float = Field(gt=0, le=10_000)
+    rtt_ms: float = Field(ge=DELAY_RESOLUTION_MS, le=10_000)
     buffer_bdp: float | None = Field(default=None, gt=0, le=1000)
     buffer_bytes: int | None = Field(default=None, gt=0, le=MAX_BUFFER_BYTES)
     loss_pct: float = Field(default=0.0, ge=0, lt=100)
@@ -79,8 +132,23 @@ class Link(Strict):
     aqm: Literal[AQMS] = "fifo"  # the bottleneck's queue discipline (cctest/net/bottleneck.py)
     aqm_params: dict[str, Any] = Field(default_factory=dict)  # checked against the aqm's own model
     ecn: bool = False  # senders and receivers negotiate ECN; the AQM marks instead of dropping
-    rate_schedule: list[RateStep] = Field(default_factory=list)
-    outages: list[Outage] = Field(default_factory=list)
+    rate_schedule: list[RateStep] = Field(default_factory=list, max_length=MAX_SCHEDULE_STEPS)
+    outages: list[Outage] = Field(default_factory=list, max_length=MAX_SCHEDULE_STEPS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def schedules_bounded(cls, data: Any) -> Any:
+        # before the steps are validated one by one: the bound is on that work too
+        for key in ("rate_schedule", "outages"):
+            steps = data.get(key) if isinstance(data, dict) else None
+            if isinstance(steps, list) and len(steps) > MAX_SCHEDULE_STEPS:
+                raise ValueError(f"{key}: {len(steps)} entries; at most {MAX_SCHEDULE_STEPS} per link")
+        return data
+
+    @field_validator("rtt_ms")
+    @classmethod
+    def rtt_applies(cls, rtt_ms: float) -> float:
+        return whole_microseconds(rtt_ms, "rtt_ms")
 
     @model_validator(mode="after")
     def one_buffer_size(self) -> "Link":
@@ -110,6 +178,11 @@ class Link(Strict):
         times = [step.at_s for step in self.rate_schedule]
         if times != sorted(set(times)):
             raise ValueError(f"rate_schedule: at_s must increase from step to step, got {times}")
+        for i, (before, after) in enumerate(zip(times, times[1:]), start=1):
+            if after - before < MIN_CHANGE_GAP_S - 1e-12:
+                raise ValueError(f"rate_schedule.{i}.at_s: {after!r} s is {after - before:.3g} s after the step "
+                                 f"before; steps are at least {MIN_CHANGE_GAP_S * 1000:g} ms apart (tc applies them "
+                                 "one at a time)")
         for i, (before, after) in enumerate(zip(self.outages, self.outages[1:]), start=1):
             if after.at_s < before.at_s + before.duration_s:
                 raise ValueError(f"outages.{i}.at_s: {after.at_s:g} s is before the previous outage ends "
@@ -132,10 +205,15 @@ class Link(Strict):
 class Flow(Strict):
     cc: str
     count: int = Field(default=1, ge=1, le=32)
-    rtt_ms: float | None = Field(default=None, gt=0, le=10_000)
+    rtt_ms: float | None = Field(default=None, ge=DELAY_RESOLUTION_MS, le=10_000)
     start_s: float = Field(default=0.0, ge=0)
     duration_s: float | None = Field(default=None, gt=0)
     params: dict[str, ModuleParam] = Field(default_factory=dict)
+
+    @field_validator("rtt_ms")
+    @classmethod
+    def rtt_applies(cls, rtt_ms: float | None) -> float | None:
+        return whole_microseconds(rtt_ms, "rtt_ms")
 
     @field_validator("cc")
     @classmethod
@@ -183,6 +261,9 @@ class Expect(Strict):
         except ClaimError as error:
             raise ValueError(f"{text!r}: {error}") from None
         return text
+
+
+MATRIX_ROOTS = ("link", "flows", "duration_s", "capture", "seed")
 
 
 class Scenario(Strict):
@@ -242,6 +323,19 @@ class Scenario(Strict):
                 raise ValueError(f"link.outages.{i}: it ends at {outage.at_s + outage.duration_s:g} s, after the "
                                  f"scenario's end (duration_s = {self.duration_s:g} s)")
         return self
+
+    @field_validator("matrix")
+    @classmethod
+    def matrix_varies_what_a_run_can(cls, matrix: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        """A matrix key sets what differs between runs: the link, the flows, the length, the
+        captures, the seed. Not `name`, `repetitions`, `expect`, `matrix`, `tags` or `description`:
+        those are about the scenario as a whole (a matrix over them mislabels its runs)."""
+        for key in matrix:
+            first = key.split(".", 1)[0]
+            if first not in MATRIX_ROOTS and first not in Link.model_fields:
+                raise ValueError(f"{key}: a run cannot vary {first}; a matrix key is a link field "
+                                 f"({', '.join(Link.model_fields)}) or a path under {', '.join(MATRIX_ROOTS)}")
+        return matrix
 
     @field_validator("expect")
     @classmethod
@@ -342,8 +436,11 @@ def parse_experiments(text: str, source: str) -> Experiments:
     merged: dict[str, dict] = {}
     validated: dict[str, Scenario] = {}
     for name, body in scenarios.items():
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", str(name)):
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", name):
             raise ScenarioError(f"{source}: scenario {name}: name must be letters, digits and _.+-")
+        if len(name) > MAX_NAME_CHARS:
+            raise ScenarioError(f"{source}: scenario {name[:20]}...: a name of {len(name)} characters; at most "
+                                f"{MAX_NAME_CHARS} (it starts each run directory's name)")
         if not isinstance(body, dict):
             raise ScenarioError(f"{source}: scenario {name}: must be a mapping of keys")
         merged[name] = _deep_merge(defaults, body)

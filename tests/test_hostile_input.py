@@ -102,6 +102,37 @@ HOSTILE: dict[str, tuple[str | bytes, str]] = {
     "over 1 MiB": (GOOD + "#" + "x" * (1 << 20) + "\n", "at most 1048576"),
     "control characters": (GOOD.replace("cubic}", "cu\x07bic}"), "not valid YAML"),
     "defaults a list": ("defaults: [1]\nscenarios: {one: {}}\n", "must be mappings"),
+    # issue 24: accepted nonsense
+    "rate true": (GOOD.replace("rate_mbps: 20", "rate_mbps: true"), "link.rate_mbps: true is a yes/no value"),
+    "loss yes": (GOOD.replace("buffer_bdp: 1}", "buffer_bdp: 1, loss_pct: yes}"), "link.loss_pct: true is a yes/no"),
+    "count true": (GOOD.replace("count: 2", "count: true"), "flows.1.count: true is a yes/no"),
+    "seed on": (GOOD.replace("duration_s: 10", "duration_s: 10\n  seed: on"), "key seed: true is a yes/no"),
+    "aqm target true": (GOOD.replace("buffer_bdp: 1}", "buffer_bdp: 1, aqm: codel, aqm_params: {target_ms: true}}"),
+                        "aqm_params.target_ms: true is a yes/no"),
+    "octal rtt": (GOOD.replace("rtt_ms: 10,", "rtt_ms: 020,"), "020 reads as an octal number"),
+    "sexagesimal duration": (GOOD.replace("duration_s: 10", "duration_s: 1:30"), "sexagesimal"),
+    "sub-microsecond rtt": (GOOD.replace("rtt_ms: 10,", "rtt_ms: 1e-09,"), "link.rtt_ms"),
+    "rtt finer than tc": (GOOD.replace("rtt_ms: 40", "rtt_ms: 40.0001"), "whole number of microseconds"),
+    "rate steps 1 ns apart": (GOOD.replace("buffer_bdp: 1}", "buffer_bdp: 1, rate_schedule: [{at_s: 1, rate_mbps: 5}, "
+                                                             "{at_s: 1.000000001, rate_mbps: 6}]}"),
+                              "link.rate_schedule.1.at_s"),
+    "rate step at 1 ns": (GOOD.replace("buffer_bdp: 1}", "buffer_bdp: 1, rate_schedule: [{at_s: 1e-9, rate_mbps: 5}]}"),
+                          "link.rate_schedule.0.at_s"),
+    "codel target above interval": (GOOD.replace("buffer_bdp: 1}", "buffer_bdp: 1, aqm: fq_codel, aqm_params: "
+                                                                   "{target_ms: 200, interval_ms: 100}}"),
+                                    "link.aqm_params.target_ms: 200 ms is not below interval_ms"),
+    "numeric scenario name": (GOOD + "  123:\n    flows: [{cc: cubic}]\n", "key '123' reads as 123"),
+    "1000-character name": (GOOD + "  " + "a" * 1000 + ":\n    flows: [{cc: cubic}]\n", "at most 64"),
+    "matrix over repetitions": (matrix("{repetitions: [1, 2]}"), "matrix.repetitions: a run cannot vary"),
+    "matrix over name": (matrix("{name: [a, b]}"), "matrix.name: a run cannot vary"),
+    "matrix over expect": (matrix("{expect.0.claim: ['jain < 1']}"), "matrix.expect.0.claim: a run cannot vary"),
+    "claim 1/0": (GOOD + "    expect: [{claim: 'jain < 1/0'}]\n", "divides by zero"),
+    "claim 1 < 0": (GOOD + "    expect: [{claim: 'jain < 1 < 0'}]\n", "chain impossible"),
+    "claim 0.6 < x < 0.4": (GOOD + "    expect: [{claim: '0.6 < share(bbr) < 0.4'}]\n", "chain impossible"),
+    "startup_s of a kernel cc": (GOOD + "    expect: [{claim: 'startup_s(cubic) < 1'}]\n", "no Startup mode"),
+    "1001-step schedule": (GOOD.replace("buffer_bdp: 1}", "buffer_bdp: 1, rate_schedule: [" + ", ".join(
+        f"{{at_s: {0.001 * (i + 1):.3f}, rate_mbps: 5}}" for i in range(1001)) + "]}"), "link.rate_schedule"),
+    "30 000 values": (matrix(numbers(30_000)), "more than 20000 values"),
 }
 
 
