@@ -97,9 +97,9 @@ def tagged(experiments, experiments_file: str, tags: tuple[str, ...]) -> list[st
 def parse_shard(value: str | None) -> tuple[int, int] | None:
     if value is None:
         return None
-    match = re.fullmatch(r"(\d+)/(\d+)", value.strip())
+    match = re.fullmatch(r"(\d{1,18})/(\d{1,18})", value.strip())  # bounded: int() of 5 000 digits is an error
     if not match or not 1 <= int(match[1]) <= int(match[2]):
-        raise BadInput(f"--shard {value}: give i/N with 1 <= i <= N, e.g. 2/4")
+        raise BadInput(f"--shard {value}: give i/N with 1 <= i <= N < 10**18, e.g. 2/4")
     return int(match[1]), int(match[2])
 
 
