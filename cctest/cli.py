@@ -14,6 +14,7 @@ from rich.table import Table
 
 from . import __version__, doctor, errors, journal, kmod
 from .errors import BadInput, CctestError
+from .modsource import check_declared_params
 from .plan import MAX_RUNS, expand, run_count
 from .report.command import check_command, report_command
 from .scenario import load_experiments
@@ -63,6 +64,7 @@ def list_scenarios(experiments_file: str, tags: tuple[str, ...], force: bool) ->
     totals = [0, 0.0, 0.0]
     for name, scenario in chosen.items():
         specs = expand(experiments, name, force=force)
+        check_declared_params(specs, experiments_file)  # what insmod would refuse, before anything is built
         link = scenario.link
         buffer = f"{link.buffer_bdp:g} BDP" if link.buffer_bdp is not None else f"{link.buffer_bytes} B"
         flows = ", ".join(
@@ -145,6 +147,7 @@ def run(scenarios, experiments_file, tags, repetitions, out, mode, kernel, kvm, 
         raise BadInput(f"{experiments_file}: {' '.join(scenarios)}: {total} runs in one invocation; at most "
                        f"{MAX_RUNS} without --force")
     specs = [spec for name in scenarios for spec in expand(experiments, name, repetitions, force=force)]
+    check_declared_params(specs, experiments_file)  # what insmod would refuse, before anything is built
     vm_clock = vm.VMClock.choose(clock, icount_shift, kvm)
     if kernel:
         vm.pick_kernel(kernel)  # a path that is no kernel image is bad input, found before anything is set up
