@@ -211,7 +211,8 @@ def doctor_command() -> None:
                    "modules the journal does not name or cannot vouch for")
 def clean(force: bool) -> None:
     """Remove what a run killed with SIGKILL left behind, as its journal names it (the run's cgroup with
-    every process in it, links, host shells, processes, a tracefs mount, modules, sysctls)."""
+    every process in it, links, host shells, processes, a tracefs mount, modules). An entry cctest
+    could not have written is refused, one line each, exit 2."""
     actions = journal.clean(force=force)
     for line in actions:
         # one line each, paths unbroken; a journal's text is never markup or terminal control
@@ -219,6 +220,8 @@ def clean(force: bool) -> None:
     if not actions:
         console.print("nothing to clean" + ("" if force else ": no journal of a killed run (--force also removes "
                                                               "anything that looks like a cctest run's)"))
+    if any(line.startswith("refused ") for line in actions):
+        sys.exit(errors.BAD_INPUT)  # the journal names what cctest could not have written
 
 
 @main.group()
