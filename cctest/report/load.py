@@ -247,6 +247,13 @@ def load_run(path: Path | str) -> Run:
                 run.notes.append(f"{name}.parquet unusable: throughput metrics unavailable")
             continue
         run.tables[name] = table
+    flows = run.tables.get("flows")
+    if flows is not None and "totals_from" in flows.columns:
+        from_ss = sorted(int(f) for f in flows.loc[flows["totals_from"] == "ss", "flow"])
+        if from_ss:
+            run.notes.append(f"flow(s) {', '.join(map(str, from_ss))}: iperf3 left no results (killed before it "
+                             "exited); their byte totals and throughput come from ss (bytes acknowledged, at "
+                             "each ss sample)")
     return run
 
 
