@@ -92,11 +92,40 @@ def procs(path: Path) -> list[int]:
     return found
 
 
+# Processes that write what they measured only when they exit (iperf3 -J): asked to end with SIGTERM
+# first, and given this long, so a cgroup kill keeps their results.
+TERM_FIRST = ("iperf3",)
+TERM_GRACE_S = 5.0
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def terminate_first(path: Path, names: tuple[str, ...] = TERM_FIRST, grace_s: float = TERM_GRACE_S) -> int:
+    """SIGTERM the cgroup's processes running one of `names` and wait (at most grace_s) for them to
+    end. Returns how many were asked."""
+    asked = [pid for pid in procs(path) if _command(pid) in names]
+    for pid in asked:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace_s
+    while asked and time.monotonic() < deadline and any(pid in procs(path) for pid in asked):
+        time.sleep(0.05)
+    return len(asked)
+
+
 def kill(path: Path, timeout_s: float = KILL_TIMEOUT_S, atomic: bool = True) -> int:
     """SIGKILL everything in the cgroup and wait until it is empty. Returns how many processes were in
     it. cgroup.kill (Linux >= 5.14) kills atomically, forks included; without it (or `atomic` False)
     each PID in cgroup.procs is killed, again until none is left (a fork may race the first pass)."""
     count = len(procs(path))
+    terminate_first(path)  # iperf3 writes its results on SIGTERM; SIGKILL would leave 0 bytes
     deadline = time.monotonic() + timeout_s
     kill_file = path / "cgroup.kill"
     atomic = atomic and kill_file.exists()

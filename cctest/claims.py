@@ -119,7 +119,41 @@ def parse(text: str) -> Claim:
     claim = Claim(text.strip(), operands, tuple(operators), frozenset(ccs))
     if all(claim.is_constant(k) for k in range(len(operands))):
         raise ClaimError("compares only numbers: name a metric")
+    _check_satisfiable(claim)
     return claim
+
+
+# Terms only this project's modules can have: the kernel's controls trace no mode.
+PROJECT_ONLY_TERMS = ("startup_s",)
+
+
+def _check_satisfiable(claim: Claim) -> None:
+    """Refuse a claim no measurement can pass, where that is decidable from its text: a constant
+    that divides by zero, two constants of a chain in the wrong order (`jain < 1 < 0`,
+    `0.6 < share(bbr) < 0.4`), a term the named control cannot have (`startup_s(cubic)`)."""
+    from .projectccs import project_ccs
+
+    for operand in claim.operands:
+        for node in ast.walk(operand):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and not metric_nodes(node.right):
+                if evaluate(node.right, lambda _: math.nan) == 0:
+                    raise ClaimError(f"{ast.unparse(node)} divides by zero: no measurement can pass it")
+            if isinstance(node, ast.Call) and node.func.id in PROJECT_ONLY_TERMS:
+                cc = cc_of_call(node)
+                if cc not in project_ccs():
+                    raise ClaimError(f"{ast.unparse(node)}: {cc} has no Startup mode cctest can see (only this "
+                                     f"project's modules trace their mode: {', '.join(project_ccs())})")
+    constants = [k for k in range(len(claim.operands)) if claim.is_constant(k)]
+    for i, j in ((i, j) for i in constants for j in constants if i < j):
+        between = set(claim.operators[i:j])
+        if between <= {"<", "<="} or between <= {">", ">="}:
+            low, high = (evaluate(claim.operands[k], lambda _: math.nan) for k in (i, j))
+            strict = bool(between & {"<", ">"})
+            if between <= {">", ">="}:
+                low, high = high, low
+            if low > high or (strict and low == high):
+                raise ClaimError(f"{claim.operand_text(i)} and {claim.operand_text(j)} make the chain impossible: "
+                                 "no measurement can pass it")
 
 
 def _check_arithmetic(node: ast.expr, ccs: set[str]) -> None:
@@ -342,7 +376,8 @@ def _judged(e: Expectation, label: str, samples: list[Callable[[ast.expr], float
 def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
     """The expectations recorded with each scenario's runs (their scenario.yaml), once per scenario.
     Returns them and notes on any that could not be read."""
-    import yaml
+    from .safeload import Refused, load_yaml_file
+    from .scenario import MAX_FILE_BYTES
 
     seen: dict[str, list] = {}
     notes: list[str] = []
@@ -351,10 +386,10 @@ def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
         if name in seen or not isinstance(name, str):
             continue
         path = run.path / "scenario.yaml"
-        try:
-            resolved = yaml.safe_load(path.read_text()) if path.exists() else {}
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-            notes.append(f"{path}: unreadable ({error.__class__.__name__}); its claims are not judged")
+        try:  # the loader of experiments.yaml: a run directory may come from anywhere (a CI artifact)
+            resolved = load_yaml_file(path, MAX_FILE_BYTES, "a scenario.yaml") if path.exists() else {}
+        except Refused as error:
+            notes.append(f"{error}; its claims are not judged")
             resolved = {}
         seen[name] = (resolved.get("expect") or []) if isinstance(resolved, dict) else []
     out = []

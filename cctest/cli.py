@@ -14,6 +14,7 @@ from rich.table import Table
 
 from . import __version__, doctor, errors, journal, kmod
 from .errors import BadInput, CctestError
+from .modsource import check_declared_params
 from .plan import MAX_RUNS, expand, run_count
 from .report.command import check_command, report_command
 from .scenario import load_experiments
@@ -63,6 +64,7 @@ def list_scenarios(experiments_file: str, tags: tuple[str, ...], force: bool) ->
     totals = [0, 0.0, 0.0]
     for name, scenario in chosen.items():
         specs = expand(experiments, name, force=force)
+        check_declared_params(specs, experiments_file)  # what insmod would refuse, before anything is built
         link = scenario.link
         buffer = f"{link.buffer_bdp:g} BDP" if link.buffer_bdp is not None else f"{link.buffer_bytes} B"
         flows = ", ".join(
@@ -97,9 +99,9 @@ def tagged(experiments, experiments_file: str, tags: tuple[str, ...]) -> list[st
 def parse_shard(value: str | None) -> tuple[int, int] | None:
     if value is None:
         return None
-    match = re.fullmatch(r"(\d+)/(\d+)", value.strip())
+    match = re.fullmatch(r"(\d{1,18})/(\d{1,18})", value.strip())  # bounded: int() of 5 000 digits is an error
     if not match or not 1 <= int(match[1]) <= int(match[2]):
-        raise BadInput(f"--shard {value}: give i/N with 1 <= i <= N, e.g. 2/4")
+        raise BadInput(f"--shard {value}: give i/N with 1 <= i <= N < 10**18, e.g. 2/4")
     return int(match[1]), int(match[2])
 
 
@@ -145,6 +147,7 @@ def run(scenarios, experiments_file, tags, repetitions, out, mode, kernel, kvm, 
         raise BadInput(f"{experiments_file}: {' '.join(scenarios)}: {total} runs in one invocation; at most "
                        f"{MAX_RUNS} without --force")
     specs = [spec for name in scenarios for spec in expand(experiments, name, repetitions, force=force)]
+    check_declared_params(specs, experiments_file)  # what insmod would refuse, before anything is built
     vm_clock = vm.VMClock.choose(clock, icount_shift, kvm)
     if kernel:
         vm.pick_kernel(kernel)  # a path that is no kernel image is bad input, found before anything is set up
@@ -208,13 +211,17 @@ def doctor_command() -> None:
                    "modules the journal does not name or cannot vouch for")
 def clean(force: bool) -> None:
     """Remove what a run killed with SIGKILL left behind, as its journal names it (the run's cgroup with
-    every process in it, links, host shells, processes, a tracefs mount, modules, sysctls)."""
+    every process in it, links, host shells, processes, a tracefs mount, modules). An entry cctest
+    could not have written is refused, one line each, exit 2."""
     actions = journal.clean(force=force)
     for line in actions:
-        console.print(line, highlight=False, soft_wrap=True)  # one line each, paths unbroken
+        # one line each, paths unbroken; a journal's text is never markup or terminal control
+        console.print(errors.printable(line), highlight=False, soft_wrap=True, markup=False)
     if not actions:
         console.print("nothing to clean" + ("" if force else ": no journal of a killed run (--force also removes "
                                                               "anything that looks like a cctest run's)"))
+    if any(line.startswith("refused ") for line in actions):
+        sys.exit(errors.BAD_INPUT)  # the journal names what cctest could not have written
 
 
 @main.group()

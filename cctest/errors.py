@@ -16,6 +16,7 @@ and keeps its traceback.
 from __future__ import annotations
 
 import contextlib
+import unicodedata
 from collections.abc import Iterator
 
 import click
@@ -26,14 +27,43 @@ CLAIMS_FAILED = 3
 INTERRUPTED = 130
 
 
+MAX_LINE_CHARS = 480  # a message's length on the terminal; longer ones lose their middle
+# Unicode categories that move the cursor, end a line or reorder text rather than show a glyph:
+# controls (C0, DEL, C1 with NEL and CSI), format characters (bidi overrides, zero-width ones),
+# the line and paragraph separators, surrogates and private use.
+_UNSHOWN = ("Cc", "Cf", "Zl", "Zp", "Cs", "Co")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escaped(char: str) -> str:
+    if char in _NAMED:
+        return _NAMED[char]
+    if char == "\\" or unicodedata.category(char) not in _UNSHOWN:
+        return char
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def printable(text: object, limit: int | None = MAX_LINE_CHARS) -> str:
+    """`text` as one line a terminal shows as written: every control, format and separator
+    character escaped (ESC cannot restyle or clear the screen, NEL/LS/PS cannot break the line, a
+    bidi override cannot reverse it), and at most `limit` characters, the middle elided."""
+    line = "".join(_escaped(c) if not (" " <= c <= "~") else c for c in str(text))
+    if limit is not None and len(line) > limit:
+        head = limit * 2 // 3
+        line = f"{line[:head]} … {line[-(limit - head - 3):]}"
+    return line
+
+
 class CctestError(Exception):
     """A one-line, user-facing problem; the class says which exit code it means."""
 
     exit_code = FAILED
 
     def __init__(self, message: str):
-        # Keys, values and tool output quoted into a message may hold line breaks: it stays one line.
-        super().__init__(str(message).replace("\r", "\\r").replace("\n", "\\n"))
+        # Keys, values and tool output quoted into a message may hold line breaks, terminal escapes
+        # or a megabyte of text: it stays one line a terminal shows as written.
+        super().__init__(printable(message))
 
 
 class BadInput(CctestError):
@@ -59,7 +89,7 @@ def exit_on_error(ctx: click.Context) -> Iterator[None]:
         ctx.exit(error.exit_code)
     except click.UsageError as error:
         where = error.ctx.command_path if error.ctx else ctx.command_path
-        click.echo(f"error: {where}: {error.format_message()} ({where} -h for help)", err=True)
+        click.echo(printable(f"error: {where}: {error.format_message()} ({where} -h for help)"), err=True)
         ctx.exit(BAD_INPUT)
 
 

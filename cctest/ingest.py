@@ -77,7 +77,49 @@ def build_tables(meta: dict, raw: dict[str, str | None]) -> dict[str, pd.DataFra
     tables: dict[str, pd.DataFrame] = {}
     for capture in REGISTRY:
         tables.update(capture.parse(raw, run))
+    recover_from_ss(tables, run)
     return {name: tables[name] for name in TABLES if name in tables}
+
+
+def recover_from_ss(tables: dict[str, pd.DataFrame], run: RunView) -> None:
+    """Each flow iperf3 left no summary for (its client was SIGKILLed: `-J` writes only at exit),
+    from its ss samples instead: bytes acknowledged (tcpi_bytes_acked, every byte the receiver has)
+    as bytes_sent and bytes_received, and its throughput rows from their growth between samples
+    (the first from the flow's launch). The flows table's totals_from says "ss" for these."""
+    flows, ss = tables.get("flows"), tables.get("ss")
+    if flows is None or ss is None or ss.empty:
+        return
+    launched = {int(f["flow"]): next((float(f[k]) for k in ("launched_s", "start_s") if f.get(k) is not None), 0.0)
+                for f in run.flows}
+    parts = []
+    for row in flows.itertuples():
+        if row.totals_from is not pd.NA and row.totals_from is not None:
+            continue
+        samples = ss[(ss["flow"] == row.flow) & ss["bytes_acked"].notna()].sort_values("t_s")
+        if samples.empty:
+            continue
+        acked = samples["bytes_acked"].cummax()  # a counter: a sample never lowers it
+        total = int(acked.iloc[-1])
+        flows.loc[row.Index, ["bytes_sent", "bytes_received"]] = total
+        retrans = samples["retrans_total"].max()
+        flows.loc[row.Index, "retransmits"] = pd.NA if pd.isna(retrans) else int(retrans)
+        flows.loc[row.Index, "totals_from"] = "ss"
+        if "throughput" in tables and (tables["throughput"]["flow"] == row.flow).any():
+            continue  # iperf3's own intervals (a truncated document) stay
+        t = [launched.get(int(row.flow), 0.0), *samples["t_s"]]
+        grown = [0.0, *acked]
+        rows = pd.DataFrame({"flow": int(row.flow), "t_s": t[1:], "interval_s": pd.Series(t).diff().iloc[1:].values,
+                             "bytes": pd.Series(grown).diff().iloc[1:].values,
+                             "retransmits": samples["retrans_total"].diff().fillna(samples["retrans_total"]).values,
+                             "snd_cwnd_bytes": (samples["cwnd"] * samples["mss"]).values,
+                             "rtt_ms": samples["srtt_ms"].values})
+        rows = rows[rows["interval_s"] > 0]
+        rows["bits_per_second"] = rows["bytes"] * 8 / rows["interval_s"]
+        parts.append(rows)
+    if parts:
+        recovered = IPERF3.finish("throughput", pd.concat(parts), run)
+        old = tables.get("throughput")
+        tables["throughput"] = recovered if old is None or old.empty else pd.concat([old, recovered], ignore_index=True)
 
 
 def load_raw(run_dir: str | Path, meta: dict) -> dict[str, str | None]:

@@ -17,6 +17,7 @@ import fcntl
 import json
 import os
 import re
+import stat
 import subprocess
 from pathlib import Path
 
@@ -25,8 +26,19 @@ from .doctor import DOCTOR_NS_PREFIX
 from .dumbbell import NODE_PREFIX
 from .errors import BadInput
 
-STATE_DIR = Path(os.environ.get("CCTEST_STATE_DIR", "/run/cctest"))
+# Where the lock and the journal live: root's /run/cctest. CCTEST_STATE_DIR moves it (for tests,
+# or an unprivileged user's runs); either way the directory must belong to the user running cctest
+# and be writable by no one else, or root's `clean` would replay whatever another user wrote.
+DEFAULT_STATE_DIR = Path("/run/cctest")
+STATE_DIR = Path(os.environ.get("CCTEST_STATE_DIR") or DEFAULT_STATE_DIR)
 SYS_MODULE = Path("/sys/module")
+# What cctest itself could have written, and so all `clean` replays: names with its prefixes,
+# its own modules, the commands it starts; no sysctl (every one it sets lives in a namespace that
+# dies with the run).
+LINK_NAME = re.compile(rf"{NODE_PREFIX}(s\d+|snd\d+|rcv\d+)(-\w+)?")
+HOST_NAME = re.compile(rf"{NODE_PREFIX}(s|snd|rcv)\d+")
+ROOT_SYSCTLS: tuple[str, ...] = ()
+COMMANDS = ("iperf3", "sh", "tc", "tcpdump", "bpftrace", "bash", "mnexec")
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
@@ -53,6 +65,24 @@ def process_start_time(pid: int) -> int | None:
         return None
 
 
+def process_command(pid: int) -> str | None:
+    """The program a process runs now (argv[0]'s base name), or None."""
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+    except OSError:
+        return None
+    return os.path.basename(argv0.decode(errors="replace")) or None
+
+
+def process_cgroup(pid: int) -> str | None:
+    """The process's cgroup v2 path ("0::/..." in /proc/PID/cgroup), or None."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    return next((line[3:] for line in lines if line.startswith("0::")), None)
+
+
 def is_same_process(pid: int, start_time: int | None) -> bool:
     """Whether `pid` is still the process that was journaled (never init or the kernel's pid 0)."""
     return pid > 1 and start_time is not None and process_start_time(pid) == start_time
@@ -75,9 +105,48 @@ def boot_id() -> str | None:
         return None
 
 
+class UntrustedStateDir(BadInput):
+    """The state directory (or a file in it) could have been written by someone else: one line, exit 2."""
+
+
+def _trust_problem(info: os.stat_result, kind: str) -> str | None:
+    if stat.S_ISLNK(info.st_mode):
+        return f"a symbolic link, not a {kind}"
+    if kind == "directory" and not stat.S_ISDIR(info.st_mode) or kind == "file" and not stat.S_ISREG(info.st_mode):
+        return f"not a {kind}"
+    if info.st_uid != os.geteuid():
+        return f"owned by uid {info.st_uid}, not by the user running cctest (uid {os.geteuid()})"
+    if info.st_mode & 0o022:
+        return f"writable by others (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def check_state_dir(state_dir: Path) -> None:
+    """Make the state directory (mode 0700) or check one that exists: it, and the journal and lock
+    in it, belong to this user and are writable by no one else (CCTEST_STATE_DIR names another)."""
+    try:
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(state_dir)
+    except OSError as error:
+        raise UntrustedStateDir(f"{state_dir}: cannot use as cctest's state directory ({error.strerror})") from None
+    problem = _trust_problem(info, "directory")
+    if problem is None:
+        for name in ("active.json", "lock"):
+            try:
+                problem = _trust_problem(os.lstat(state_dir / name), "file")
+            except FileNotFoundError:
+                continue
+            if problem:
+                state_dir = state_dir / name
+                break
+    if problem:
+        raise UntrustedStateDir(f"{state_dir}: {problem}; cctest's state (CCTEST_STATE_DIR, default "
+                                f"{DEFAULT_STATE_DIR}) must be its user's alone; inspect it, then fix or delete it")
+
+
 def _lock(state_dir: Path):
     """The run lock, taken without waiting. Returns the open file, or None if another holds it."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    check_state_dir(state_dir)
     lock_file = open(state_dir / "lock", "a+")
     try:
         fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -135,7 +204,8 @@ class Journal:
         # Entries of processes that have ended go: a long sweep's journal stays the size of one run,
         # and a PID the kernel reuses is never named.
         self.data["processes"] = [p for p in self.data["processes"] if is_same_process(p["pid"], p["start"])]
-        self.data["processes"].append({"pid": pid, "what": what, "start": process_start_time(pid)})
+        self.data["processes"].append({"pid": pid, "what": what, "start": process_start_time(pid),
+                                       "command": process_command(pid)})
         self._write()
 
     def add_module(self, name: str) -> None:
@@ -187,6 +257,7 @@ class Journal:
 
 def read_journal(path: Path) -> dict:
     """The journal at `path` ({} if there is none); JournalError if it is not one this code wrote."""
+    check_state_dir(path.parent)
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -262,6 +333,9 @@ def doctor_namespaces() -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.startswith(DOCTOR_NS_PREFIX)]
 
 
+OWN_MODULES = kmod.PROJECT_CCS + tuple(f"tcp_{cc}" for cc in kmod.KERNEL_CCS)
+
+
 class CleanRefused(BadInput):
     """`clean` would risk harm (a run is active): a one-line reason (exit 2)."""
 
@@ -300,10 +374,23 @@ def _clean(state_dir: Path, force: bool, sys_module: Path) -> list[str]:
         except (cgroup.CgroupError, OSError) as error:
             actions.append(f"could not remove cgroup {group}: {error}")
             remaining["cgroup"] = group
+    refused: dict = {"processes": [], "modules": [], "links": [], "hosts": [], "sysctls": {}}
+
+    def refuse(key: str, entry, line: str) -> None:
+        actions.append(f"refused {line}")
+        if isinstance(refused[key], dict):
+            refused[key].update(entry)
+        else:
+            refused[key].append(entry)
+
     for proc in data.get("processes", []) if same_boot else []:
         pid, what = proc["pid"], proc.get("what", "process")
         if not is_same_process(pid, proc.get("start")):
             continue  # ended (and perhaps its PID given to another process): nothing of ours to kill
+        problem = _process_problem(pid, group)
+        if problem:
+            refuse("processes", proc, f"to kill pid {pid} ({what}): {problem}")
+            continue
         try:
             os.kill(pid, 9)
             actions.append(f"killed {what} (pid {pid})")
@@ -312,7 +399,12 @@ def _clean(state_dir: Path, force: bool, sys_module: Path) -> list[str]:
         except PermissionError:
             actions.append(f"could not kill {what} (pid {pid}): permission denied")
             remaining["processes"].append(proc)
-    shells = host_shells(None if force else (data.get("hosts", []) if same_boot else []))
+    for host in data.get("hosts", []):
+        if not HOST_NAME.fullmatch(host):
+            refuse("hosts", host, f"host {host}: not a name cctest gives its hosts ({HOST_NAME.pattern})")
+    # Host shells named in the journal were killed above by identity (they are journaled processes,
+    # and in the run's cgroup); matching names machine-wide is for --force only.
+    shells = host_shells(None) if force else []
     for pid in shells:
         try:
             os.kill(pid, 9)
@@ -320,6 +412,10 @@ def _clean(state_dir: Path, force: bool, sys_module: Path) -> list[str]:
         except ProcessLookupError:
             pass
     journaled = set(data.get("links", [])) if same_boot else set()
+    for name in sorted(journaled):
+        if not LINK_NAME.fullmatch(name):
+            refuse("links", name, f"to delete link {name}: not a name cctest gives its links ({LINK_NAME.pattern})")
+            journaled.discard(name)
     names = (journaled & set(root_links())) | (set(pattern_links()) if force else set())
     for name in sorted(names):
         # Deleting one end of a veth deletes its peer: gone is as good as deleted.
@@ -339,6 +435,10 @@ def _clean(state_dir: Path, force: bool, sys_module: Path) -> list[str]:
             actions.append(f"could not unmount {mount}: {error}")
             remaining["mounts"].append(mount)
     for key, old in data.get("sysctls", {}).items():
+        if key not in ROOT_SYSCTLS:
+            refuse("sysctls", {key: old}, f"to write sysctl {key}={old}: cctest sets no such sysctl outside its "
+                                          "namespaces")
+            continue
         if _run(["sysctl", "-qw", f"{key}={old}"]).returncode == 0:
             actions.append(f"restored sysctl {key}={old}")
         else:
@@ -346,6 +446,9 @@ def _clean(state_dir: Path, force: bool, sys_module: Path) -> list[str]:
             remaining["sysctls"][key] = old
     for entry in reversed(data.get("modules", [])):
         entry = {"name": entry, "identity": None} if isinstance(entry, str) else entry
+        if entry["name"] not in OWN_MODULES:
+            refuse("modules", entry, f"to unload module {entry['name']}: not one cctest loads")
+            continue
         outcome = _unload_journaled(entry, same_boot, force, sys_module)
         if outcome:
             actions.append(outcome)
@@ -353,16 +456,45 @@ def _clean(state_dir: Path, force: bool, sys_module: Path) -> list[str]:
             remaining["modules"].insert(0, entry)
     if not data:
         return actions
-    if any(remaining[k] for k in ("processes", "modules", "links", "sysctls", "cgroup", "mounts")):
+    if any(refused.values()):
+        for key, entries in refused.items():
+            if isinstance(entries, dict):
+                remaining[key].update(entries)
+            elif key != "hosts":
+                remaining[key] += entries
         data.update(remaining)
-        tmp = journal_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(journal_path)
+        _write_json(journal_path, data)
+        actions.append(f"kept {journal_path}: it names what cctest could not have written (refused above); "
+                       "inspect it, then delete it")
+    elif any(remaining[k] for k in ("processes", "modules", "links", "sysctls", "cgroup", "mounts")):
+        data.update(remaining)
+        _write_json(journal_path, data)
         actions.append(f"kept {journal_path}: it names what is still to undo")
     else:
         journal_path.unlink(missing_ok=True)
         actions.append(f"removed {journal_path}")
     return actions
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(path)
+
+
+def _process_problem(pid: int, group: str | None) -> str | None:
+    """Why a journaled, still-running process (its start time matches) is not one to kill: with a
+    run cgroup journaled, it must be in it (everything in it was killed above, so a survivor is
+    not the run's); without one, it must run a program cctest starts."""
+    if group:
+        where = process_cgroup(pid)
+        if where is None or not group.endswith(where) or Path(where).name != Path(group).name:
+            return f"not in the run's cgroup {Path(group).name} (in {where or 'none'})"
+        return None
+    command = process_command(pid)
+    if command not in COMMANDS:
+        return f"it runs {command or 'nothing readable'}, not a program cctest starts ({', '.join(COMMANDS)})"
+    return None
 
 
 def _unload_journaled(entry: dict, same_boot: bool, force: bool, sys_module: Path) -> str | None:

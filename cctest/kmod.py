@@ -224,9 +224,15 @@ def check_params(cc: str, params: dict[str, int], release: str, where: str = "")
     if cc in KERNEL_CCS:
         raise BadParameter(f"{prefix}flow params are only for this project's modules; {cc} is the kernel's own")
     ko = built_modules(release).get(cc)
-    if ko is None:
-        return  # not built yet: checked again at load time
-    specs = param_specs(ko)
+    if ko is None:  # not built yet: the sources' declarations (checked again at load time)
+        from .modsource import declared
+
+        found = declared(cc)
+        if found is None:
+            return
+        specs = found.specs
+    else:
+        specs = param_specs(ko)
     for name, value in params.items():
         problem = param_problem(cc, specs, name, value)
         if problem:

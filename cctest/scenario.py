@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import copy
 import re
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError,
                       ValidationInfo, field_validator, model_validator)
 
+from . import safeload
 from .claims import ClaimError
 from .errors import BadInput
 from .claims import parse as parse_claim
@@ -31,7 +32,7 @@ MAX_FLOWS = 253  # flow i's hosts are 10.0.1.(i+1) and 10.0.2.(i+1)
 MAX_BUFFER_BYTES = 1 << 30  # 1 GiB: far beyond any emulated path, and netem's limit stays in range
 MAX_PARAM = 2**32 - 1  # module parameters are uint
 MAX_FILE_BYTES = 1 << 20
-MAX_NESTING = 32  # an experiments file is a few levels deep; deeper is a mistake or an attack
+MAX_NESTING = safeload.MAX_NESTING
 ETHERNET_HEADER_BYTES = 14  # what the shaper counts on top of the IP packet
 MTU_BYTES = 1500  # the interfaces' default, which the topology keeps
 ETHERNET_FRAME_BYTES = MTU_BYTES + ETHERNET_HEADER_BYTES  # one MTU-sized packet on the wire, the smallest buffer
@@ -41,9 +42,28 @@ class ScenarioError(BadInput):
     """A one-line, user-facing description of what is wrong with experiments.yaml."""
 
 
+def takes_bool(annotation) -> bool:
+    return annotation is bool or bool in typing.get_args(annotation)
+
+
+def no_booleans_for_numbers(model: type[BaseModel], data: Any) -> Any:
+    """pydantic reads true as 1 for a number (`rate_mbps: true` ran at 1 Mbit/s, `loss_pct: yes` at
+    1 %): a yes/no value is refused wherever the key does not take one."""
+    if isinstance(data, dict):
+        for name, info in model.model_fields.items():
+            if isinstance(data.get(name), bool) and not takes_bool(info.annotation):
+                raise ValueError(f"{name}: {str(data[name]).lower()} is a yes/no value, not a number")
+    return data
+
+
 class Strict(BaseModel):
     # allow_inf_nan: YAML's .inf and .nan are numbers to PyYAML, never a rate, delay or buffer.
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def no_booleans(cls, data: Any) -> Any:
+        return no_booleans_for_numbers(cls, data)
 
 
 ModuleParam = Annotated[StrictInt, Field(ge=0, le=MAX_PARAM)]
@@ -53,11 +73,39 @@ MIN_RATE_MBPS, MAX_RATE_MBPS = 0.01, 100_000
 AQMS = ("fifo", "fq_codel", "codel", "pie", "red")
 
 
+# tc applies delays in whole microseconds (64 ns ticks, then rounded): a smaller or finer delay is
+# not what runs. Timed link changes go one at a time from one tc process: closer than a millisecond
+# no packet would see the one between.
+DELAY_RESOLUTION_MS = 0.001
+MIN_CHANGE_GAP_S = 0.001
+MAX_SCHEDULE_STEPS = 1000  # rate steps, and outages, per link: a schedule, not a trace to replay
+MAX_NAME_CHARS = 64  # a scenario's name starts each run directory's name
+
+
+def whole_microseconds(value: float | None, key: str) -> float | None:
+    if value is not None and abs(value / DELAY_RESOLUTION_MS - round(value / DELAY_RESOLUTION_MS)) > 1e-6:
+        raise ValueError(f"{key}: {value!r} ms is not a whole number of microseconds, the resolution tc "
+                         f"applies delays at; round it (e.g. {round(value, 3):g})")
+    return value
+
+
+def not_sub_millisecond(seconds: float, key: str) -> float:
+    if seconds < MIN_CHANGE_GAP_S:
+        raise ValueError(f"{key}: {seconds!r} s; at least {MIN_CHANGE_GAP_S * 1000:g} ms (a link change is applied "
+                         "by a tc process, not at a finer time)")
+    return seconds
+
+
 class RateStep(Strict):
     """From `at_s` seconds after time zero on, the bottleneck runs at `rate_mbps`."""
 
     at_s: float = Field(gt=0, le=3600)
     rate_mbps: float = Field(ge=MIN_RATE_MBPS, le=MAX_RATE_MBPS)
+
+    @field_validator("at_s")
+    @classmethod
+    def after_time_zero(cls, at_s: float) -> float:
+        return not_sub_millisecond(at_s, "at_s")
 
 
 class Outage(Strict):
@@ -67,11 +115,16 @@ class Outage(Strict):
     at_s: float = Field(gt=0, le=3600)
     duration_s: float = Field(gt=0, le=3600)
 
+    @field_validator("at_s", "duration_s")
+    @classmethod
+    def not_too_close(cls, seconds: float, info: ValidationInfo) -> float:
+        return not_sub_millisecond(seconds, info.field_name)
+
 
 class Link(Strict):
     # netem's rate is whole bit/s: below 10 kbit/s the rounding is the rate, and 0 means no shaping.
     rate_mbps: float = Field(ge=MIN_RATE_MBPS, le=MAX_RATE_MBPS)
-    rtt_ms: float = Field(gt=0, le=10_000)
+    rtt_ms: float = Field(ge=DELAY_RESOLUTION_MS, le=10_000)
     buffer_bdp: float | None = Field(default=None, gt=0, le=1000)
     buffer_bytes: int | None = Field(default=None, gt=0, le=MAX_BUFFER_BYTES)
     loss_pct: float = Field(default=0.0, ge=0, lt=100)
@@ -79,8 +132,23 @@ class Link(Strict):
     aqm: Literal[AQMS] = "fifo"  # the bottleneck's queue discipline (cctest/net/bottleneck.py)
     aqm_params: dict[str, Any] = Field(default_factory=dict)  # checked against the aqm's own model
     ecn: bool = False  # senders and receivers negotiate ECN; the AQM marks instead of dropping
-    rate_schedule: list[RateStep] = Field(default_factory=list)
-    outages: list[Outage] = Field(default_factory=list)
+    rate_schedule: list[RateStep] = Field(default_factory=list, max_length=MAX_SCHEDULE_STEPS)
+    outages: list[Outage] = Field(default_factory=list, max_length=MAX_SCHEDULE_STEPS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def schedules_bounded(cls, data: Any) -> Any:
+        # before the steps are validated one by one: the bound is on that work too
+        for key in ("rate_schedule", "outages"):
+            steps = data.get(key) if isinstance(data, dict) else None
+            if isinstance(steps, list) and len(steps) > MAX_SCHEDULE_STEPS:
+                raise ValueError(f"{key}: {len(steps)} entries; at most {MAX_SCHEDULE_STEPS} per link")
+        return data
+
+    @field_validator("rtt_ms")
+    @classmethod
+    def rtt_applies(cls, rtt_ms: float) -> float:
+        return whole_microseconds(rtt_ms, "rtt_ms")
 
     @model_validator(mode="after")
     def one_buffer_size(self) -> "Link":
@@ -110,6 +178,11 @@ class Link(Strict):
         times = [step.at_s for step in self.rate_schedule]
         if times != sorted(set(times)):
             raise ValueError(f"rate_schedule: at_s must increase from step to step, got {times}")
+        for i, (before, after) in enumerate(zip(times, times[1:]), start=1):
+            if after - before < MIN_CHANGE_GAP_S - 1e-12:
+                raise ValueError(f"rate_schedule.{i}.at_s: {after!r} s is {after - before:.3g} s after the step "
+                                 f"before; steps are at least {MIN_CHANGE_GAP_S * 1000:g} ms apart (tc applies them "
+                                 "one at a time)")
         for i, (before, after) in enumerate(zip(self.outages, self.outages[1:]), start=1):
             if after.at_s < before.at_s + before.duration_s:
                 raise ValueError(f"outages.{i}.at_s: {after.at_s:g} s is before the previous outage ends "
@@ -132,10 +205,15 @@ class Link(Strict):
 class Flow(Strict):
     cc: str
     count: int = Field(default=1, ge=1, le=32)
-    rtt_ms: float | None = Field(default=None, gt=0, le=10_000)
+    rtt_ms: float | None = Field(default=None, ge=DELAY_RESOLUTION_MS, le=10_000)
     start_s: float = Field(default=0.0, ge=0)
     duration_s: float | None = Field(default=None, gt=0)
     params: dict[str, ModuleParam] = Field(default_factory=dict)
+
+    @field_validator("rtt_ms")
+    @classmethod
+    def rtt_applies(cls, rtt_ms: float | None) -> float | None:
+        return whole_microseconds(rtt_ms, "rtt_ms")
 
     @field_validator("cc")
     @classmethod
@@ -183,6 +261,9 @@ class Expect(Strict):
         except ClaimError as error:
             raise ValueError(f"{text!r}: {error}") from None
         return text
+
+
+MATRIX_ROOTS = ("link", "flows", "duration_s", "capture", "seed")
 
 
 class Scenario(Strict):
@@ -242,6 +323,19 @@ class Scenario(Strict):
                 raise ValueError(f"link.outages.{i}: it ends at {outage.at_s + outage.duration_s:g} s, after the "
                                  f"scenario's end (duration_s = {self.duration_s:g} s)")
         return self
+
+    @field_validator("matrix")
+    @classmethod
+    def matrix_varies_what_a_run_can(cls, matrix: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        """A matrix key sets what differs between runs: the link, the flows, the length, the
+        captures, the seed. Not `name`, `repetitions`, `expect`, `matrix`, `tags` or `description`:
+        those are about the scenario as a whole (a matrix over them mislabels its runs)."""
+        for key in matrix:
+            first = key.split(".", 1)[0]
+            if first not in MATRIX_ROOTS and first not in Link.model_fields:
+                raise ValueError(f"{key}: a run cannot vary {first}; a matrix key is a link field "
+                                 f"({', '.join(Link.model_fields)}) or a path under {', '.join(MATRIX_ROOTS)}")
+        return matrix
 
     @field_validator("expect")
     @classmethod
@@ -323,91 +417,11 @@ class Experiments(BaseModel):
         return self.scenarios[name]
 
 
-FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present
-
-
-class _StrictLoader(FAST_SAFE_LOADER):
-    """SafeLoader that refuses what YAML would silently accept: a key given twice (the last would
-    win) and keys that are not text (YAML 1.1 reads `yes:`, `on:`, `no:` as booleans)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen: dict = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # `<<: *defaults`: the keys given here override the merged ones, as meant
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if isinstance(key, bool) or key is None:
-                raise ScenarioError(
-                    f"line {line}: key {key_node.value!r} reads as {key!r} in YAML, not as text; quote it "
-                    f"('{key_node.value}':)")
-            if not isinstance(key, (str, int, float)):
-                raise ScenarioError(f"line {line}: a key must be text, got a {type(key).__name__}")
-            if key in seen:
-                raise ScenarioError(f"line {line}: key {key!r} given twice (first on line {seen[key]}); "
-                                    "keep one")
-            seen[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-    def construct_yaml_int(self, node):
-        try:
-            return super().construct_yaml_int(node)
-        except ValueError:  # more digits than Python converts
-            raise ScenarioError(f"line {node.start_mark.line + 1}: a number of {len(node.value)} digits; "
-                                "not a value any key takes") from None
-
-
-_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
-
-
-def _nesting_problem(node, depth: int = 0, path: tuple = ()) -> str | None:
-    """Depth beyond MAX_NESTING, or a cycle (a recursive YAML anchor), as a message; else None."""
-    if not isinstance(node, (dict, list)):
-        return None
-    if depth > MAX_NESTING:
-        return f"nested more than {MAX_NESTING} levels deep"
-    if any(node is outer for outer in path):
-        return "a recursive YAML anchor (a value contains itself)"
-    children = node.values() if isinstance(node, dict) else node
-    for child in children:
-        problem = _nesting_problem(child, depth + 1, path + (node,))
-        if problem:
-            return problem
-    return None
-
-
-def _check_depth(text: str) -> None:
-    """Refuse deep nesting from the parser's event stream, before the (recursive) composer would
-    take seconds to reach Python's recursion limit."""
-    depth = 0
-    # libyaml's scanner when present: the pure-Python one takes time quadratic in flow nesting.
-    for event in yaml.parse(text, Loader=FAST_SAFE_LOADER):
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            depth += 1
-            if depth > MAX_NESTING:
-                raise ScenarioError(f"line {event.start_mark.line + 1}: nested more than {MAX_NESTING} levels deep; "
-                                    "not an experiments file")
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            depth -= 1
-
-
 def parse_experiments(text: str, source: str) -> Experiments:
     try:
-        _check_depth(text)
-        document = yaml.load(text, Loader=_StrictLoader) or {}
-    except ScenarioError as error:
+        document = safeload.load_yaml(text) or {}
+    except safeload.Refused as error:
         raise ScenarioError(f"{source}: {error}") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise ScenarioError(f"{source}:{where}: not valid YAML ({getattr(error, 'problem', error)})") from None
-    except ValueError as error:  # e.g. an integer of more than 4300 digits
-        raise ScenarioError(f"{source}: a value cannot be read ({error})") from None
-    except RecursionError:
-        raise ScenarioError(f"{source}: nested more than {MAX_NESTING} levels deep; not an experiments file") from None
-    problem = _nesting_problem(document)
-    if problem:
-        raise ScenarioError(f"{source}: {problem}; not an experiments file")
     if not isinstance(document, dict):
         raise ScenarioError(f"{source}: top level must be a mapping with keys defaults, scenarios")
     unknown = set(document) - {"defaults", "scenarios"}
@@ -422,8 +436,11 @@ def parse_experiments(text: str, source: str) -> Experiments:
     merged: dict[str, dict] = {}
     validated: dict[str, Scenario] = {}
     for name, body in scenarios.items():
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", str(name)):
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", name):
             raise ScenarioError(f"{source}: scenario {name}: name must be letters, digits and _.+-")
+        if len(name) > MAX_NAME_CHARS:
+            raise ScenarioError(f"{source}: scenario {name[:20]}...: a name of {len(name)} characters; at most "
+                                f"{MAX_NAME_CHARS} (it starts each run directory's name)")
         if not isinstance(body, dict):
             raise ScenarioError(f"{source}: scenario {name}: must be a mapping of keys")
         merged[name] = _deep_merge(defaults, body)
@@ -432,18 +449,8 @@ def parse_experiments(text: str, source: str) -> Experiments:
 
 
 def load_experiments(path: str | Path) -> Experiments:
-    path = Path(path)
     try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise ScenarioError(f"{path}: cannot read ({error.strerror})") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ScenarioError(f"{path}: {len(data)} bytes; an experiments file is at most {MAX_FILE_BYTES} "
-                            "(matrices are lists of values, not generated data)")
-    try:
-        text = data.decode("utf-8-sig")  # UTF-8 only (a UTF-8 byte-order mark is fine)
-    except UnicodeDecodeError as error:
-        raise ScenarioError(f"{path}: not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start}); "
-                            "save it as UTF-8") from None
+        text = safeload.decode_utf8(safeload.read_bounded(path, MAX_FILE_BYTES, "an experiments file"))
+    except safeload.Refused as error:
+        raise ScenarioError(f"{path}: {error}") from None
     return parse_experiments(text, str(path))
-

@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 
 from . import cgroup, doctor, filelock, kmod, vm, vmtime
-from .errors import BadInput, CctestError
+from .errors import BadInput, CctestError, printable
 from .journal import Journal
 from .plan import RunSpec, split_for_vms
 from .rundir import write_meta
@@ -138,6 +138,8 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
     leftovers = False
     topologies = Topologies()
     vm_boot = vmtime.boot_times() if opts.in_vm and vmtime.in_vm_env() else None
+    if opts.in_vm:
+        vm.watch_stop_file()  # the host's Ctrl-C (vm.stop) reaches this run as a KeyboardInterrupt
     run_cgroup = None
     try:
         run_cgroup = enter_cgroup(journal, console)  # before anything is started: all of it is inside
@@ -282,19 +284,29 @@ def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, k
         guests.append((cmd, manifest, len(part)))
     console.print(f"booting {kernel.name} in {len(parts)} virtme-ng VM(s), {clock.describe()}")
     codes: list[int] = []
+    crashes: dict[int, str] = {}
     try:
-        if len(guests) == 1:
-            codes = [vm.run(kernel, guests[0][0], [out], clock)]
-        else:
-            codes = _run_parallel(kernel, guests, out, clock, console)
+        # every VM's console goes to out/.vm-<k>.log (kept in its run directories), one VM or many
+        codes = _run_parallel(kernel, guests, out, clock, console)
     finally:
         run_dirs = []
-        for _, manifest, _ in guests:
-            run_dirs += read_manifest(manifest)
+        for k, (_, manifest, _) in enumerate(guests):
+            mine = read_manifest(manifest)
+            run_dirs += mine
             manifest.unlink(missing_ok=True)
+            crash = keep_console(out / f".vm-{k}.log", mine)
+            if crash and k < len(codes) and codes[k] != 0:
+                crashes[k] = crash
+            elif crash:
+                console.print(f"notice: VM {k}'s kernel reported: {printable(crash)} (console in its run "
+                              f"directories' {GUEST_CONSOLE})", highlight=False, markup=False)
         ingest_failures: list[str] = []
         if opts.ingest:
             finalize_each([d for d in run_dirs if (d / "meta.json").exists()], console, ingest_failures)
+    if crashes:
+        raise SessionError("the guest kernel crashed: " + "; ".join(
+            f"{line} (VM {k}, console in {out / f'.vm-{k}.log'} and its run directories' {GUEST_CONSOLE})"
+            for k, line in crashes.items()))
     failed = [(k, code) for k, code in enumerate(codes) if code != 0]
     if failed:
         raise SessionError("the run inside the VM exited with " + ", ".join(
@@ -302,6 +314,22 @@ def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, k
             for k, code in failed))
     raise_for_ingest(ingest_failures)
     return run_dirs
+
+
+GUEST_CONSOLE = "guest-console.log"
+
+
+def keep_console(log: Path, run_dirs: list[Path]) -> str | None:
+    """Copy a VM's console (the guest kernel's messages included) into each run directory it wrote;
+    return the line naming a guest kernel crash in it, if any."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return None
+    for run_dir in run_dirs:
+        if run_dir.is_dir():
+            (run_dir / GUEST_CONSOLE).write_text(text)
+    return vm.guest_crash(text)
 
 
 def read_manifest(manifest: Path) -> list[Path]:

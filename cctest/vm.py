@@ -16,11 +16,14 @@ did not finish booting in 300 s) and cannot be combined with KVM (docs/virtual-c
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,13 +191,23 @@ def start(kernel: Path, guest_cmd: list[str], rwdirs: list[Path], clock: VMClock
         fd, name = tempfile.mkstemp(prefix=".guest-command-", suffix=".sh", dir=rwdirs[0])
         os.close(fd)
         command_file = Path(name)
+    stop_file = None
+    if rwdirs:  # how stop() asks the guest's run to end as on Ctrl-C (watch_stop_file, in the guest)
+        stop_file = rwdirs[0] / f".stop-{os.getpid()}-{Path(command_file).stem}"
+        stop_file.unlink(missing_ok=True)
+        guest_env[STOP_FILE_ENV] = str(stop_file)
     cmd = vng_command(kernel, guest_cmd, rwdirs, clock, guest_env=guest_env, command_file=command_file)
     if log is None:
-        return subprocess.Popen(cmd, env=env, cwd=REPO_ROOT)
-    with open(log, "wb") as sink:
-        # no terminal: vng must not wait on (or fight over) a shared stdin
-        return subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, env=env, cwd=REPO_ROOT)
+    else:
+        with open(log, "wb") as sink:
+            # no terminal: vng must not wait on (or fight over) a shared stdin. Its own session: a
+            # Ctrl-C on our terminal reaches only cctest, which asks each guest to end (stop()),
+            # instead of killing QEMU under a run that then keeps nothing.
+            proc = subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+    proc.stop_file = stop_file  # type: ignore[attr-defined]
+    return proc
 
 
 def run(kernel: Path, guest_cmd: list[str], rwdirs: list[Path], clock: VMClock = VMClock(),
@@ -208,18 +221,68 @@ def run(kernel: Path, guest_cmd: list[str], rwdirs: list[Path], clock: VMClock =
         raise
 
 
-def stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
-    """Ctrl-C reaches a VM on our terminal by itself (its guest tears down and powers off); give it
-    time, then end qemu."""
+def stop(proc: subprocess.Popen, grace_s: float = 120.0) -> None:
+    """Ask the guest's run to end as on Ctrl-C (a VM on our terminal also gets the Ctrl-C itself): it
+    tears down, keeps what was measured and powers off. Give it time (teardown under emulation takes
+    a minute), then end qemu (its whole session)."""
+    stop_file = getattr(proc, "stop_file", None)
     try:
+        if stop_file is not None and proc.poll() is None:
+            stop_file.touch()
         proc.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
-        proc.terminate()
+        _signal_session(proc, signal.SIGTERM)
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            _signal_session(proc, signal.SIGKILL)
             proc.wait()
+    except BaseException:  # a second Ctrl-C: QEMU, in its own session, must not outlive us
+        _signal_session(proc, signal.SIGKILL)
+        raise
+    finally:
+        if stop_file is not None:
+            stop_file.unlink(missing_ok=True)
+
+
+def _signal_session(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        if os.getpgid(proc.pid) == proc.pid:  # started in its own session: qemu is in its group
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+    except ProcessLookupError:
+        pass
+
+
+STOP_FILE_ENV = "CCTEST_STOP_FILE"
+
+
+def watch_stop_file(poll_s: float = 0.5) -> None:
+    """In the guest: when the host's stop() creates the stop file, interrupt this process as Ctrl-C
+    would (its run tears down, keeps what was measured and is marked interrupted)."""
+    path = os.environ.get(STOP_FILE_ENV)
+    if not path:
+        return
+
+    def watch() -> None:
+        while not os.path.exists(path):
+            time.sleep(poll_s)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=watch, name="stop-file", daemon=True).start()
+
+
+# A guest kernel's report of its own failure, as its console prints it (the line after the
+# timestamp): the first such line names the crash.
+OOPS = re.compile(r"^\[\s*\d+\.\d+\]\s+((?:BUG|Oops|Kernel panic - not syncing|general protection fault|kernel BUG at|"
+                  r"WARNING: CPU|Unable to handle kernel)\b.*)$", re.M)
+
+
+def guest_crash(console: str) -> str | None:
+    """The line of the first oops, panic, BUG or WARNING in a guest console, or None."""
+    match = OOPS.search(console)
+    return match.group(1).strip() if match else None
 
 
 def guest_release(kernel: Path) -> str:

@@ -42,7 +42,17 @@ def wait_gone(pid: int, timeout_s: float = 5) -> bool:
     return False
 
 
-SESSION = """
+# Named iperf3 (/proc/PID/comm), and, like iperf3 -J, writes its results only when it ends on SIGTERM.
+FAKE_IPERF3 = (
+    "import signal, sys, time\n"
+    "open('/proc/self/comm', 'w').write('iperf3')\n"
+    "def done(*_):\n"
+    "    open(sys.argv[1] + '/results.json', 'w').write('{}')\n"
+    "    sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, done)\n"
+    "time.sleep(300)\n")
+SESSION = f"""
+FAKE_IPERF3 = {FAKE_IPERF3!r}
 import subprocess, sys, time
 from pathlib import Path
 from rich.console import Console
@@ -52,7 +62,10 @@ j = Journal(Path(sys.argv[1]))
 j.acquire("test")
 group = enter_cgroup(j, Console(stderr=True))
 # started and never journaled (as if killed between spawn and journal write), in its own session
-stray = subprocess.Popen(["sleep", "300"], start_new_session=True)
+stray = subprocess.Popen(["sleep", "300"] if sys.argv[2] != "iperf3" else [sys.executable, "-c", FAKE_IPERF3,
+                         sys.argv[1]], start_new_session=True)
+if sys.argv[2] == "iperf3":
+    time.sleep(1)  # its SIGTERM handler in place
 print(group.path, stray.pid, flush=True)
 if sys.argv[2] == "teardown":
     sys.stdin.readline()
@@ -200,3 +213,21 @@ def test_tracefs_is_mounted_only_if_absent_and_clean_unmounts_the_one_cctest_mad
     finally:
         while tracefs.is_tracefs_mount(tracefs.MOUNTPOINT):
             subprocess.run(["umount", str(tracefs.MOUNTPOINT)])
+
+
+@needs_cgroup
+def test_clean_asks_iperf3_to_end_with_sigterm_before_the_cgroup_kill(tmp_path):
+    """iperf3 -J writes its results only as it exits: SIGKILL leaves 0 bytes. The cgroup kill (clean,
+    and teardown's strays) sends SIGTERM to iperf3 first and waits for it (issue 24)."""
+    proc, path, stray = session(tmp_path, "iperf3")
+    try:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert alive(stray) and not (tmp_path / "results.json").exists()
+        actions = clean(tmp_path)
+        assert f"killed 1 process(es) in the run's cgroup and removed {path}" in actions
+        assert (tmp_path / "results.json").read_text() == "{}"  # written on SIGTERM, before any SIGKILL
+        assert wait_gone(stray) and not path.exists()
+    finally:
+        if path.exists():
+            cgroup.kill_and_remove(path)

@@ -128,7 +128,9 @@ def test_ss_mapping_without_iperf3_json_picks_busiest_socket():
     tables = build_tables(hand_meta(), {"ss.jsonl": SS_TWO_SOCKETS, "iperf3-0.json": None})
     assert tables["ss"]["cwnd"].tolist() == [45.0, 50.0]
     assert tables["flows"]["local_port"].tolist() == [40668]
-    assert "throughput" not in tables
+    # issue 24: no iperf3 results, so the flow's totals and throughput are the ss samples'
+    assert tables["flows"]["totals_from"].tolist() == ["ss"]
+    assert tables["throughput"]["flow"].unique().tolist() == [0]
 
 
 def test_absent_inputs_omit_tables_but_keep_flows():
@@ -325,7 +327,10 @@ def test_ingest_run_without_iperf3_picks_the_busiest_socket(sockdiag_run):
         (sockdiag_run / "raw" / name).unlink()
     tables = ingest_run(sockdiag_run)
     assert tables["flows"]["local_port"].tolist() == expected
-    assert "throughput" not in tables and len(tables["ss"]) > 0
+    assert len(tables["ss"]) > 0
+    # issue 24: what ss measured is kept as the flows' totals and throughput, marked as from ss
+    assert tables["flows"]["totals_from"].tolist() == ["ss", "ss"]
+    assert set(tables["throughput"]["flow"]) == {0, 1}
 
 
 def test_ingest_run_without_bpftrace_or_ss(run_dir):
@@ -386,3 +391,31 @@ def test_cpu_stat_samples_become_busy_fractions_per_interval():
     assert total["busy_frac"].tolist() == pytest.approx([0.8, 0.0])
     assert total["interval_s"].tolist() == pytest.approx([0.5, 0.5])
     assert cpu[cpu["cpu"] == "cpu0"]["busy_frac"].tolist() == pytest.approx([0.8])
+
+
+def test_a_killed_iperf3s_flows_are_recovered_from_ss_and_marked(sockdiag_run, tmp_path):
+    """iperf3 -J writes nothing until it exits: a SIGKILLed client leaves 0 bytes. Each flow's
+    totals and throughput then come from its ss samples (bytes acknowledged), marked in the flows
+    table (totals_from) and said by the report."""
+    from click.testing import CliRunner
+
+    from cctest.cli import main
+
+    complete = ingest_run(sockdiag_run)
+    assert complete["flows"]["totals_from"].tolist() == ["iperf3", "iperf3"]
+    for name in ("iperf3-0.json", "iperf3-1.json"):
+        (sockdiag_run / "raw" / name).write_text("")  # what a SIGKILL leaves
+    tables = ingest_run(sockdiag_run)
+    flows, ss = tables["flows"].set_index("flow"), tables["ss"]
+    throughput = tables["throughput"]
+    for flow in (0, 1):
+        acked = ss.loc[ss["flow"] == flow, "bytes_acked"].max()
+        assert flows.loc[flow, "totals_from"] == "ss"
+        assert flows.loc[flow, "bytes_sent"] == flows.loc[flow, "bytes_received"] == acked
+        # within one ss interval (20 Mbit/s x 100 ms) and the SYN + cookie of iperf3's own count
+        assert -38 <= complete["flows"].set_index("flow").loc[flow, "bytes_received"] - acked <= 20e6 / 8 * 0.1
+        rows = throughput[throughput["flow"] == flow]
+        assert rows["bytes"].sum() == acked and (rows["interval_s"] > 0).all() and (rows["bytes"] >= 0).all()
+    result = CliRunner().invoke(main, ["report", str(sockdiag_run), "-o", str(tmp_path / "r.html")])
+    assert "flow(s) 0, 1: iperf3 left no results" in result.stderr and "come from ss" in result.stderr, result.output
+    assert "come from ss" in (tmp_path / "r.html").read_text()

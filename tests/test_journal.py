@@ -20,8 +20,10 @@ from cctest.journal import CleanRefused, Journal, JournalError, clean, is_same_p
 REPO = Path(__file__).resolve().parent.parent
 
 
-def sleeper(*argv: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", *argv])
+def sleeper(*argv: str, command: str = "iperf3") -> subprocess.Popen:
+    """A process that runs as `command` (argv[0]; Python underneath): clean kills only programs cctest
+    starts, so the stand-ins for its processes are named as one."""
+    return subprocess.Popen([command, "-c", "import time; time.sleep(120)", *argv], executable=sys.executable)
 
 
 def alive(proc: subprocess.Popen) -> bool:
@@ -159,18 +161,22 @@ def test_without_a_journal_clean_touches_nothing_unless_forced(tmp_path, procs, 
     lookalike.wait(timeout=5)
 
 
-def test_journaled_host_names_are_cleaned_others_are_not(tmp_path, procs):
-    ours, other = sleeper("mininet:ccsnd0"), sleeper("mininet:ccsnd1")
-    procs += [ours, other]
+def test_journaled_host_shells_are_cleaned_by_identity_never_by_name(tmp_path, procs):
+    """Issue 24: host shells were killed by `pgrep -f` of their journaled names; now only as the
+    journaled processes they are (pid and start time), a look-alike of a journaled name is left."""
+    ours, lookalike, other = sleeper("mininet:ccsnd0"), sleeper("mininet:ccsnd0"), sleeper("mininet:ccsnd1")
+    procs += [ours, lookalike, other]
     time.sleep(0.2)
-    killed_journal(tmp_path, hosts=["ccsnd0"])
+    killed_journal(tmp_path, hosts=["ccsnd0"], processes=[
+        {"pid": ours.pid, "what": "Mininet host shell", "start": process_start_time(ours.pid)}])
     assert f"killed Mininet host shell (pid {ours.pid})" in clean(tmp_path)
     ours.wait(timeout=5)
     time.sleep(0.2)
-    assert alive(other)
+    assert alive(other) and alive(lookalike)
 
 
-def test_journal_is_kept_while_something_is_left_to_undo(tmp_path):
+def test_journal_is_kept_while_something_is_left_to_undo(tmp_path, monkeypatch):
+    monkeypatch.setattr(journal, "ROOT_SYSCTLS", ("net.cctest_no_such_key",))  # as if cctest set one
     path = killed_journal(tmp_path, sysctls={"net.cctest_no_such_key": "1"})
     actions = clean(tmp_path)
     assert "could not restore sysctl net.cctest_no_such_key=1" in actions
@@ -182,9 +188,10 @@ def fake_module(sys_module: Path, name: str, text_address: str) -> None:
     (sys_module / name / "sections" / ".text").write_text(text_address + "\n")
 
 
-def test_a_module_loaded_again_after_the_crash_is_left_alone(tmp_path):
+def test_a_module_loaded_again_after_the_crash_is_left_alone(tmp_path, monkeypatch):
     sys_module = tmp_path / "sys_module"
     name = "cctest_test_no_such_module"
+    monkeypatch.setattr(journal, "OWN_MODULES", (name,))  # as if cctest loaded it
     fake_module(sys_module, name, "0xffffffffc0b00000")  # where the user's new load sits
     killed_journal(tmp_path / "state", modules=[{"name": name, "identity": "0xffffffffc0a00000"}])
     actions = clean(tmp_path / "state", sys_module=sys_module)
@@ -266,3 +273,72 @@ def test_doctor_probes_leave_no_namespace_behind():
     assert probe_qdisc("pfifo") is True
     assert probe_qdisc("cctest-no-such-qdisc") is False
     assert probe_namespaces() == before
+
+
+# --- a journal root can trust (issue 24) -------------------------------------------------------
+
+def test_a_hostile_journal_is_refused_entry_by_entry_and_nothing_is_touched(tmp_path, procs):
+    """A journal someone else wrote: a foreign sysctl, foreign links, another program's PID (with its
+    true start time), an iperf3 outside the journaled run cgroup, a module cctest never loads, a host
+    name cctest never gives. `clean` refuses each in one line, runs nothing, exits 2."""
+    core_pattern = Path("/proc/sys/kernel/core_pattern").read_text()
+    stranger, outsider = sleeper(command="python3"), sleeper()
+    procs += [stranger, outsider]
+    time.sleep(0.2)
+    killed_journal(tmp_path, sysctls={"kernel.core_pattern": "|/tmp/pwn"}, links=["lo", "eth0"],
+                   hosts=["sshd"], modules=[{"name": "e1000", "identity": None}],
+                   processes=[{"pid": stranger.pid, "what": "iperf3 client", "start": process_start_time(stranger.pid)}])
+    result = subprocess.run([sys.executable, "-m", "cctest", "clean"], capture_output=True, text=True, cwd=REPO,
+                            env={**os.environ, "CCTEST_STATE_DIR": str(tmp_path)})
+    assert result.returncode == 2, result.stdout + result.stderr
+    refused = [line for line in result.stdout.splitlines() if line.startswith("refused ")]
+    assert len(refused) == 6, result.stdout
+    for expected in ("sysctl kernel.core_pattern=|/tmp/pwn: cctest sets no such sysctl", "delete link lo: not a name",
+                     "delete link eth0: not a name", f"kill pid {stranger.pid} (iperf3 client): it runs python3",
+                     "unload module e1000: not one cctest loads", "host sshd: not a name"):
+        assert sum(expected in line for line in refused) == 1, (expected, refused)
+    assert Path("/proc/sys/kernel/core_pattern").read_text() == core_pattern
+    assert "lo" in subprocess.run(["ip", "-o", "link", "show", "lo"], capture_output=True, text=True).stdout
+    assert alive(stranger) and (tmp_path / "active.json").exists()
+    # a process cctest could have started, but outside the run's cgroup, which was killed whole
+    killed_journal(tmp_path, cgroup="/sys/fs/cgroup/cctest-run-999999",
+                   processes=[{"pid": outsider.pid, "what": "iperf3 client", "start": process_start_time(outsider.pid)}])
+    actions = clean(tmp_path)
+    assert any(a.startswith(f"refused to kill pid {outsider.pid} (iperf3 client): not in the run's cgroup")
+               for a in actions), actions
+    time.sleep(0.2)
+    assert alive(outsider)
+
+
+@pytest.mark.parametrize("damage", ["group-writable", "other owner", "symlink", "journal other-writable"])
+def test_a_state_directory_someone_else_could_write_is_refused(tmp_path, damage):
+    state = tmp_path / "state"
+    killed_journal(state)
+    if damage == "group-writable":
+        state.chmod(0o775)
+    elif damage == "other owner":
+        os.chown(state, 65534, 65534)
+    elif damage == "symlink":
+        (tmp_path / "link").symlink_to(state)
+        state = tmp_path / "link"
+    else:
+        (state / "active.json").chmod(0o666)
+    with pytest.raises(journal.UntrustedStateDir):
+        clean(state)
+    result = subprocess.run([sys.executable, "-m", "cctest", "clean"], capture_output=True, text=True, cwd=REPO,
+                            env={**os.environ, "CCTEST_STATE_DIR": str(state)})
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "CCTEST_STATE_DIR" in result.stderr and "Traceback" not in result.stderr
+    with pytest.raises(journal.UntrustedStateDir):
+        Journal(state).acquire("run")
+
+
+def test_a_new_state_directory_is_made_for_its_user_alone(tmp_path):
+    state = tmp_path / "new" / "state"
+    j = Journal(state)
+    j.acquire("run")
+    try:
+        info = os.stat(state)
+        assert info.st_uid == os.geteuid() and info.st_mode & 0o077 == 0
+    finally:
+        j.finish()

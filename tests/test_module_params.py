@@ -105,3 +105,75 @@ def test_cli_exits_2_with_one_line_before_loading_anything(built):
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "probe_rtt_interval_ms" in lines[0] and "allowed: 100..3600000" in lines[0], lines
+
+
+# --- the same ranges from the sources, before anything is built (issue 24, item 5) ---------------
+
+def test_the_sources_declare_what_modinfo_shows_for_every_module(built):
+    """cctest.modsource expands the modules' own macros: its table is modinfo's, parameter for
+    parameter, without a build (so `list` and `--dry-run` can refuse what insmod would)."""
+    from cctest import modsource
+
+    for cc in kmod.PROJECT_CCS:
+        assert modsource.declared(cc).specs == kmod.param_specs(built[cc]), cc
+
+
+FLOWS = "defaults:\n  link: {rate_mbps: 20, rtt_ms: 20, buffer_bdp: 1}\n  duration_s: 5\nscenarios:\n  s:\n    flows: [%s]\n"
+REFUSED = {
+    "out of range": ("{cc: bbr3, params: {probe_rtt_interval_ms: 0}}", "probe_rtt_interval_ms; allowed: 100..3600000"),
+    "unknown": ("{cc: bbr_modest, params: {wmid_x1000: 1}}", "module bbr_modest has no parameter 'wmid_x1000'; allowed: "),
+    "read-only": ("{cc: bbr3plus, params: {fallbacks: 0}}", "fallbacks; allowed: read-only"),
+    "Wmin above Wmax": ("{cc: bbr_modest, params: {wmin_x1000: 900, wmax_x1000: 800}}",
+                        "wmax_x1000 = 800 is below wmin_x1000 = 900; bbr_modest keeps wmax_x1000 at least wmin_x1000"),
+    "Wmin above the default Wmax": ("{cc: bbr_modest, params: {wmin_x1000: 1000, wmax_x1000: 999}}", "is below"),
+    "inverted hysteresis": ("{cc: bbr_acw, params: {enter_share_pct: 60, leave_share_pct: 90}}",
+                            "leave_share_pct = 90 is above enter_share_pct = 60"),
+    "swept out of range": ("{cc: bbr1, params: {cwnd_gain_x1000: 2000}}",
+                           "(flows.0.params.cwnd_gain_x1000=0): key flows.0.params: 0 is not allowed"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_list_and_dry_run_refuse_what_a_run_would(tmp_path, case):
+    flows, expected = REFUSED[case]
+    path = tmp_path / "exp.yaml"
+    path.write_text(FLOWS % flows + ("    matrix: {flows.0.params.cwnd_gain_x1000: [2000, 0]}\n" if "swept" in case else ""))
+    for args in (["list", "-f", str(path)], ["run", "s", "-f", str(path), "--dry-run"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, (args, result.output)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"{path}: scenario s" in lines[0] and expected in lines[0], lines
+
+
+def test_values_the_module_takes_pass(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(FLOWS % "{cc: bbr_modest, params: {wmin_x1000: 500, wmax_x1000: 500}}, "
+                             "{cc: bbr_acw, params: {enter_share_pct: 80}}, {cc: bbr3, params: {startup_pacing_gain_x1000: 0}}")
+    result = CliRunner().invoke(main, ["run", "s", "-f", str(path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+
+
+def test_the_parser_knows_no_module_only_the_preprocessor(tmp_path):
+    """A made-up module with its own macro, a symbolic default, a read-only counter and a clamp
+    through a variable: read as modinfo and the code would have it."""
+    from cctest import modsource
+
+    tree = tmp_path / "modules" / "toy"
+    tree.mkdir(parents=True)
+    (tree / "Kbuild").write_text("obj-m += toy.o\n")
+    (tree / "common.h").write_text(
+        '#define TOY_P(n, d, lo, hi, what) \\\n  static int n = d; \\\n'
+        '  module_param_cb(n, &toy_ops, &toy_##n, 0644); \\\n  MODULE_PARM_DESC(n, what " [range " #lo ".." #hi "]")\n')
+    (tree / "toy.c").write_text(
+        '#include "common.h"\n#define TOY_DEFAULT_HI 40\n'
+        'TOY_P(low, 10, 0, 100, "the lower one, in lo units");\n'
+        'TOY_P(high, TOY_DEFAULT_HI, 5, 200, "the upper");  /* TOY_P(ghost, 1, 1, 1, "x") */\n'
+        'module_param_cb(count, &toy_counter, NULL, 0444);\nMODULE_PARM_DESC(count, "events [read-only]");\n'
+        'static u32 toy_param(int v, int lo, int hi) { return clamp(v, lo, hi); }\n'
+        'static void f(void) {\n  u32 a = toy_param(low, 0, 100);\n  u32 b = toy_param(high, a, 200);\n}\n')
+    found = modsource.declared.__wrapped__("toy", tmp_path / "modules")
+    assert found.specs == {"low": kmod.ParamSpec("low", 0, 100), "high": kmod.ParamSpec("high", 5, 200),
+                           "count": kmod.ParamSpec("count", read_only=True)}
+    assert found.defaults == {"low": 10, "high": 40}
+    assert [(r.param, r.op, r.other) for r in found.relations] == [("high", ">=", "low")]
+    assert found.relations[0].where == "toy.c:10"

@@ -231,3 +231,32 @@ def test_clean_removes_what_a_sigkilled_run_left(vm_results):
     # the tracefs mount the run made: kept by the SIGKILL, unmounted by `clean`
     assert before["tracefs_mounts"] == ["/sys/kernel/tracing"] and left["tracefs_mounts"] == []
     assert "unmounted tracefs at /sys/kernel/tracing" in entry["clean_output"]
+
+
+@pytest.mark.vm_jobs("kill9all:interrupt-me")
+def test_a_run_killed_whole_mid_flow_still_yields_each_flows_bytes_from_ss(vm_results, tmp_path):
+    """Issue 24: everything SIGKILLed at once mid-flow (iperf3 -J then writes nothing): each flow's
+    bytes come from its ss samples, the flows table says so, and so does the report."""
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from cctest.cli import main
+
+    entry = vm_results["kill9all:interrupt-me"]
+    assert entry["flows_were_running"], entry["seen"]
+    assert entry["killed_cgroups"], "no run cgroup to kill"
+    assert entry["iperf3_sizes"] and set(entry["iperf3_sizes"].values()) == {0}, entry["iperf3_sizes"]
+    killed = Path(entry["run_dirs"][-1])
+    flows = pd.read_parquet(killed / "flows.parquet")
+    ss = pd.read_parquet(killed / "ss.parquet")
+    assert flows["totals_from"].tolist() == ["ss", "ss"], flows
+    for row in flows.itertuples():
+        acked = ss.loc[ss["flow"] == row.flow, "bytes_acked"].max()
+        assert row.bytes_received == acked > 0
+    throughput = pd.read_parquet(killed / "throughput.parquet")
+    assert set(throughput["flow"]) == {0, 1}
+    assert throughput.groupby("flow")["bytes"].sum().tolist() == flows["bytes_received"].tolist()
+    result = CliRunner().invoke(main, ["report", str(killed), "-o", str(tmp_path / "report.html")])
+    assert "flow(s) 0, 1: iperf3 left no results" in result.stderr and "come from ss" in result.stderr, result.output
+    assert entry["clean_exit_code"] == 0, entry["clean_output"]
+    assert entry["leftovers"]["iperf3"] == [] and not entry["leftovers"]["journal_left"]

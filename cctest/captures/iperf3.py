@@ -173,7 +173,7 @@ class Iperf3(Capture):
     tables = {
         "flows": ("run_id", "flow", "cc", "rtt_ms", "start_s", "launched_s", "duration_s",
                   "elapsed_s", "local_port", "server_port", "sender_ip", "bytes_sent",
-                  "bytes_received", "retransmits", "mean_rtt_ms", "max_snd_cwnd_bytes"),
+                  "bytes_received", "retransmits", "mean_rtt_ms", "max_snd_cwnd_bytes", "totals_from"),
         "throughput": ("run_id", "flow", "t_s", "interval_s", "bytes", "bits_per_second",
                        "retransmits", "snd_cwnd_bytes", "rtt_ms"),
     }
@@ -202,9 +202,11 @@ class Iperf3(Capture):
                          "server_port": f.get("server_port"), "sender_ip": f.get("sender_ip"),
                          "bytes_sent": r.bytes_sent, "bytes_received": r.bytes_received,
                          "retransmits": r.retransmits, "mean_rtt_ms": r.mean_rtt_ms,
-                         "max_snd_cwnd_bytes": r.max_snd_cwnd_bytes})
+                         "max_snd_cwnd_bytes": r.max_snd_cwnd_bytes,
+                         # where the byte totals come from: iperf3's summary, or (ingest) the ss samples
+                         "totals_from": "iperf3" if math.isfinite(r.bytes_sent) else None})
         flows = self.finish("flows", pd.DataFrame(rows, columns=self.tables["flows"][1:]), run,
-                            strings=("cc", "sender_ip"))
+                            strings=("cc", "sender_ip", "totals_from"))
         for c in ("local_port", "server_port", "bytes_sent", "bytes_received", "retransmits",
                   "max_snd_cwnd_bytes"):
             flows[c] = pd.to_numeric(flows[c]).astype("Int64")

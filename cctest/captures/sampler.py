@@ -61,6 +61,7 @@ class PeriodicSampler(threading.Thread):
             if text:
                 with self.lock:
                     self.log.write(text)
+                    self.log.flush()  # a SIGKILL keeps every sample taken (ss: the flows' bytes)
                 self.samples += 1
             next_tick += self.interval_s
             # Never try to catch up a backlog: a late sample is better than a burst of them.

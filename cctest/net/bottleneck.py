@@ -29,9 +29,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
 
-from ..scenario import AQMS, ETHERNET_FRAME_BYTES
+from ..scenario import AQMS, ETHERNET_FRAME_BYTES, no_booleans_for_numbers
 
 if TYPE_CHECKING:
     from ..plan import LinkRun
@@ -47,6 +47,11 @@ AQM_HANDLE = "3:"
 class AqmParams(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
+    @model_validator(mode="before")
+    @classmethod
+    def no_booleans(cls, data: Any) -> Any:
+        return no_booleans_for_numbers(cls, data)
+
 
 class FifoParams(AqmParams):
     pass
@@ -55,6 +60,15 @@ class FifoParams(AqmParams):
 class CodelParams(AqmParams):
     target_ms: float = Field(default=5.0, gt=0, le=1000)  # acceptable standing queue delay
     interval_ms: float = Field(default=100.0, gt=0, le=10_000)  # about a worst-case RTT
+
+
+    @model_validator(mode="after")
+    def target_within_interval(self) -> "CodelParams":
+        # CoDel drops when the delay stayed above target for a whole interval: a target at or above
+        # the interval is a queue that never reacts as CoDel is meant to.
+        if self.target_ms >= self.interval_ms:
+            raise ValueError(f"target_ms: {self.target_ms:g} ms is not below interval_ms = {self.interval_ms:g} ms")
+        return self
 
 
 class FqCodelParams(CodelParams):
@@ -92,7 +106,10 @@ def aqm_settings(link: "Link") -> AqmParams:
         params = model.model_validate(link.aqm_params)
     except ValidationError as error:
         first = error.errors()[0]
-        raise ValueError(f"aqm_params.{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        message = first["msg"].removeprefix("Value error, ")
+        key = ".".join(map(str, first["loc"]))
+        # a model check names its key itself ("target_ms: ...")
+        raise ValueError(f"aqm_params.{key}: {message}" if key else f"aqm_params.{message}") from None
     if isinstance(params, RedParams):
         _check_red(params, link.rate_mbps, link.buffer_size_bytes)
     return params

@@ -221,7 +221,7 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
     skipped: list[str] = []
     a = _analyse_all(paths, opts, compare_paths, threshold_pct, skipped)
     page = _new_page(a, opts)
-    warnings = _skipped_section(page, skipped) + _run_notes(a.runs)
+    warnings = _skipped_section(page, skipped) + _run_notes(a.runs) + list(a.claim_notes)
     if a.verdicts or a.claim_notes:
         claims_section(page, a.verdicts, a.claim_notes)
     regressions = _compare_section(page, a, compare_paths, threshold_pct, warnings)

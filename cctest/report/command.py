@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from .. import errors
-from ..errors import BadInput, CctestError, ClaimsFailed
+from ..errors import BadInput, CctestError, ClaimsFailed, printable
 from . import defaults
 from .defaults import DEFAULT_MAX_POINTS
 
@@ -54,15 +54,15 @@ def report_command(paths, output, open_, bin_ms, skip_s, jain_window_s, max_poin
     res = write_report(paths, output, opts, compare_paths=compare_paths, threshold_pct=threshold)
     dt = time.perf_counter() - t
     for w in res.warnings:
-        click.echo(f"warning: {w}", err=True)
+        click.echo(printable(f"warning: {w}"), err=True)
     if res.compare is not None and not res.compare.empty:
         for r in res.compare.itertuples():
             mark = "REGRESSION" if r.regression else "ok"
             if r.n_candidate == 0:
-                click.echo(f"{mark:10s} {r.group}: {r.label}: {r.baseline:.4g} -> no value")
+                click.echo(printable(f"{mark:10s} {r.group}: {r.label}: {r.baseline:.4g} -> no value"))
                 continue
-            click.echo(f"{mark:10s} {r.group}: {r.label}: {r.baseline:.4g} -> {r.candidate:.4g} "
-                       f"({r.delta_pct:+.1f} %, {r.better} is better)")
+            click.echo(printable(f"{mark:10s} {r.group}: {r.label}: {r.baseline:.4g} -> {r.candidate:.4g} "
+                                 f"({r.delta_pct:+.1f} %, {r.better} is better)"))
     print_claims(res.claims)
     size = res.html.stat().st_size / 1e6
     click.echo(f"wrote {res.html} ({size:.1f} MB, {res.runs} run(s), {res.figures} figure(s), {dt:.1f} s), "
@@ -82,7 +82,9 @@ def print_claims(verdicts) -> None:
     for v in verdicts:
         where = v.point if v.point not in ("-", "across points") else f"{v.expectation.scenario} ({v.point})"
         reason = f" ({v.reason})" if v.reason and v.values else ""
-        click.echo(f"{v.verdict.upper():12s} {where}: {v.expectation.claim.text}: {v.measured()}{reason}")
+        # the scenario name and the claim come from the run directory (meta.json, scenario.yaml)
+        click.echo(printable(f"{v.verdict.upper():12s} {where}: {v.expectation.claim.text}: {v.measured()}{reason}",
+                             limit=2000))
 
 
 def exit_on_claims(verdicts, no_fail: bool) -> None:
@@ -119,7 +121,7 @@ def check_command(paths, output, skip_s, no_fail):
     verdicts, notes = judge_claims(runs, summary)
     notes = skipped + notes
     for note in notes:
-        click.echo(f"warning: {note}", err=True)
+        click.echo(printable(f"warning: {note}"), err=True)
     if not verdicts:
         raise BadInput(f"no claims: none of the {len(runs)} run(s) records an expect: list")
     print_claims(verdicts)

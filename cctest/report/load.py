@@ -13,6 +13,7 @@ import pandas as pd
 
 from .. import captures
 from ..errors import BadInput
+from ..safeload import Refused, read_bounded
 
 REQUIRED = ("flows", "throughput")
 ABSENT_NOTE = {
@@ -47,6 +48,7 @@ FLOW_TYPES = {"flow": (int,), "cc": (str,), "rtt_ms": (int, float), "start_s": (
               "duration_s": (int, float), "launched_s": (int, float)}
 # The captures' tables the report reads: those it has a schema for (not cpu: checks.json judges it).
 TABLES = tuple(name for name in captures.TABLES if name in SCHEMA)
+MAX_JSON_BYTES = 16 << 20  # meta.json and checks.json are kilobytes: a bound, not a limit any run meets
 RUN_DIR_SIGNS = ("scenario.yaml", "raw", "flows.parquet", "throughput.parquet", "checks.json")
 
 
@@ -102,8 +104,10 @@ def find_run_dirs(path: Path | str, skipped: list[str] | None = None) -> list[Pa
 
 def _read_json(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        data = json.loads(read_bounded(path, MAX_JSON_BYTES, f"a {path.name}"))
+    except Refused as e:
+        raise ReportInputError(f"{shown(path)}: unreadable ({e})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise ReportInputError(f"{shown(path)}: unreadable ({e.__class__.__name__}: {e})") from None
     if not isinstance(data, dict):
         raise ReportInputError(f"{shown(path)}: unreadable (not a JSON object)")
@@ -222,6 +226,9 @@ def load_run(path: Path | str) -> Run:
         run.notes.append(f"run status {meta.get('status')}: {meta.get('error') or 'no error message'}")
     for name in TABLES:
         f = p / f"{name}.parquet"
+        if f.exists() and not f.is_file():  # a FIFO would block the parquet reader
+            run.notes.append(f"{shown(f)}: not a regular file; skipped")
+            continue
         if not f.exists():
             if name in REQUIRED:
                 run.notes.append(f"{name}.parquet absent: throughput metrics unavailable")
@@ -240,6 +247,13 @@ def load_run(path: Path | str) -> Run:
                 run.notes.append(f"{name}.parquet unusable: throughput metrics unavailable")
             continue
         run.tables[name] = table
+    flows = run.tables.get("flows")
+    if flows is not None and "totals_from" in flows.columns:
+        from_ss = sorted(int(f) for f in flows.loc[flows["totals_from"] == "ss", "flow"])
+        if from_ss:
+            run.notes.append(f"flow(s) {', '.join(map(str, from_ss))}: iperf3 left no results (killed before it "
+                             "exited); their byte totals and throughput come from ss (bytes acknowledged, at "
+                             "each ss sample)")
     return run
 
 

@@ -5,7 +5,9 @@ A job is a scenario name in tests/vm/scenarios.yaml (run to completion; all of t
 `cctest run` process, as a user would sweep them, which saves a process start per job; with
 --only-runs, only those of that invocation's runs, as `cctest run -j` gives each VM its share), or
 `interrupt:<scenario>` (SIGINT once flows are running, then record what is left on the system), or
-`kill9:<scenario>` (SIGKILL mid-flow, try a second run, then `cctest clean`). Both start with
+`kill9:<scenario>` (SIGKILL mid-flow, try a second run, then `cctest clean`), or
+`kill9all:<scenario>` (SIGKILL the run's whole cgroup mid-flow, iperf3 included, then `cctest
+clean`). They start with
 tracefs unmounted (virtme-ng mounts it), so that the run mounts it itself, and mount it back after.
 Writes OUT_DIR/results.json and OUT_DIR/dmesg.txt. Tables are made on the host afterwards.
 """
@@ -157,6 +159,28 @@ def kill9(scenario: str, out: Path, manifest: Path) -> dict:
             "second_run_exit_code": refused.returncode, "second_run_stderr": refused.stderr}
 
 
+def kill9_all(scenario: str, out: Path, manifest: Path) -> dict:
+    """SIGKILL the run and everything it started at once, mid-flow, as the OOM killer or a dying VM
+    would (the run's cgroup.kill): iperf3 -J writes nothing, yet the run directory must still yield
+    each flow's bytes, from ss (issue 24). Then `cctest clean`."""
+    unmounted = unmount_tracing()
+    proc = cctest([scenario], out, manifest)
+    started, seen = wait_for_flows(proc, manifest)
+    groups = list(run_cgroups())
+    if groups:
+        Path(groups[0], "cgroup.kill").write_text("1\n")
+    else:
+        proc.kill()
+    proc.wait()
+    dirs = run_dirs(manifest)
+    sizes = {p.name: p.stat().st_size for p in sorted(Path(dirs[-1], "raw").glob("iperf3-[0-9]*.json"))} if dirs else {}
+    clean = subprocess.run([sys.executable, "-m", "cctest", "clean"], capture_output=True, text=True)
+    left = system_leftovers()
+    remount_tracing(unmounted)
+    return {"flows_were_running": started, "seen": seen, "killed_cgroups": groups, "iperf3_sizes": sizes,
+            "clean_exit_code": clean.returncode, "clean_output": clean.stdout + clean.stderr, "leftovers": left}
+
+
 # Values the review found harmful (issue 12, bug 3) and one just outside each end of a range; each
 # module's first one is also given to cctest's loader alone.
 BBR3_BAD_PARAMS = {"bw_probe_wait_rand_ms": 4294967295, "probe_rtt_interval_ms": 0, "probe_up_pacing_gain_x1000": 0,
@@ -279,7 +303,8 @@ def diag_churn(cc: str, out: Path, manifest: Path, seconds: float = 15) -> dict:
     return {**counts, "unloaded": unloaded or not kmod.is_loaded(cc), "run_dirs": []}
 
 
-JOB_KINDS = {"interrupt": interrupt, "kill9": kill9, "kparams": kparams, "diagchurn": diag_churn}
+JOB_KINDS = {"interrupt": interrupt, "kill9": kill9, "kill9all": kill9_all, "kparams": kparams,
+             "diagchurn": diag_churn}
 
 
 def main() -> None:

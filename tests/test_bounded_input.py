@@ -1,0 +1,260 @@
+"""Reading is bounded (issue 24, item 1): alias bombs, deep nesting, huge files and special files
+(FIFO, /dev/zero, a directory) are refused in one line, exit 2, before any value is built, from
+experiments.yaml (`list`, `run --dry-run`) and from a run directory's scenario.yaml and meta.json
+(`check`, `report`). The work bound: the refusal comes from libyaml's event stream (at most one
+pass over the text, no Python object per expanded value); the test also holds each refusal to
+under 1 s of CPU and 200 MB of Python allocations (tracemalloc)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cctest import safeload
+from cctest.cli import main
+from cctest.claims import expectations_of_runs
+from cctest.scenario import MAX_FILE_BYTES, load_experiments
+from test_scenario import GOOD
+
+FIXTURES = Path(__file__).parent / "fixtures" / "runs"
+RECORDED = FIXTURES / "cubic-bbr-shallow-20261121-231855-base-r0"
+MEMORY_BOUND = 200 << 20
+
+
+def bomb(levels: int, fanout: int, where: str) -> str:
+    """A billion-laughs file: level k is a list of `fanout` aliases to level k-1."""
+    lines = ["defaults:", "  description: &l0 lol"]
+    for k in range(1, levels + 1):
+        lines.append(f"  l{k}: &l{k} [{', '.join([f'*l{k - 1}'] * fanout)}]")
+    top = f"*l{levels}"
+    body = {"scenarios": f"scenarios: {{one: {top}}}",
+            "merge": f"scenarios:\n  one:\n    <<: {{deep: {top}}}"}[where]
+    return "\n".join(lines) + "\n" + body + "\n"
+
+
+def deep(depth: int, style: str) -> str:
+    if style == "flow lists":
+        return "scenarios: " + "[" * depth + "]" * depth + "\n"
+    if style == "flow maps":
+        return "scenarios: " + "{a: " * depth + "1" + "}" * depth + "\n"
+    return "scenarios:\n" + "".join("  " * (k + 1) + "a:\n" for k in range(depth)) + "  " * (depth + 1) + "b: 1\n"
+
+
+def refused_quickly(call) -> str:
+    """Run `call` (which must raise a one-line Refused/BadInput); return the line. Asserts the CPU
+    and memory bounds."""
+    tracemalloc.start()
+    started = time.process_time()
+    try:
+        with pytest.raises(Exception) as caught:
+            call()
+        cpu = time.process_time() - started
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert getattr(caught.value, "exit_code", None) == 2, repr(caught.value)
+    line = str(caught.value)
+    assert "\n" not in line and len(line) < 400, line
+    assert cpu < 1.0, f"{cpu:.2f} s CPU: {line}"
+    assert peak < MEMORY_BOUND, f"{peak / 1e6:.0f} MB: {line}"
+    return line
+
+
+def never_built(monkeypatch):
+    """Fail if a hostile document gets as far as the constructor (the refusal must come first)."""
+    def construct(self, node):
+        raise AssertionError("a hostile document reached the constructor")
+    monkeypatch.setattr(safeload.StrictLoader, "construct_document", construct)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(levels=st.integers(3, 12), fanout=st.integers(3, 30), where=st.sampled_from(["scenarios", "merge"]))
+def test_property_alias_bombs_are_refused_before_anything_is_built(tmp_path, monkeypatch, levels, fanout, where):
+    if fanout ** levels <= safeload.MAX_VALUES:
+        return  # small enough to be a real file; not a bomb
+    path = tmp_path / "bomb.yaml"
+    path.write_text(bomb(levels, fanout, where))
+    with monkeypatch.context() as m:
+        never_built(m)
+        line = refused_quickly(lambda: load_experiments(path))
+    assert str(path) in line and ("values (aliases expanded)" in line or "nested" in line), line
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(depth=st.integers(safeload.MAX_NESTING + 1, 20_000),
+       style=st.sampled_from(["flow lists", "flow maps", "block maps"]))
+def test_property_deep_nesting_is_refused_before_anything_is_built(tmp_path, monkeypatch, depth, style):
+    text = deep(depth, style)
+    if len(text.encode()) > MAX_FILE_BYTES:
+        depth = 400  # a block map that deep is over the size bound: the size refusal is tested below
+        text = deep(depth, style)
+    path = tmp_path / "deep.yaml"
+    path.write_text(text)
+    with monkeypatch.context() as m:
+        never_built(m)
+        line = refused_quickly(lambda: load_experiments(path))
+    assert "nested more than 32 levels" in line, line
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(extra=st.integers(1, 1 << 40), sparse=st.booleans())
+def test_property_huge_files_are_refused_by_their_size_without_being_read(tmp_path, extra, sparse):
+    path = tmp_path / "huge.yaml"
+    size = MAX_FILE_BYTES + (extra if sparse else min(extra, 1 << 22))
+    with open(path, "wb") as f:
+        if sparse:
+            f.truncate(size)  # a hole: reading it would allocate `size` bytes
+        else:
+            f.write(b"#" * size)
+    line = refused_quickly(lambda: load_experiments(path))
+    assert f"{size} bytes" in line and f"at most {MAX_FILE_BYTES}" in line, line
+
+
+def special_file(kind: str, tmp_path: Path) -> Path:
+    if kind == "fifo":
+        path = tmp_path / "fifo.yaml"
+        os.mkfifo(path)
+        return path
+    if kind == "directory":
+        (tmp_path / "dir.yaml").mkdir()
+        return tmp_path / "dir.yaml"
+    return Path({"zero": "/dev/zero", "null": "/dev/null", "urandom": "/dev/urandom"}[kind])
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "null", "urandom", "directory"])
+def test_special_files_are_refused_without_blocking(tmp_path, kind):
+    path = special_file(kind, tmp_path)
+    line = refused_quickly(lambda: load_experiments(path))
+    assert "not a regular file" in line, line
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "directory"])
+def test_cli_refuses_special_files_in_one_line_exit_2(tmp_path, kind):
+    path = special_file(kind, tmp_path)
+    # click's own Path check says "is a directory" for that one; both are one line, exit 2
+    for args in (["list", "-f", str(path)], ["run", "one", "-f", str(path), "--dry-run"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert len(result.stderr.strip().splitlines()) == 1 and str(path) in result.stderr
+
+
+def test_a_symlink_to_a_regular_file_is_read(tmp_path):
+    (tmp_path / "real.yaml").write_text(GOOD)
+    (tmp_path / "link.yaml").symlink_to(tmp_path / "real.yaml")
+    assert "one" in load_experiments(tmp_path / "link.yaml").scenarios
+
+
+# --- a run directory: the same loader, the same bounds -----------------------------------------
+
+def run_dir_with(tmp_path: Path, scenario_yaml: str | None = None, special: str | None = None,
+                 meta_special: str | None = None) -> Path:
+    run = tmp_path / "runs" / "r"
+    shutil.copytree(RECORDED, run)
+    target = run / "scenario.yaml"
+    if scenario_yaml is not None:
+        target.write_text(scenario_yaml)
+    if special == "fifo":
+        target.unlink()
+        os.mkfifo(target)
+    if meta_special == "fifo":
+        (run / "meta.json").unlink()
+        os.mkfifo(run / "meta.json")
+    return tmp_path / "runs"
+
+
+@pytest.mark.parametrize("hostile", ["bomb", "deep", "fifo"])
+def test_a_run_directorys_scenario_yaml_is_read_with_the_same_bounds(tmp_path, hostile):
+    from cctest.report.load import load_runs
+
+    text = {"bomb": bomb(9, 9, "scenarios"), "deep": deep(5000, "flow lists"), "fifo": None}[hostile]
+    runs_dir = run_dir_with(tmp_path, text, special="fifo" if hostile == "fifo" else None)
+    runs = load_runs([runs_dir])
+    started = time.process_time()
+    expectations, notes = expectations_of_runs(runs)
+    assert time.process_time() - started < 1.0
+    assert expectations == [] and len(notes) == 1 and "scenario.yaml" in notes[0], notes
+    assert {"bomb": "aliases expanded", "deep": "nested", "fifo": "not a regular file"}[hostile] in notes[0]
+
+
+@pytest.mark.parametrize("command", ["check", "report"])
+def test_check_and_report_on_a_hostile_run_directory_answer_at_once(tmp_path, command):
+    runs_dir = run_dir_with(tmp_path, deep(5000, "flow lists"))
+    started = time.perf_counter()
+    result = CliRunner().invoke(main, [command, str(runs_dir), "-o", str(tmp_path / "out.x")])
+    assert time.perf_counter() - started < 60  # a report takes seconds; the hang was forever
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "nested more than 32 levels" in result.stderr and "Traceback" not in result.output
+
+
+def test_a_fifo_as_meta_json_is_one_line_exit_2(tmp_path):
+    runs_dir = run_dir_with(tmp_path, meta_special="fifo")
+    result = CliRunner().invoke(main, ["check", str(runs_dir), "-o", str(tmp_path / "c.json")])
+    assert result.exit_code == 2, result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and "not a regular file" in result.stderr
+
+
+def test_yaml_number_forms_that_read_as_something_else_are_refused(tmp_path):
+    for text, form in (("020", "octal"), ("1:30", "sexagesimal"), ("1:30.5", "sexagesimal")):
+        with pytest.raises(safeload.Refused, match=form):
+            safeload.load_yaml(f"x: {text}\n")
+    assert safeload.load_yaml("x: [0, 20, 0x10, 0.5, '020']\n") == {"x": [0, 20, 16, 0.5, "020"]}
+    assert yaml.safe_load("x: 020\n") == {"x": 16}  # what PyYAML alone would have run
+
+
+# --- every message a user sees is one line a terminal shows as written (issue 24, item 6) -------
+
+HOSTILE_CHARS = "\x1b[2J\x1b[32mall good\x0b\x0c\x85\u2028\u2029\u202e\u2066\x9b\x07\x00\x7f\r\n"
+
+
+def assert_shown_as_written(text: str) -> None:
+    for char in HOSTILE_CHARS.replace("\n", ""):
+        if not " " <= char <= "~":
+            assert char not in text, (repr(char), text)
+    assert text.count("\n") <= 1 and text.endswith("\n") or "\n" not in text
+
+
+def test_printable_escapes_every_control_format_and_separator_character():
+    from cctest.errors import printable
+
+    assert printable("a\x1bb\x0bc\x85d\u2028e\u2029f\u202eg\th\n") == "a\\x1bb\\x0bc\\x85d\\u2028e\\u2029f\\u202eg\\th\\n"
+    assert printable("café, 日本, ±, —") == "café, 日本, ±, —"  # what shows as a glyph stays
+    assert len(printable("x" * 100_000)) == 480 and " … " in printable("x" * 100_000)
+
+
+def test_a_hostile_key_in_experiments_yaml_is_one_escaped_line(tmp_path):
+    path = tmp_path / "exp.yaml"
+    escaped = HOSTILE_CHARS.replace("\x00", "").replace("\r\n", "")  # YAML refuses NUL and line breaks in keys
+    key = "".join(f"\\u{ord(c):04x}" for c in escaped)
+    path.write_text(GOOD + f"    \"{key}{'k' * 600}\": 1\n")
+    for args in (["list", "-f", str(path)], ["run", "one", "-f", str(path), "--dry-run"]):
+        result = CliRunner().invoke(main, args, color=True)  # color: click strips nothing
+        assert result.exit_code == 2, result.output
+        assert_shown_as_written(result.stderr)
+        assert len(result.stderr.splitlines()) == 1 and len(result.stderr) < 500
+        assert "\\x1b[2J" in result.stderr and "unknown key" in result.stderr
+
+
+def test_check_escapes_the_scenario_name_it_reads_from_meta_json(tmp_path):
+    import json
+
+    runs_dir = run_dir_with(tmp_path)
+    run = runs_dir / "r"
+    meta = json.loads((run / "meta.json").read_text())
+    meta["scenario"] = "evil" + HOSTILE_CHARS
+    (run / "meta.json").write_text(json.dumps(meta))
+    resolved = yaml.safe_load((run / "scenario.yaml").read_text())
+    resolved["expect"] = [{"claim": "share(bbr) > 0.1"}]
+    (run / "scenario.yaml").write_text(yaml.safe_dump(resolved))
+    result = CliRunner().invoke(main, ["check", str(runs_dir), "-o", str(tmp_path / "c.json")], color=True)
+    assert "evil\\x1b[2J" in result.stdout, result.output
+    for line in result.output.splitlines(keepends=True):
+        assert_shown_as_written(line)
