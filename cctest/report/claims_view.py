@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..claims import Verdict, counts
+from ..claims import Verdict, counts, results, status_counts
 from .html import Page, esc, table
 
-ROW_CLASS = {"fail": "reg", "no data": "reg", "inconclusive": "", "pass": ""}
+ROW_CLASS = {"fail": "reg", "no data": "reg", "inconclusive": "", "pass": "", "not run": ""}
 
 
 def claims_section(page: Page, verdicts: list[Verdict], notes: list[str]) -> None:
@@ -29,4 +29,8 @@ def claims_section(page: Page, verdicts: list[Verdict], notes: list[str]) -> Non
 
 
 def claims_json(verdicts: list[Verdict], notes: list[str]) -> dict:
-    return {"counts": counts(verdicts), "notes": notes, "claims": [v.as_dict() for v in verdicts]}
+    """counts and claims: per matrix point; statuses and results: per claim, with its status
+    (pass, fail, known-fail, unexpected-pass, inconclusive, not-run: README, "Claims")."""
+    per_claim = results(verdicts)
+    return {"counts": counts(verdicts), "statuses": status_counts(per_claim), "notes": notes,
+            "results": [r.as_dict() for r in per_claim], "claims": [v.as_dict() for v in verdicts]}
