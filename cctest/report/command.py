@@ -171,7 +171,8 @@ def check_command(paths, output, skip_s, markdown, experiments_file, readme, no_
         from . import reproduction
 
         shown_paths = [Path(p).as_posix() for p in paths]
-        command = f"cctest check {' '.join(shown_paths)} --markdown {markdown.as_posix()}"
+        command = f"cctest check {' '.join(shown_paths)} --markdown {markdown.as_posix()}" + \
+            (f" --readme {readme.as_posix()}" if readme else "")
         per_claim = results(verdicts)
         reproduction.write(markdown, reproduction.render(per_claim, len(runs), shown_paths, command))
         click.echo(f"wrote {markdown}: {reproduction.score(per_claim)}")

@@ -23,6 +23,7 @@ PAPERS = {
 }
 PAPER_TAG = re.compile(r"paper-\d{3}")
 SCORE_MARK = "<!-- reproduction-score -->"  # the README line `--readme` rewrites
+REGENERATE = "cctest check results --markdown docs/reproduction.md --readme README.md"
 STATUS_TEXT = {"pass": "pass", "fail": "**fail**", "known-fail": "known fail", "unexpected-pass": "**unexpected pass**",
                "inconclusive": "inconclusive", "not-run": "not run"}
 
@@ -67,7 +68,7 @@ def _measured(r: ClaimResult) -> tuple[str, str]:
 def _reason(r: ClaimResult) -> str:
     e = r.expectation
     if r.status == "not-run":
-        return "no run directory of this scenario" + (f" where {e.where}" if e.where else "")
+        return "no run directory of this scenario" + (" at these points" if e.where else "")
     if e.known and r.status in ("known-fail", "unexpected-pass"):
         text = e.known.reason if r.status == "known-fail" else f"known to fail ({e.known.reason}) but passed"
         return text + (f"; {r.reason}" if r.reason else "")
@@ -92,8 +93,8 @@ def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], comma
             continue
         title = PAPERS.get(tag, "Other claims")
         out += [f"## {title}", "", f"Score: {score(rows)}.", "",
-                f"Reproduce: `cctest run --vm -j 2 --tag {tag} --out results/{tag}` (each scenario runs its "
-                f"`repetitions: 3`), then `{command}`.", "",
+                f"Reproduce: `cctest run --vm -j 2 -n 3 --tag {tag} --out results/{tag}`, then `{REGENERATE}` "
+                "(README, \"Paper suites\").", "",
                 "| claim | source | paper | ours (mean ± 95 % CI) | n | status | triage | reason |",
                 "|---|---|---|---|---|---|---|---|"]
         for r in rows:
