@@ -13,6 +13,19 @@ A claim naming controls that run in different points (`retransmits(bbr_cws) <= 0
 retransmits(bbr)` over a `flows.1.cc` sweep) is judged across points: each term is averaged over
 the selected points where it was measured, per repetition index, and those margins are judged the
 same way.
+
+On top of a point's statistics (README, "Claims"):
+- Health: runs whose checks.json verdict is *fail* are left out of the statistics, and a point that
+  had any is *inconclusive*, naming the runs and their failing checks: a broken emulation neither
+  confirms nor refutes a paper.
+- `at_least: K`: the claim holds when at least K of its selected points pass ("in most buffer
+  cases"); without it every point must pass.
+- `steady_from_s: S`: the steady-state terms (jain_steady, steady_share(cc), short_rtt_share) are
+  measured from S seconds after time zero instead of the report's --skip-s.
+- `known: {triage, reason}`: an expected failure. The claim's *status* (what `cctest check` gates
+  on) is pass, fail, known-fail, unexpected-pass, inconclusive or not-run; only fail and
+  unexpected-pass change the exit code, so a gate over known failures goes red only when a result
+  changed.
 """
 
 from __future__ import annotations
@@ -43,12 +56,16 @@ RUN_TERMS = {
     "srtt_qdelay_ms": ("mean_srtt_qdelay_ms", "mean srtt minus min RTT over flows, ms"),
     "short_rtt_share": ("short_rtt_flow_share", "steady share of the flow with the smallest RTT"),
 }
+# Terms measured over the steady window: `steady_from_s` re-measures these.
+STEADY_RUN_TERMS = ("jain_steady", "short_rtt_share")
+STEADY_CC_TERMS = ("steady_share",)
 # Per congestion-control terms: term(cc) -> (column of the per-run x cc table, how flows combine).
 CC_TERMS = {
     "share": ("share", "fraction of all delivered bytes that cc's flows carried"),
     "steady_share": ("steady_share", "that fraction in steady state"),
     "throughput": ("throughput_mbps", "cc's flows' goodput together, Mbit/s"),
     "retransmits": ("retransmits", "cc's flows' retransmitted segments together"),
+    "qdelay": ("mean_qdelay_ms", "mean queueing delay cc's flows saw (srtt - their min RTT), ms"),
     "startup_s": ("startup_exit_s", "seconds from a flow's first byte to its module leaving Startup (this "
                                     "project's modules only: they trace their mode), mean over cc's flows"),
 }
@@ -226,6 +243,19 @@ def margins(claim: Claim, lookup: Callable[[ast.expr], float]) -> list[float]:
 # Judging on measured runs
 # ---------------------------------------------------------------------------------------------
 
+TRIAGES = ("implementation", "scale", "paper")  # issue 20: why a claim fails, exactly one of
+# A claim's status, what `cctest check` reports and gates on (README, "Claims"); GATE fails the run.
+STATUSES = ("pass", "fail", "known-fail", "unexpected-pass", "inconclusive", "not-run")
+GATE = ("fail", "unexpected-pass")
+
+
+@dataclass(frozen=True)
+class Known:
+    """An expected failure: why the claim fails (one of TRIAGES) and the evidence in one line."""
+
+    triage: str
+    reason: str
+
 
 @dataclass
 class Expectation:
@@ -236,26 +266,55 @@ class Expectation:
     where: dict[str, list[Any]] = field(default_factory=dict)
     source: str = ""
     note: str = ""
+    paper: str = ""  # the paper's own value, as it states it ("0.48", "about 0.9")
+    known: Known | None = None
+    at_least: int | None = None  # points that must pass (default: all)
+    steady_from_s: float | None = None  # steady-state terms measured from here (default: --skip-s)
+    tags: tuple[str, ...] = ()
 
     @classmethod
-    def from_entry(cls, scenario: str, entry: dict) -> "Expectation":
+    def from_entry(cls, scenario: str, entry: dict, tags: tuple[str, ...] = ()) -> "Expectation":
         where = {k: v if isinstance(v, list) else [v] for k, v in (entry.get("where") or {}).items()}
+        known = entry.get("known")
+        if known is not None:
+            if not isinstance(known, dict) or known.get("triage") not in TRIAGES or not known.get("reason"):
+                raise ClaimError(f"known: needs triage (one of {', '.join(TRIAGES)}) and a reason")
+            known = Known(str(known["triage"]), str(known["reason"]))
+        at_least = entry.get("at_least")
+        steady = entry.get("steady_from_s")
         return cls(scenario, parse(entry["claim"]), where, str(entry.get("source") or ""),
-                   str(entry.get("note") or ""))
+                   str(entry.get("note") or ""), str(entry.get("paper") or ""), known,
+                   int(at_least) if at_least is not None else None,
+                   float(steady) if steady is not None else None, tuple(tags))
+
+
+def steady_terms(claim: Claim) -> list[str]:
+    """The claim's terms that are measured over the steady window (what steady_from_s moves)."""
+    names = []
+    for operand in claim.operands:
+        for node in metric_nodes(operand):
+            if isinstance(node, ast.Name) and node.id in STEADY_RUN_TERMS:
+                names.append(node.id)
+            elif isinstance(node, ast.Call) and node.func.id in STEADY_CC_TERMS:
+                names.append(ast.unparse(node))
+    return names
 
 
 @dataclass
 class Verdict:
     expectation: Expectation
     point: str  # the matrix point's label, or "across points"
-    verdict: str  # pass, fail, inconclusive, no data
+    verdict: str  # pass, fail, inconclusive, no data, not run
     margin: tuple[float, float, int]  # mean, 95 % CI half-width, n (worst comparison of a chain)
     values: dict[str, tuple[float, float, int]]  # each non-constant operand: mean, CI, n
     reason: str = ""
+    unhealthy: list[str] = field(default_factory=list)  # runs left out: "run_id (check, check)"
 
     def measured(self) -> str:
         parts = []
         for text, (mean, ci, n) in self.values.items():
+            if n == 0:
+                continue
             ci_text = f" ± {ci:.3g}" if ci == ci else ""
             parts.append(f"{text} = {mean:.3g}{ci_text} (n={n})")
         return "; ".join(parts) or self.reason
@@ -267,7 +326,7 @@ class Verdict:
                 "note": e.note, "point": self.point, "verdict": self.verdict,
                 "margin": {"mean": self.margin[0], "ci95": self.margin[1], "n": self.margin[2]},
                 "values": {k: {"mean": m, "ci95": c, "n": n} for k, (m, c, n) in self.values.items()},
-                "measured": self.measured(), "reason": self.reason}
+                "measured": self.measured(), "reason": self.reason, "unhealthy_runs": self.unhealthy}
 
 
 def judge(margins_per_rep: list[list[float]], strict: list[bool]) -> tuple[str, tuple[float, float, int]]:
@@ -310,9 +369,49 @@ def _cc_values(groups: pd.DataFrame) -> dict[tuple[str, str], dict]:
     return out
 
 
-def _term_value(node: ast.expr, run: dict, cc_values: dict) -> float:
+@dataclass
+class RunSeries:
+    """What re-measuring a run's steady state needs: its binned per-flow throughput (metrics'
+    `series["binned"]`) and its flows (flow, cc, rtt_ms, t_start, t_end)."""
+
+    binned: pd.DataFrame
+    flows: list[dict]
+
+    @classmethod
+    def of(cls, result: dict) -> "RunSeries":
+        return cls(result.get("series", {}).get("binned", pd.DataFrame()), list(result.get("flows") or []))
+
+
+def steady_from(series: RunSeries | None, t0: float) -> dict:
+    """jain_steady, short_rtt_flow_share and each cc's steady_share over [t0, the report's steady
+    end): metrics.steady_window with skip t0. Empty when the run has no series."""
+    from .metrics import jain_index, steady_window, window_mean_mbps
+
+    if series is None or series.binned is None or series.binned.empty or not series.flows:
+        return {}
+    flows = pd.DataFrame(series.flows)
+    s0, s1 = steady_window(flows[["flow", "t_start", "t_end"]], t0)
+    means = window_mean_mbps(series.binned, s0, s1)
+    per_flow = flows.set_index("flow")
+    mbps = pd.Series([means.get(f, math.nan) for f in per_flow.index], index=per_flow.index).fillna(0.0)
+    total = float(mbps.sum())
+    out: dict = {"jain_steady": jain_index(means.to_numpy()) if len(means) else math.nan,
+                 "short_rtt_flow_share": math.nan, "steady_share": {}}
+    for cc, group in per_flow.groupby("cc"):
+        out["steady_share"][cc] = float(mbps[group.index].sum()) / total if total > 0 else math.nan
+    rtts = per_flow["rtt_ms"].astype(float) if "rtt_ms" in per_flow else pd.Series(dtype=float)
+    if len(rtts) >= 2 and rtts.min() < rtts.max() and total > 0:
+        out["short_rtt_flow_share"] = float(mbps[rtts.idxmin()]) / total
+    return out
+
+
+def _term_value(node: ast.expr, run: dict, cc_values: dict, steady: dict | None = None) -> float:
     if isinstance(node, ast.Name):
-        value = run.get(RUN_TERMS[node.id][0])
+        column = RUN_TERMS[node.id][0]
+        value = steady.get(column, math.nan) if steady is not None and node.id in STEADY_RUN_TERMS \
+            else run.get(column)
+    elif steady is not None and node.func.id in STEADY_CC_TERMS:
+        value = steady.get(CC_TERMS[node.func.id][0], {}).get(cc_of_call(node), math.nan)
     else:
         entry = cc_values.get((run["run_id"], cc_of_call(node)))
         value = None if entry is None else entry.get(CC_TERMS[node.func.id][0])
@@ -322,55 +421,85 @@ def _term_value(node: ast.expr, run: dict, cc_values: dict) -> float:
         return math.nan
 
 
-def check_expectation(e: Expectation, runs: pd.DataFrame, groups: pd.DataFrame) -> list[Verdict]:
-    """Judge one expectation on the per-run table and the per-run x cc table of a report."""
+def _unhealthy(run: dict) -> str | None:
+    """"run_id (failing checks)" for a run whose health verdict is fail, else None."""
+    if run.get("verdict") != "fail":
+        return None
+    checks = run.get("health_failed") or "checks.json verdict fail"
+    return f"{run['run_id']} ({checks})"
+
+
+def check_expectation(e: Expectation, runs: pd.DataFrame, groups: pd.DataFrame,
+                      series: dict[str, RunSeries] | None = None) -> list[Verdict]:
+    """Judge one expectation on the per-run table and the per-run x cc table of a report (and, for
+    `steady_from_s`, the runs' series by run_id)."""
     mine = runs[runs["scenario"] == e.scenario] if len(runs) else runs
     for key, wanted in e.where.items():
         column = f"matrix.{key}"
         mine = mine[mine[column].map(lambda v: _matches(v, wanted))] if column in mine else mine.iloc[0:0]
     if mine.empty:
-        return [Verdict(e, "-", "no data", (math.nan, math.nan, 0), {},
+        return [Verdict(e, "-", "not run", (math.nan, math.nan, 0), {},
                         f"no runs of {e.scenario}" + (f" where {e.where}" if e.where else ""))]
     cc_values = _cc_values(groups[groups["run_id"].isin(mine["run_id"])]) if len(groups) else {}
     points = list(mine.groupby("group", sort=False))
+    steady: dict[str, dict] = {}
+    if e.steady_from_s is not None:
+        steady = {run_id: steady_from((series or {}).get(run_id), e.steady_from_s) for run_id in mine["run_id"]}
 
     def in_point(d: pd.DataFrame) -> bool:
         return all(any((r, cc) in cc_values for r in d["run_id"]) for cc in e.claim.ccs)
 
     def of_run(run: dict) -> Callable[[ast.expr], float]:
-        return lambda node: _term_value(node, run, cc_values)
+        return lambda node: _term_value(node, run, cc_values, steady.get(run["run_id"]) if steady else None)
 
     if all(in_point(d) for _, d in points):
-        return [_judged(e, str(d["group_label"].iloc[0]), [of_run(run) for run in d.to_dict("records")],
-                        "not measured") for _, d in points]
+        verdicts = []
+        for _, d in points:
+            records = d.to_dict("records")
+            sick = [s for s in map(_unhealthy, records) if s]
+            healthy = [run for run in records if not _unhealthy(run)]
+            verdicts.append(_judged(e, str(d["group_label"].iloc[0]), [of_run(run) for run in healthy],
+                                    "not measured", sick))
+        return verdicts
     # Across points: each term averaged, per repetition index, over the points where it was measured.
     by_rep: dict[Any, list[dict]] = {}
-    for run in mine.to_dict("records"):
-        by_rep.setdefault(run.get("repetition"), []).append(run)
+    records = mine.to_dict("records")
+    sick = [s for s in map(_unhealthy, records) if s]
+    for run in records:
+        if not _unhealthy(run):
+            by_rep.setdefault(run.get("repetition"), []).append(run)
 
     def of_repetition(runs: list[dict]) -> Callable[[ast.expr], float]:
         def lookup(node: ast.expr) -> float:
-            values = [v for v in (_term_value(node, run, cc_values) for run in runs) if math.isfinite(v)]
+            values = [v for v in (of_run(run)(node) for run in runs) if math.isfinite(v)]
             return float(np.mean(values)) if values else math.nan
         return lookup
 
     return [_judged(e, "across points", [of_repetition(runs) for runs in by_rep.values()],
-                    "not measured in any selected point")]
+                    "not measured in any selected point", sick)]
 
 
-def _judged(e: Expectation, label: str, samples: list[Callable[[ast.expr], float]], missing: str) -> Verdict:
-    """Judge a claim on its samples: one lookup (metric node -> value) per repetition."""
+def _judged(e: Expectation, label: str, samples: list[Callable[[ast.expr], float]], missing: str,
+            unhealthy: list[str]) -> Verdict:
+    """Judge a claim on its samples: one lookup (metric node -> value) per repetition (healthy runs
+    only). Any run left out for its health makes the verdict inconclusive."""
     claim = e.claim
     per_rep = [m for m in (margins(claim, look) for look in samples) if all(math.isfinite(x) for x in m)]
     values = {claim.operand_text(k): mean_ci95([evaluate(operand, look) for look in samples])
               for k, operand in enumerate(claim.operands) if not claim.is_constant(k)}
     verdict, margin = judge(per_rep, [op in ("<", ">") for op in claim.operators])
     reason = ""
-    if verdict == "no data":
+    if verdict == "no data" and samples:
         terms = [node for operand in claim.operands for node in metric_nodes(operand)]
         unmeasured = sorted({ast.unparse(t) for t in terms if all(math.isnan(look(t)) for look in samples)})
         reason = f"{missing}: {', '.join(unmeasured) or 'a term'}"
-    return Verdict(e, label, verdict, margin, values, reason)
+        if e.steady_from_s is not None and any(t in steady_terms(claim) for t in unmeasured):
+            reason += f" (steady_from_s: {e.steady_from_s:g} s needs the runs' throughput series)"
+    if unhealthy:
+        healthy = f"the healthy runs alone: {verdict}" if samples else "no healthy run"
+        reason = (f"health fail, left out: {', '.join(unhealthy)}; {healthy}" + (f" ({reason})" if reason else ""))
+        verdict = "inconclusive"
+    return Verdict(e, label, verdict, margin, values, reason, list(unhealthy))
 
 
 def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
@@ -379,7 +508,7 @@ def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
     from .safeload import Refused, load_yaml_file
     from .scenario import MAX_FILE_BYTES
 
-    seen: dict[str, list] = {}
+    seen: dict[str, tuple[list, tuple]] = {}
     notes: list[str] = []
     for run in runs:
         name = run.meta.get("scenario")
@@ -391,28 +520,123 @@ def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
         except Refused as error:
             notes.append(f"{error}; its claims are not judged")
             resolved = {}
-        seen[name] = (resolved.get("expect") or []) if isinstance(resolved, dict) else []
+        resolved = resolved if isinstance(resolved, dict) else {}
+        tags = resolved.get("tags") if isinstance(resolved.get("tags"), list) else []
+        seen[name] = (resolved.get("expect") or [], tuple(str(t) for t in tags))
     out = []
-    for name, entries in seen.items():
+    for name, (entries, tags) in seen.items():
         for k, entry in enumerate(entries):
             try:
-                out.append(Expectation.from_entry(name, entry))
-            except (ClaimError, KeyError, TypeError, AttributeError) as error:
+                out.append(Expectation.from_entry(name, entry, tags))
+            except (ClaimError, KeyError, TypeError, AttributeError, ValueError) as error:
                 notes.append(f"scenario {name}: expect.{k}: {error}; not judged")
     return out, notes
 
 
-def judge_all(expectations: list[Expectation], runs: pd.DataFrame, groups: pd.DataFrame) -> list[Verdict]:
-    return [v for e in expectations for v in check_expectation(e, runs, groups)]
+def expectations_of_experiments(experiments) -> list[Expectation]:
+    """Every claim of an experiments file (cctest.scenario.Experiments), with its scenario's tags."""
+    out = []
+    for name, scenario in experiments.scenarios.items():
+        for entry in scenario.expect:
+            out.append(Expectation.from_entry(name, entry.model_dump(exclude_none=True), tuple(scenario.tags)))
+    return out
+
+
+def judge_all(expectations: list[Expectation], runs: pd.DataFrame, groups: pd.DataFrame,
+              series: dict[str, RunSeries] | None = None) -> list[Verdict]:
+    return [v for e in expectations for v in check_expectation(e, runs, groups, series)]
 
 
 def failed(verdicts: list[Verdict]) -> list[Verdict]:
-    """What fails the gate: a claim contradicted by the data, or one with nothing to judge it on."""
+    """Points contradicted by the data, or with nothing to judge them on."""
     return [v for v in verdicts if v.verdict in ("fail", "no data")]
 
 
 def counts(verdicts: list[Verdict]) -> dict[str, int]:
-    out = {"pass": 0, "fail": 0, "inconclusive": 0, "no data": 0}
+    out = {"pass": 0, "fail": 0, "inconclusive": 0, "no data": 0, "not run": 0}
     for v in verdicts:
         out[v.verdict] += 1
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# A claim's status over its points
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ClaimResult:
+    """One claim over all its selected points: its verdict (pass, fail, inconclusive, no data, not
+    run) and its status (STATUSES), which `known` decides."""
+
+    expectation: Expectation
+    points: list[Verdict]
+    verdict: str
+    status: str
+    reason: str
+
+    @property
+    def gates(self) -> bool:
+        return self.status in GATE
+
+    def as_dict(self) -> dict:
+        e = self.expectation
+        return {"scenario": e.scenario, "claim": e.claim.text, "where": e.where, "source": e.source,
+                "paper": e.paper, "at_least": e.at_least, "steady_from_s": e.steady_from_s,
+                "known": None if e.known is None else {"triage": e.known.triage, "reason": e.known.reason},
+                "verdict": self.verdict, "status": self.status, "reason": self.reason,
+                "points": [v.point for v in self.points]}
+
+
+def overall(e: Expectation, points: list[Verdict]) -> tuple[str, str]:
+    """A claim's verdict over its points and why: pass when at least `at_least` (default: all) pass,
+    fail when so many fail (or have no data) that it cannot, inconclusive otherwise; not run when no
+    point ran. "no data" stands for points that ran without the terms the claim needs."""
+    ran = [v for v in points if v.verdict != "not run"]
+    if not ran:
+        return "not run", (points[0].reason if points else f"no runs of {e.scenario}")
+    need = e.at_least if e.at_least is not None else len(points)
+    passed = sum(v.verdict == "pass" for v in points)
+    failed_ = [v for v in points if v.verdict in ("fail", "no data")]
+    of = f"{passed} of {len(points)} points pass, {need} needed" if len(points) > 1 else ""
+    reasons = "; ".join(dict.fromkeys(f"{v.point}: {v.reason}" if len(points) > 1 else v.reason
+                                      for v in points if v.reason and v.verdict != "pass"))
+    why = "; ".join(x for x in (of, reasons) if x)
+    if passed >= need:
+        return "pass", why
+    if len(points) - len(failed_) < need:
+        no_data = all(v.verdict == "no data" for v in failed_)
+        return ("no data" if no_data else "fail"), why
+    return "inconclusive", why
+
+
+def results(verdicts: list[Verdict]) -> list[ClaimResult]:
+    """Per-point verdicts (as judge_all returns them, grouped by their expectation) -> one result
+    per claim."""
+    grouped: dict[int, tuple[Expectation, list[Verdict]]] = {}
+    for v in verdicts:
+        grouped.setdefault(id(v.expectation), (v.expectation, []))[1].append(v)
+    out = []
+    for e, points in grouped.values():
+        verdict, reason = overall(e, points)
+        out.append(ClaimResult(e, points, verdict, status_of(verdict, e.known), reason))
+    return out
+
+
+def status_of(verdict: str, known: Known | None) -> str:
+    """pass -> pass (known: unexpected-pass); fail -> fail (known: known-fail); no data -> fail even
+    when known (a known finding is a result, not a missing measurement); inconclusive; not run."""
+    if verdict == "pass":
+        return "unexpected-pass" if known else "pass"
+    if verdict == "fail":
+        return "known-fail" if known else "fail"
+    if verdict == "no data":
+        return "fail"
+    return "not-run" if verdict == "not run" else "inconclusive"
+
+
+def status_counts(claim_results: list[ClaimResult]) -> dict[str, int]:
+    out = {s: 0 for s in STATUSES}
+    for r in claim_results:
+        out[r.status] += 1
     return out

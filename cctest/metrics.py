@@ -538,4 +538,6 @@ def _cc_groups(rd: _RunData, totals: pd.DataFrame, out: dict) -> None:
             "retransmits": float(g["retransmits"].sum()),
             "mean_mbps": float(g["mean_mbps"].mean()),
             "startup_exit_s": float(g["startup_exit_s"].mean()),  # NaN without a mode trace
+            # srtt - min RTT averaged over cc's flows (NaN without ss): the claim term qdelay(cc)
+            "mean_qdelay_ms": float(g["mean_qdelay_ms"].mean()) if "mean_qdelay_ms" in g else float("nan"),
         })

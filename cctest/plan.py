@@ -1,6 +1,7 @@
 """Scenarios -> concrete runs: matrix expansion, repetitions, per-flow schedule. Pure code.
 
-A matrix key is a dotted path into the scenario (`link.buffer_bdp`, `flows.1.cc`, `duration_s`);
+A matrix key is a dotted path into the scenario (`link.buffer_bdp`, `flows.1.cc`, `duration_s`;
+`flows.*.cc` sets it on every flow);
 a bare link field (`buffer_bdp`, `rate_mbps`, `rtt_ms`, `loss_pct`, ...) means `link.<field>`.
 The cartesian product of all matrix lists gives one variant per combination; each variant runs
 `repetitions` times.
@@ -163,6 +164,11 @@ def flow_runs(scenario: Scenario) -> tuple[FlowRun, ...]:
 
 
 def _set_path(mapping: dict, key: str, value: Any, source: str, name: str) -> None:
+    if key.startswith("flows.*."):
+        # Every flow at once (`flows.*.cc: [bbr, bbr_acw]`: all flows run one cc per variant).
+        for i in range(len(mapping.get("flows") or [])):
+            _set_path(mapping, f"flows.{i}.{key[len('flows.*.'):]}", value, source, name)
+        return
     path = key.split(".")
     if len(path) == 1 and path[0] in LINK_FIELDS:
         path = ["link", path[0]]
@@ -206,13 +212,17 @@ def _check_matrix_keys(matrix: dict, where: str) -> None:
     """Two keys that set the same thing (`rate_mbps` and `link.rate_mbps`, `flows.0` and
     `flows.0.cc`, the two buffer notations) would make meta.json disagree with what ran."""
     seen: dict[tuple[str, ...], str] = {}
+
+    def same(a: str, b: str) -> bool:
+        return a == b or (a == "*" and b.isdigit()) or (b == "*" and a.isdigit())
+
     for key in matrix:
         path = _canonical(key)
         if path[:1] == ("link",) and path[1:] in (("buffer_bytes",), ("buffer_bdp",)):
             path = ("link", "buffer")
         for other_path, other in seen.items():
             shorter = min(len(path), len(other_path))
-            if path[:shorter] == other_path[:shorter]:
+            if all(same(a, b) for a, b in zip(path[:shorter], other_path[:shorter])):
                 raise ScenarioError(f"{where}: key matrix.{key}: sets what matrix.{other} sets; keep one of them")
         seen[path] = key
 

@@ -8,6 +8,7 @@ names the file, the scenario, the key and what is allowed.
 from __future__ import annotations
 
 import copy
+import math
 import re
 import typing
 from pathlib import Path
@@ -245,13 +246,33 @@ class Capture(Strict):
     pcap: bool = False
 
 
+class Known(Strict):
+    """An expected failure of a claim: why it fails (issue 20's triage) and the evidence, one line."""
+
+    triage: Literal["implementation", "scale", "paper"]
+    reason: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300)]
+
+
 class Expect(Strict):
     """One claim a scenario's results must bear out (cctest/claims.py has the language)."""
 
     claim: str
     where: dict[str, Any] = Field(default_factory=dict)  # matrix key -> value or list of values
     source: str = ""  # where the number comes from, e.g. "000 Fig. 13a"
+    paper: str = ""  # the paper's own value as it states it, e.g. "0.48" (docs/reproduction.md)
     note: str = ""  # how our setting or implementation differs from the source's
+    known: Known | None = None  # an expected failure: `cctest check` reports known-fail, not fail
+    at_least: int | None = Field(default=None, ge=1)  # selected points that must pass (default all)
+    steady_from_s: float | None = Field(default=None, gt=0, le=3600)  # steady terms measured from here
+
+    @model_validator(mode="after")
+    def steady_from_needs_a_steady_term(self) -> "Expect":
+        from .claims import STEADY_CC_TERMS, STEADY_RUN_TERMS, steady_terms
+
+        if self.steady_from_s is not None and not steady_terms(parse_claim(self.claim)):
+            allowed = ", ".join([*STEADY_RUN_TERMS, *(f"{t}(cc)" for t in STEADY_CC_TERMS)])
+            raise ValueError(f"steady_from_s: the claim names no steady-state term; it moves only {allowed}")
+        return self
 
     @field_validator("claim")
     @classmethod
@@ -344,7 +365,7 @@ class Scenario(Strict):
         matrix = info.data.get("matrix") or {}
         ccs = {flow.cc for flow in info.data.get("flows") or []}
         for key, values in matrix.items():
-            if re.fullmatch(r"flows\.\d+\.cc", key):
+            if re.fullmatch(r"flows\.(\d+|\*)\.cc", key):
                 ccs.update(str(v) for v in values)
         for i, entry in enumerate(expect):
             for key, wanted in entry.where.items():
@@ -355,6 +376,15 @@ class Scenario(Strict):
                     if value not in matrix[key]:
                         raise ValueError(f"claim {i}: where {key}: {value!r} is not among the matrix's values "
                                          f"{matrix[key]}")
+            selected = {k: entry.where.get(k, values) for k, values in matrix.items()}
+            points = math.prod(len(v) if isinstance(v, list) else 1 for v in selected.values())
+            if entry.at_least is not None and entry.at_least > points:
+                raise ValueError(f"claim {i}: at_least: {entry.at_least} is more than the {points} matrix "
+                                 "point(s) it selects")
+            duration = info.data.get("duration_s")
+            if entry.steady_from_s is not None and duration is not None and entry.steady_from_s >= duration:
+                raise ValueError(f"claim {i}: steady_from_s: {entry.steady_from_s:g} s is not before the "
+                                 f"scenario's end (duration_s = {duration:g} s)")
             unknown = sorted(parse_claim(entry.claim).ccs - ccs)
             if unknown and info.data.get("flows") is not None:
                 raise ValueError(f"claim {i}: {entry.claim!r} names {', '.join(unknown)}, which no flow runs; "

@@ -176,22 +176,40 @@ def test_a_claim_without_data_is_no_data_and_says_what_is_missing():
     assert len(verdicts) == 4  # one per point, none measured the queue
     assert all(v.verdict == "no data" and "queue_delay_ms" in v.reason for v in verdicts)
     [other] = check_expectation(Expectation.from_entry("elsewhere", {"claim": "jain < 1"}), runs, groups)
-    assert other.verdict == "no data" and "no runs of elsewhere" in other.reason
+    # no run of the scenario at all: not run (issue 20: reported, never a gate failure by itself)
+    assert other.verdict == "not run" and "no runs of elsewhere" in other.reason
 
 
 # --- the commands on recorded VM runs --------------------------------------------------------
 
 
+DEMO = "demo-cubic-bbr-20261122-232527-base-r0"  # health pass: CUBIC vs BBR, 20 Mbit/s, 2 BDP
+SICK = "cubic-bbr-shallow-20261121-231855-base-r0"  # health fail: base RTT +11 %, goodput 86.7 %
+
+
+def recorded(tmp_path: Path, fixture: str, expect: list[dict], name: str = "run", checks: dict | None = None,
+             repetition: int | None = None) -> Path:
+    """A copy of a recorded VM run whose scenario.yaml carries `expect` (and optionally other
+    checks.json content or repetition index); returns the directory that holds the copies."""
+    run = tmp_path / "runs" / name
+    shutil.copytree(FIXTURES / fixture, run)
+    resolved = yaml.safe_load((run / "scenario.yaml").read_text())
+    resolved["expect"] = expect
+    (run / "scenario.yaml").write_text(yaml.safe_dump(resolved))
+    if checks is not None:
+        (run / "checks.json").write_text(json.dumps(checks))
+    if repetition is not None:
+        meta = json.loads((run / "meta.json").read_text())
+        meta["repetition"], meta["run_id"] = repetition, f"{meta.get('run_id', name)}-{repetition}"
+        (run / "meta.json").write_text(json.dumps(meta))
+    return tmp_path / "runs"
+
+
 @pytest.fixture
 def recorded_with_claims(tmp_path):
-    """The recorded CUBIC vs BBR run (10 Mbit/s, 0.5 BDP, the wall clock: BBR got only half) with claims."""
-    run = tmp_path / "runs" / "cubic-bbr"
-    shutil.copytree(FIXTURES / "cubic-bbr-shallow-20261121-231855-base-r0", run)
-    resolved = yaml.safe_load((run / "scenario.yaml").read_text())
-    resolved["expect"] = [{"claim": "share(bbr) > 0.7", "source": "000 Table 2"},
-                          {"claim": "0.4 < share(cubic) < 0.6"}]
-    (run / "scenario.yaml").write_text(yaml.safe_dump(resolved))
-    return tmp_path / "runs"
+    """The recorded demo run (CUBIC vs BBR, 20 Mbit/s, 2 BDP, virtual clock: BBR got 0.544) with claims."""
+    return recorded(tmp_path, DEMO, [{"claim": "share(bbr) > 0.7", "source": "000 Table 2"},
+                                     {"claim": "0.4 < share(cubic) < 0.6"}])
 
 
 def test_check_judges_recorded_runs_and_exits_3_on_a_failed_claim(recorded_with_claims, tmp_path):
@@ -201,10 +219,13 @@ def test_check_judges_recorded_runs_and_exits_3_on_a_failed_claim(recorded_with_
     claims = json.loads(out.read_text())
     verdicts = {c["claim"]: c for c in claims["claims"]}
     assert verdicts["share(bbr) > 0.7"]["verdict"] == "fail"
-    assert verdicts["share(bbr) > 0.7"]["values"]["share(bbr)"]["mean"] == pytest.approx(0.504, abs=0.01)
+    assert verdicts["share(bbr) > 0.7"]["values"]["share(bbr)"]["mean"] == pytest.approx(0.544, abs=0.01)
     assert verdicts["share(bbr) > 0.7"]["source"] == "000 Table 2"
     assert verdicts["0.4 < share(cubic) < 0.6"]["verdict"] == "pass"
-    assert claims["counts"] == {"pass": 1, "fail": 1, "inconclusive": 0, "no data": 0}
+    assert claims["counts"] == {"pass": 1, "fail": 1, "inconclusive": 0, "no data": 0, "not run": 0}
+    assert claims["statuses"] == {"pass": 1, "fail": 1, "known-fail": 0, "unexpected-pass": 0,
+                                  "inconclusive": 0, "not-run": 0}
+    assert [r["status"] for r in claims["results"]] == ["fail", "pass"]
     assert CliRunner().invoke(main, ["check", str(recorded_with_claims), "-o", str(out), "--no-fail"]).exit_code == 0
 
 
@@ -216,6 +237,100 @@ def test_report_puts_claims_first_and_writes_claims_json(recorded_with_claims, t
     assert page.index("id='claims'") < page.index("id='overview'")
     assert json.loads((html.parent / "claims.json").read_text())["counts"]["fail"] == 1
     assert CliRunner().invoke(main, ["report", str(recorded_with_claims), "-o", str(html), "--no-fail"]).exit_code == 0
+
+
+# --- known findings: the gate goes red only when a result changes ------------------------------
+
+KNOWN = {"triage": "implementation", "reason": "BBR's share 0.544 here (test)"}
+
+
+@pytest.mark.parametrize("claim, known, status, code", [
+    ("share(bbr) > 0.7", None, "fail", 3),  # a failure nobody expected
+    ("share(bbr) > 0.7", KNOWN, "known-fail", 0),  # a known failure that still fails
+    ("share(bbr) > 0.5", KNOWN, "unexpected-pass", 3),  # a known failure that now passes: changed
+    ("share(bbr) > 0.5", None, "pass", 0),
+])
+def test_check_exits_non_zero_only_when_a_result_changed(tmp_path, claim, known, status, code):
+    entry = {"claim": claim, **({"known": known} if known else {})}
+    runs = recorded(tmp_path, DEMO, [entry])
+    out = tmp_path / "claims.json"
+    result = CliRunner().invoke(main, ["check", str(runs), "-o", str(out)])
+    assert result.exit_code == code, result.output
+    [judged] = json.loads(out.read_text())["results"]
+    assert judged["status"] == status
+    assert result.output.startswith(status.upper())
+    if known:
+        assert judged["known"] == KNOWN and "known, implementation" in result.output
+
+
+def test_the_same_claim_on_changed_results_changes_the_gate():
+    """One expectation, judged on last night's and tonight's tables: a pass that now fails and a known
+    failure that now passes both gate; a known failure that still fails does not."""
+    from cctest.claims import Known, results
+
+    before, after = dict(JAIN), dict(JAIN)
+    after[(0.5, "bbr_cws")] = [0.62, 0.65, 0.63]  # BBR-CWS lost its fairness at 0.5 BDP
+    claim = {"claim": "jain >= 0.9", "where": {"buffer_bdp": 0.5, "flows.1.cc": "bbr_cws"}}
+    plain = Expectation.from_entry("sweep", claim)
+    known = Expectation.from_entry("sweep", {**claim, "known": {"triage": "scale", "reason": "r"}})
+    assert isinstance(known.known, Known)
+
+    def status(e, jain):
+        [r] = results(check_expectation(e, *sweep_tables(jain, RETRANS)))
+        return r.status, r.gates
+
+    assert status(plain, before) == ("pass", False)
+    assert status(plain, after) == ("fail", True)
+    assert status(known, after) == ("known-fail", False)
+    assert status(known, before) == ("unexpected-pass", True)
+
+
+@pytest.mark.parametrize("known, says", [
+    ("{triage: bug, reason: x}", "key expect.0.known.triage: Input should be 'implementation', 'scale' or 'paper'"),
+    ("{triage: scale}", "key expect.0.known.reason: Field required"),
+    ("{triage: scale, reason: x, why: y}", "key expect.0.known.why: unknown key"),
+    ("scale", "key expect.0.known: Input should be a valid dictionary"),
+])
+def test_a_bad_known_is_one_line_exit_2_naming_file_scenario_key_and_allowed(tmp_path, known, says):
+    f = tmp_path / "e.yaml"
+    f.write_text(experiments_with("jain < 1", f", known: {known}"))
+    result = CliRunner().invoke(main, ["list", "-f", str(f)])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip().splitlines()[-1]
+    assert f"{f}: scenario sweep: " in line and says in line, line
+
+
+# --- health: a failed-health run makes its claim inconclusive ---------------------------------
+
+
+def test_a_failed_health_run_makes_its_claim_inconclusive_naming_the_check(tmp_path):
+    runs = recorded(tmp_path, SICK, [{"claim": "share(bbr) < 0.6"}])  # holds on the data: 0.504
+    out = tmp_path / "claims.json"
+    result = CliRunner().invoke(main, ["check", str(runs), "-o", str(out)])
+    assert result.exit_code == 0, result.output  # inconclusive neither passes nor fails the gate
+    [point] = json.loads(out.read_text())["claims"]
+    assert point["verdict"] == "inconclusive"
+    assert "health fail" in point["reason"] and "base_rtt 22.2 vs 20" in point["reason"]
+    assert point["unhealthy_runs"] and "goodput" in point["unhealthy_runs"][0]
+    assert result.output.startswith("INCONCLUSIVE") and "base_rtt" in result.output
+
+
+def test_failed_health_runs_are_left_out_of_the_statistics(tmp_path):
+    """Three repetitions of one point, the third with a failed health verdict: the values are the
+    two healthy runs', the point is inconclusive and names the one left out."""
+    sick = {"verdict": "fail", "checks": [{"name": "drops_outside_bottleneck", "ok": False, "measured": 12,
+                                           "expected": 0, "detail": "test"}]}
+    expect = [{"claim": "share(bbr) > 0.5"}]
+    for rep in range(3):
+        runs = recorded(tmp_path, DEMO, expect, name=f"r{rep}", repetition=rep, checks=sick if rep == 2 else None)
+    out = tmp_path / "claims.json"
+    result = CliRunner().invoke(main, ["check", str(runs), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    [point] = json.loads(out.read_text())["claims"]
+    assert point["values"]["share(bbr)"]["n"] == 2
+    assert point["verdict"] == "inconclusive"
+    assert "drops_outside_bottleneck 12 vs 0" in point["reason"] and "healthy runs alone: pass" in point["reason"]
+    assert len(point["unhealthy_runs"]) == 1 and point["unhealthy_runs"][0].endswith("-2 (drops_outside_bottleneck 12 vs 0)")
 
 
 def test_check_without_claims_is_bad_input(tmp_path):
@@ -253,3 +368,147 @@ def test_a_cc_that_delivered_nothing_has_throughput_zero_not_no_data():
     verdicts = check_expectation(expectation("throughput(cubic) < 1", buffer_bdp=0.5), runs, groups)
     assert [v.verdict for v in verdicts] == ["pass", "pass"]
     assert verdicts[0].values["throughput(cubic)"][0] == 0.0
+
+
+# --- aggregation over points, the steady window, per-cc queueing delay -------------------------
+
+
+@pytest.mark.parametrize("at_least, verdict", [(None, "fail"), (2, "pass"), (3, "inconclusive"), (4, "fail")])
+def test_at_least_k_points_decides_most_cases(at_least, verdict):
+    """`jain > 0.7` over four points: two pass, one fails (0.62-0.65), one straddles (0.75-0.90)."""
+    from cctest.claims import results
+
+    entry = {"claim": "jain > 0.7", **({"at_least": at_least} if at_least else {})}
+    points = check_expectation(Expectation.from_entry("sweep", entry), *sweep_tables(JAIN, RETRANS))
+    assert sorted(v.verdict for v in points) == ["fail", "inconclusive", "pass", "pass"]
+    [r] = results(points)
+    assert r.verdict == verdict
+    assert "2 of 4 points pass" in r.reason
+
+
+def test_at_least_more_than_the_points_selected_is_bad_input():
+    with pytest.raises(ScenarioError) as error:
+        parse_experiments(experiments_with("jain < 1", ", where: {buffer_bdp: 0.5}, at_least: 3"), "x.yaml")
+    assert "at_least: 3 is more than the 2 matrix point(s) it selects" in str(error.value)
+
+
+def test_steady_from_s_re_measures_the_steady_window(tmp_path):
+    """At the report's own skip it gives the report's jain_steady; later, the window's own value."""
+    from cctest.report.build import Options, analyse, judge_claims
+    from cctest.report.load import load_runs
+
+    runs = recorded(tmp_path, DEMO, [{"claim": "jain_steady > 0", "steady_from_s": 10},
+                                     {"claim": "jain_steady > 0", "steady_from_s": 15},
+                                     {"claim": "steady_share(bbr) > 0", "steady_from_s": 10},
+                                     {"claim": "jain_steady > 0"}])
+    loaded, res, summary = analyse(load_runs([runs]), Options(skip_s=10), [])
+    at10, at15, share10, default = judge_claims(loaded, summary, res)[0]
+    report = summary.runs["jain_steady"].iloc[0]
+    assert at10.values["jain_steady"][0] == pytest.approx(report, abs=1e-9)
+    assert default.values["jain_steady"][0] == pytest.approx(report, abs=1e-9)
+    assert share10.values["steady_share(bbr)"][0] == pytest.approx(
+        summary.groups.set_index("cc").loc["bbr", "steady_share"], abs=1e-9)
+    assert at15.values["jain_steady"][0] != pytest.approx(report, abs=1e-6)
+    # without the series (claims judged on tables alone) the term is missing, and says why
+    [alone] = check_expectation(at15.expectation, summary.runs, summary.groups)
+    assert alone.verdict == "no data" and "steady_from_s" in alone.reason
+
+
+def test_steady_from_s_needs_a_steady_term():
+    with pytest.raises(ScenarioError) as error:
+        parse_experiments(experiments_with("jain < 1", ", steady_from_s: 5"), "x.yaml")
+    assert "key expect.0.steady_from_s: the claim names no steady-state term" in str(error.value)
+
+
+def test_qdelay_is_the_mean_queueing_delay_of_a_ccs_flows():
+    runs, groups = sweep_tables(JAIN, RETRANS)
+    groups["mean_qdelay_ms"] = groups["cc"].map({"cubic": 9.0, "bbr": 30.0, "bbr_cws": 12.0})
+    [v] = check_expectation(expectation("qdelay(bbr_cws) <= 0.46 * qdelay(bbr)"), runs, groups)
+    assert v.point == "across points" and v.verdict == "pass"
+    assert v.values["0.46 * qdelay(bbr)"][0] == pytest.approx(0.46 * 30.0)
+
+
+def test_qdelay_of_a_recorded_run_is_its_flows_srtt_above_their_min_rtt(tmp_path):
+    from cctest.report.build import Options, analyse
+    from cctest.report.load import load_runs
+
+    _, _, summary = analyse(load_runs([recorded(tmp_path, DEMO, [])]), Options(), [])
+    flows = summary.flows.set_index("cc")["mean_qdelay_ms"]
+    groups = summary.groups.set_index("cc")["mean_qdelay_ms"]
+    assert groups["bbr"] == pytest.approx(flows["bbr"]) and groups["cubic"] == pytest.approx(flows["cubic"])
+    assert 0 < groups["bbr"] < 2 * 20  # a 2 BDP buffer at 20 ms holds at most 40 ms of queue
+
+
+# --- docs/reproduction.md: generated from run directories ----------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def paper_claims() -> list[tuple[str, str]]:
+    from cctest.scenario import load_experiments
+
+    experiments = load_experiments(REPO / "experiments.yaml")
+    return [(name, e.claim) for name, s in experiments.scenarios.items()
+            if any(t.startswith("paper-") for t in s.tags) for e in s.expect]
+
+
+def test_the_reproduction_page_lists_every_paper_claim_never_run_ones_included(tmp_path):
+    """The recorded fixtures run no suite scenario: every claim is on the page, as not run."""
+    page, readme = tmp_path / "reproduction.md", tmp_path / "README.md"
+    readme.write_text("# x\n\n<!-- reproduction-score --> (to be filled)\n\nrest\n")
+    result = CliRunner().invoke(main, ["check", str(FIXTURES), "--markdown", str(page), "--readme", str(readme),
+                                       "-o", str(tmp_path / "c.json")])
+    assert result.exit_code == 0, result.output
+    text = page.read_text()
+    claims = paper_claims()
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) == len(claims)
+    for name, claim in claims:
+        assert any(f"`{name}`" in row and f"`{claim}`" in row.replace("\\|", "|") and "| not run |" in row
+                   for row in rows), (name, claim)
+    for k in range(5):
+        assert f"## 00{k}: " in text and f"--tag paper-00{k} --out results/paper-00{k}" in text
+    score = f"0 of {len(claims)} claims pass (0 known failure(s), triaged; {len(claims)} not run)"
+    assert f"**Score: {score}.**" in text
+    assert readme.read_text().splitlines()[2] == (f"<!-- reproduction-score --> **Reproduction of the seed papers:** "
+                                                  f"{score}: [reproduction.md](reproduction.md).")
+
+
+def test_the_reproduction_page_shows_measured_claims_with_their_status_and_triage(tmp_path):
+    """A recorded run relabelled as a suite scenario's point: its claim shows our value, n and status;
+    a known failure shows its triage and reason."""
+    run = tmp_path / "results" / "paper-002" / "modest-vs-bbr" / "run-r0"
+    shutil.copytree(FIXTURES / DEMO, run)
+    meta = json.loads((run / "meta.json").read_text())
+    meta["scenario"], meta["matrix"] = "modest-vs-bbr", {}
+    (run / "meta.json").write_text(json.dumps(meta))
+    experiments = (REPO / "experiments.yaml").read_text()
+    # the demo ran cubic and bbr: the claims name bbr_modest, so only a bbr claim can be judged; add one
+    marker = '      - claim: "0.4 < share(bbr_modest) < 0.5"'
+    experiments = experiments.replace(marker, '      - claim: "share(bbr) > 0.9"\n        source: "002 test"\n'
+                                      '        paper: "0.93"\n        known: {triage: scale, reason: "a test reason"}\n'
+                                      + marker, 1)
+    f = tmp_path / "experiments.yaml"
+    f.write_text(experiments)
+    page = tmp_path / "reproduction.md"
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "results"), "--markdown", str(page), "-f", str(f),
+                                       "-o", str(tmp_path / "c.json")])
+    assert result.exit_code == 3, result.output  # the two Modest claims have no data: bbr_modest never ran
+    rows = {line.split(" | ")[0]: line for line in page.read_text().splitlines() if line.startswith("| `modest-vs-bbr`")}
+    known = rows["| `modest-vs-bbr`: `share(bbr) > 0.9`"]
+    assert "| 0.93 | share(bbr) = 0.544 | 1 | known fail | scale | a test reason |" in known
+    assert "untriaged" in rows["| `modest-vs-bbr`: `0.4 < share(bbr_modest) < 0.5`"]
+
+
+def test_the_committed_reproduction_page_and_readme_agree_with_experiments_yaml():
+    """docs/reproduction.md is generated (README, "Paper suites"): it lists every paper claim of
+    experiments.yaml, and README's front-page score line is the page's."""
+    text = (REPO / "docs" / "reproduction.md").read_text()
+    rows = [line.replace("\\|", "|") for line in text.splitlines() if line.startswith("| `")]
+    for name, claim in paper_claims():
+        assert any(f"`{name}`" in row and f"`{claim}`" in row for row in rows), (name, claim)
+    assert len(rows) == len(paper_claims())
+    score = text.split("**Score: ", 1)[1].split(".**", 1)[0]
+    readme = (REPO / "README.md").read_text()
+    assert f"<!-- reproduction-score --> **Reproduction of the seed papers:** {score}: " \
+           "[docs/reproduction.md](docs/reproduction.md)." in readme

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import jsonsafe, metrics
-from ..claims import Verdict, expectations_of_runs, judge_all
+from ..claims import RunSeries, Verdict, expectations_of_runs, judge_all
 from . import figures as F
 from .claims_view import claims_json, claims_section
 from .html import Page, esc, fmt, table
@@ -76,10 +76,15 @@ def analyse(runs: list[Run], opts: Options, skipped: list[str]) -> tuple[list[Ru
     return kept, results, summarize(kept, results)
 
 
-def judge_claims(runs: list[Run], summary: Summary) -> tuple[list[Verdict], list[str]]:
-    """The `expect:` claims recorded with these runs, judged on their metrics."""
-    expectations, notes = expectations_of_runs(runs)
-    return judge_all(expectations, summary.runs, summary.groups), notes
+def judge_claims(runs: list[Run], summary: Summary, results: list[dict] | None = None,
+                 expectations: list | None = None) -> tuple[list[Verdict], list[str]]:
+    """The `expect:` claims recorded with these runs (or the given ones), judged on their metrics;
+    `results` (run_metrics of each run) lets a claim re-measure its steady window (steady_from_s)."""
+    notes: list[str] = []
+    if expectations is None:
+        expectations, notes = expectations_of_runs(runs)
+    series = {run.run_id: RunSeries.of(res) for run, res in zip(runs, results or [])}
+    return judge_all(expectations, summary.runs, summary.groups, series), notes
 
 
 def _verdict_badge(checks: dict | None) -> str:
@@ -240,7 +245,7 @@ def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skip
     judged on the candidate (it must bear them out)."""
     if not compare_paths:
         runs, results, summary = analyse(load_runs(paths, skipped), opts, skipped)
-        verdicts, notes = judge_claims(runs, summary)
+        verdicts, notes = judge_claims(runs, summary, results)
         return _Analysis(runs, results, summary, None, verdicts, notes)
     base_runs, cand_runs = load_runs([compare_paths[0]], skipped), load_runs([compare_paths[1]], skipped)
     base_runs, base_res, base_s = analyse(base_runs, opts, skipped)
@@ -250,7 +255,7 @@ def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skip
     for r in cand_runs:
         r.side = "candidate"
     runs, results = base_runs + cand_runs, base_res + cand_res
-    verdicts, notes = judge_claims(cand_runs, cand_s)
+    verdicts, notes = judge_claims(cand_runs, cand_s, cand_res)
     return _Analysis(runs, results, summarize(runs, results), compare(base_s, cand_s, threshold_pct),
                      verdicts, notes, (base_s, cand_s))
 

@@ -79,23 +79,34 @@ def report_command(paths, output, open_, bin_ms, skip_s, jain_window_s, max_poin
 
 
 def print_claims(verdicts) -> None:
-    for v in verdicts:
-        where = v.point if v.point not in ("-", "across points") else f"{v.expectation.scenario} ({v.point})"
-        reason = f" ({v.reason})" if v.reason and v.values else ""
+    """One line per claim with its status; below a claim judged at several points, one per point."""
+    from ..claims import results
+
+    for r in results(verdicts):
+        e = r.expectation
+        points = r.points
+        head = points[0].point if len(points) == 1 and points[0].point not in ("-", "across points") \
+            else f"{e.scenario}" + (" (across points)" if points[0].point == "across points" else "")
+        measured = f": {points[0].measured()}" if len(points) == 1 and points[0].values else ""
+        known = f" [known, {e.known.triage}: {e.known.reason}]" if e.known else ""
+        reason = f" ({r.reason})" if r.reason else ""
         # the scenario name and the claim come from the run directory (meta.json, scenario.yaml)
-        click.echo(printable(f"{v.verdict.upper():12s} {where}: {v.expectation.claim.text}: {v.measured()}{reason}",
-                             limit=2000))
+        click.echo(printable(f"{r.status.upper():16s}{head}: {e.claim.text}{measured}{reason}{known}", limit=2000))
+        if len(points) > 1:
+            for v in points:
+                click.echo(printable(f"    {v.verdict:13s}{v.point}: {v.measured()}"
+                                     + (f" ({v.reason})" if v.reason and v.values else ""), limit=2000))
 
 
 def exit_on_claims(verdicts, no_fail: bool) -> None:
-    from ..claims import counts, failed
+    """Exit 3 when a claim fails or a known failure passes (README, "Claims"); otherwise report."""
+    from ..claims import GATE, results, status_counts
 
     if not verdicts:
         return
-    n = counts(verdicts)
-    tally = (f"claims: {n['pass']} pass, {n['fail']} fail, {n['inconclusive']} inconclusive, "
-             f"{n['no data']} without data")
-    if failed(verdicts) and not no_fail:
+    n = status_counts(results(verdicts))
+    tally = "claims: " + ", ".join(f"{count} {status}" for status, count in n.items())
+    if any(n[s] for s in GATE) and not no_fail:
         raise ClaimsFailed(tally)
     click.echo(tally, err=True)
 
@@ -106,19 +117,48 @@ def exit_on_claims(verdicts, no_fail: bool) -> None:
               show_default=True, help="Where to write the verdicts.")
 @click.option("--skip-s", type=click.FloatRange(min=0), default=defaults.DEFAULT_SKIP_S, show_default=True,
               help="Steady state starts this many seconds after time zero.")
+@click.option("--markdown", "markdown", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the reproduction page (e.g. docs/reproduction.md): every paper-suite claim of the "
+                   "experiments file judged on PATHS, one table per paper, never-run claims included.")
+@click.option("-f", "--file", "experiments_file", default="experiments.yaml", show_default=True,
+              type=click.Path(dir_okay=False), help="With --markdown: the experiments file whose claims are judged.")
+@click.option("--readme", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="With --markdown: rewrite this file's '<!-- reproduction-score -->' line with the score.")
 @click.option("--no-fail", is_flag=True, help="Report failed claims without exit code 3.")
-def check_command(paths, output, skip_s, no_fail):
+def check_command(paths, output, skip_s, markdown, experiments_file, readme, no_fail):
     """Judge the scenarios' `expect:` claims on run directories (as `cctest report`, without HTML).
 
-    Exit 3 when a claim fails or has no data to be judged on."""
+    Each claim gets a status: pass, fail, known-fail, unexpected-pass, inconclusive (a failed-health
+    run, or an interval that straddles the bound) or not-run. Exit 3 on a fail (also: a claim whose
+    runs lack the terms it needs) or an unexpected pass; 0 otherwise. With --markdown, PATHS are
+    searched for runs of the paper suites (tags paper-000 ...) and the page lists every claim."""
     from .. import jsonsafe
+    from ..claims import expectations_of_experiments, results
     from .build import Options, analyse, judge_claims
     from .claims_view import claims_json
-    from .load import load_runs
+    from .load import ReportInputError, load_runs
 
+    if readme and not markdown:
+        raise click.UsageError("--readme goes with --markdown")
     skipped: list[str] = []  # runs that could not be read or analysed: named, never silently dropped
-    runs, _, summary = analyse(load_runs(paths, skipped), Options(skip_s=skip_s), skipped)
-    verdicts, notes = judge_claims(runs, summary)
+    expectations = None
+    if markdown:
+        from ..scenario import load_experiments
+        from .reproduction import paper_of
+
+        expectations = [e for e in expectations_of_experiments(load_experiments(experiments_file))
+                        if paper_of(e.tags)]
+        found = []
+        for path in paths:  # a results tree with no runs yet is a page of "not run", not an error
+            try:
+                found += load_runs([path], skipped)
+            except ReportInputError as error:
+                skipped.append(str(error))
+        loaded = found
+    else:
+        loaded = load_runs(paths, skipped)
+    runs, res, summary = analyse(loaded, Options(skip_s=skip_s), skipped)
+    verdicts, notes = judge_claims(runs, summary, res, expectations)
     notes = skipped + notes
     for note in notes:
         click.echo(printable(f"warning: {note}"), err=True)
@@ -128,4 +168,15 @@ def check_command(paths, output, skip_s, no_fail):
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(jsonsafe.dumps(claims_json(verdicts, notes), indent=1))
     click.echo(f"wrote {output}")
+    if markdown:
+        from . import reproduction
+
+        shown_paths = [Path(p).as_posix() for p in paths]
+        command = f"cctest check {' '.join(shown_paths)} --markdown {markdown.as_posix()}" + \
+            (f" --readme {readme.as_posix()}" if readme else "")
+        per_claim = results(verdicts)
+        reproduction.write(markdown, reproduction.render(per_claim, len(runs), shown_paths, command))
+        click.echo(f"wrote {markdown}: {reproduction.score(per_claim)}")
+        if readme and not reproduction.update_readme(readme, markdown, per_claim):
+            raise BadInput(f"{readme}: no line with {reproduction.SCORE_MARK} to put the score on")
     exit_on_claims(verdicts, no_fail)

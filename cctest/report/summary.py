@@ -77,6 +77,7 @@ def identity(run: Run) -> dict:
         "group": (f"{run.side} | " if run.side else "") + group_key(meta),
         "group_label": (f"[{run.side}] " if run.side else "") + group_label(meta), "algos": algo_label(meta),
         "status": meta.get("status"), "verdict": (run.checks or {}).get("verdict"),
+        "health_failed": failing_checks(run.checks),
         "rate_mbps": link.get("rate_mbps"), "rtt_ms": link.get("rtt_ms"),
         "buffer_bdp": link.get("buffer_bdp"), "loss_pct": link.get("loss_pct"),
         "flow_rtt_min_ms": min(rtts) if rtts else np.nan,
@@ -88,6 +89,19 @@ def identity(run: Run) -> dict:
     for k, v in (meta.get("matrix") or {}).items():
         out[f"matrix.{k}"] = v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)
     return out
+
+
+def failing_checks(checks: dict | None) -> str:
+    """The checks a run's health verdict failed on, e.g. "base_rtt 22.2 vs 20, goodput 0.867 vs 0.9"
+    (what a claim judged without that run names)."""
+    parts = []
+    for chk in (checks or {}).get("checks") or []:
+        if not isinstance(chk, dict) or chk.get("ok") is not False:
+            continue
+        m, x = chk.get("measured"), chk.get("expected")
+        nums = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (m, x))
+        parts.append(f"{chk.get('name')} {m:.3g} vs {x:.3g}" if nums else str(chk.get("name")))
+    return ", ".join(dict.fromkeys(parts))
 
 
 def summarize(runs: list[Run], results: list[dict]) -> Summary:
