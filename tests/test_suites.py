@@ -20,9 +20,6 @@ PAPERS = [f"00{k}" for k in range(5)]
 # per repetition (each paper scenario runs 3: issue 20).
 MAX_SUITE_VM_MINUTES_PER_REPETITION = 40
 REPETITIONS = 3
-# Edited on the bbr2 branch (issue 20 item 5) in the same session: their `repetitions: 3` and `paper:`
-# values come with that merge; this set is emptied then.
-ELSEWHERE = {"bbr3plus-simultaneous", "bbr3plus-staggered"}
 
 
 def suite(paper: str) -> dict:
@@ -71,8 +68,6 @@ def test_every_paper_scenario_runs_three_repetitions_and_states_the_papers_value
     """Issue 20: n >= 3 gives every claim a mean and an interval; docs/reproduction.md shows the
     paper's value beside ours."""
     for name, scenario in suite(paper).items():
-        if name in ELSEWHERE:
-            continue
         assert scenario.repetitions == REPETITIONS, f"{name}: repetitions {scenario.repetitions}"
         for entry in scenario.expect:
             assert entry.paper.strip(), f"{name}: {entry.claim!r} has no paper: value"
