@@ -105,7 +105,8 @@ def exit_on_claims(verdicts, no_fail: bool) -> None:
 @click.option("--skip-s", type=click.FloatRange(min=0), default=defaults.DEFAULT_SKIP_S, show_default=True,
               help="Steady state starts this many seconds after time zero.")
 @click.option("--no-fail", is_flag=True, help="Report failed claims without exit code 3.")
-def check_command(paths, output, skip_s, no_fail):
+@click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout (as written to -o).")
+def check_command(paths, output, skip_s, no_fail, as_json):
     """Judge the scenarios' `expect:` claims on run directories (as `cctest report`, without HTML).
 
     Exit 3 when a claim fails or has no data to be judged on."""
@@ -122,8 +123,12 @@ def check_command(paths, output, skip_s, no_fail):
         click.echo(f"warning: {note}", err=True)
     if not verdicts:
         raise BadInput(f"no claims: none of the {len(runs)} run(s) records an expect: list")
-    print_claims(verdicts)
+    verdicts_json = jsonsafe.dumps(claims_json(verdicts, notes), indent=1)
+    if as_json:
+        click.echo(verdicts_json)
+    else:
+        print_claims(verdicts)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(jsonsafe.dumps(claims_json(verdicts, notes), indent=1))
-    click.echo(f"wrote {output}")
+    output.write_text(verdicts_json)
+    click.echo(f"wrote {output}", err=as_json)
     exit_on_claims(verdicts, no_fail)
