@@ -13,8 +13,10 @@ from .. import jsonsafe, metrics
 from ..claims import Verdict, expectations_of_runs, judge_all
 from . import figures as F
 from .claims_view import claims_json, claims_section
-from .html import Page, esc, fmt, table
+from .colors import CCColors, flow_ccs
+from .html import Page, esc, fmt, fmt_ci, table
 from .load import ReportInputError, Run, load_runs, shown
+from .provenance import bottleneck_text, clock_text, code_text, is_wall_clock, scenario_yaml
 from .summary import (RUN_METRICS, Summary, compare, spreadsheet_safe, summarize, summary_frame, summary_json,
                       unmatched_groups)
 
@@ -87,17 +89,39 @@ def _verdict_badge(checks: dict | None) -> str:
     return f"<span class='badge {esc(v if v in ('pass', 'warn', 'fail') else 'unknown')}'>{esc(v)}</span>"
 
 
-def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, index: int = 0) -> None:
+WALL_BADGE = ("<span class='badge wall' title='a VM on the host&#39;s clock: software emulation falls behind "
+              "its timers by however much the host&#39;s load says; these numbers carry that doubt'>wall clock</span>")
+
+
+def _provenance_html(run: Run) -> str:
+    """Where this run's numbers came from: clock, code, seed, bottleneck, and its scenario as run."""
+    meta = run.meta
+    out = (f"<p class='kv'>clock <b>{esc(clock_text(meta))}</b> · code <b>{esc(code_text(meta))}</b> · seed "
+           f"<b>{esc(meta.get('seed'))}</b> · bottleneck <b>{esc(bottleneck_text(meta))}</b></p>")
+    text = scenario_yaml(run.path)
+    if text is not None:
+        out += (f"<details class='yaml'><summary>scenario.yaml (as run)</summary><pre>{esc(text)}</pre></details>")
+    return out
+
+
+def page_colors(runs: list[Run]) -> CCColors:
+    """One colour per congestion control for the whole page, in the order the runs name them."""
+    return CCColors(cc for run in runs for cc in flow_ccs(run.meta))
+
+
+def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, index: int = 0,
+                 colors: CCColors | None = None) -> None:
     meta = run.meta
     link = meta.get("link") or {}
     r = res["run"]
     matrix = ", ".join(f"{k}={v}" for k, v in (meta.get("matrix") or {}).items())
     head = (f"{esc(run.run_id)} — {esc(meta.get('scenario', '?'))}"
             f"{' [' + esc(matrix) + ']' if matrix else ''} rep {esc(meta.get('repetition', '?'))} "
-            f"{_verdict_badge(run.checks)} <span class='kv'>J={fmt(r.get('jain'))}, "
+            f"{_verdict_badge(run.checks)}{' ' + WALL_BADGE if is_wall_clock(meta) else ''} "
+            f"<span class='kv'>J={fmt(r.get('jain'))}, "
             f"util={fmt(100 * r.get('utilisation', float('nan')), 1)} %</span>")
     side = f"[{esc(run.side)}] " if run.side else ""
-    figs = F.run_figures(run, res, max_points=opts.max_points, jain_window_s=opts.jain_window_s)
+    figs = F.run_figures(run, res, max_points=opts.max_points, jain_window_s=opts.jain_window_s, colors=colors)
     out = [f"<details class='run' id='run-{index}'{' open' if open_ else ''}><summary>{side}{head}</summary>"]
     out.append(
         f"<p class='kv'>path <b>{esc(shown(run.path))}</b> · status <b>{esc(meta.get('status'))}</b> · "
@@ -106,6 +130,7 @@ def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, in
         f"buffer <b>{fmt(link.get('buffer_bdp'))} BDP</b> ({fmt(link.get('buffer_bytes'))} B; BDP "
         f"{fmt(link.get('bdp_bytes'))} B), loss <b>{fmt(link.get('loss_pct'))} %</b> · duration "
         f"<b>{fmt(meta.get('duration_s'))} s</b> · started {esc(meta.get('start_time'))}</p>")
+    out.append(_provenance_html(run))
     notes = list(run.notes)
     if "qdisc" in run.tables and "queue" not in res["series"]:
         notes.append(NO_BOTTLENECK_NOTE)
@@ -158,7 +183,7 @@ def _reps_section(page: Page, s: Summary) -> None:
         for rr in d.itertuples():
             if rr.metric in RUN_METRICS or rr.metric == "short_rtt_flow_share":
                 label = RUN_METRICS.get(rr.metric, ("short-RTT flow share",))[0]
-                row[label] = f"{fmt(rr.mean)} ± {fmt(rr.ci95)}"
+                row[label] = fmt_ci(rr.mean, rr.ci95)
         rows.append(row)
     df = pd.DataFrame(rows)
     page.add("<div style='overflow-x:auto'>" + table(df, left=set(df.columns)) + "</div>")
@@ -167,7 +192,7 @@ def _reps_section(page: Page, s: Summary) -> None:
 def _sweep_section(page: Page, s: Summary, runs: list[Run]) -> None:
     if len(runs) < 2:
         return
-    figs = F.sweep_figures(s)
+    figs = F.sweep_figures(s, page_colors(runs))
     page.h2("Across runs", "sweep")
     varying = [k for k in s.matrix_keys if s.runs.get(f"matrix.{k}") is not None
                and s.runs[f"matrix.{k}"].astype(str).nunique() > 1]
@@ -176,13 +201,14 @@ def _sweep_section(page: Page, s: Summary, runs: list[Run]) -> None:
     if figs:
         page.add("".join(page.fig_html(f) for f in figs))
     else:
-        page.add("<p class='note'>No sweep figure applies: the runs do not vary the buffer, the flows' RTTs "
-                 "or the random loss rate.</p>")
+        page.add("<p class='note'>No across-runs figure applies: the runs whose emulation health is not "
+                 "fail vary no matrix key, the flows' RTTs or the random loss rate.</p>")
     t = F.throughput_table(s)
     if not t.empty:
-        page.add("<h3>Throughput per flow and algorithm (003 Table 1)</h3>"
+        paper = "tags" in s.runs and s.runs["tags"].fillna("").astype(str).str.contains(r"\bpaper-").any()
+        page.add("<h3>Throughput per flow and congestion control (1 s intervals)</h3>"
                  "<p class='note'>Max/min/avg of 1 s intervals within each flow's active period (Mbit/s), "
-                 "mean over repetitions.</p>")
+                 "mean over repetitions" + ("; the layout of 003 Table 1" if paper else "") + ".</p>")
         fold = len(t) > 24
         page.add((f"<details><summary>{len(t)} rows (click to show)</summary>" if fold else "")
                  + table(t, left={"group_label", "cc"}, headers={
@@ -192,14 +218,15 @@ def _sweep_section(page: Page, s: Summary, runs: list[Run]) -> None:
 
 def _runs_table(page: Page, s: Summary) -> None:
     cols = ["run_id", "group_label", "repetition", "algos", "rate_mbps", "rtt_ms", "buffer_bdp", "loss_pct",
-            "verdict", "throughput_mbps", "utilisation", "jain", "jain_steady", "retransmits",
+            "aqm", "clock", "verdict", "throughput_mbps", "utilisation", "jain", "jain_steady", "retransmits",
             "bottleneck_drops", "mean_queue_delay_ms"]
     df = s.runs.reindex(columns=cols).copy()
     df["run_id"] = df["run_id"].astype(str)
-    page.add(table(df, left={"run_id", "group_label", "algos", "verdict"}, headers={
+    page.add(table(df, left={"run_id", "group_label", "algos", "aqm", "clock", "verdict"}, cls_rows=[
+        "wallclock" if c == "wall" else "" for c in df["clock"]], headers={
         "group_label": "configuration",
         "throughput_mbps": "Mbit/s", "mean_queue_delay_ms": "queue delay ms", "jain_steady": "jain steady",
-        "bottleneck_drops": "drops"}))
+        "bottleneck_drops": "drops", "verdict": "health"}))
 
 
 @dataclass
@@ -330,17 +357,23 @@ def _per_run_sections(page: Page, runs: list[Run], results: list[dict], opts: Op
         page.add("<p class='note'>Click a run to expand it; figures render when they scroll into view"
                  + (f"; traces show at most {per_run.max_points} points each" if per_run is not opts else "")
                  + ".</p>")
+    colors = page_colors(runs)
     for i, (run, res) in enumerate(zip(runs, results)):
-        _run_section(page, run, res, per_run, open_=(i == 0), index=i)
+        _run_section(page, run, res, per_run, open_=(i == 0), index=i, colors=colors)
+
+
+def companion(output: Path, kind: str) -> Path:
+    """A file written with the report, named after it: a.html -> a.summary.csv, a.summary.json,
+    a.claims.json; so two reports in one directory never overwrite each other's."""
+    return output.with_name(f"{output.stem}.{kind}")
 
 
 def _write_files(page: Page, output: Path, a: _Analysis, opts: Options, compare_paths, threshold_pct: float,
                  regressions: int) -> tuple[Path, Path, Path | None]:
-    """The page, summary.csv, summary.json and (with claims) claims.json next to it."""
+    """The page, and beside it <stem>.summary.csv, <stem>.summary.json and (with claims) <stem>.claims.json."""
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(page.render(), encoding="utf-8", errors="replace")
-    stem = output.parent
-    csv_path, json_path = stem / "summary.csv", stem / "summary.json"
+    csv_path, json_path = companion(output, "summary.csv"), companion(output, "summary.json")
     spreadsheet_safe(summary_frame(a.summary)).to_csv(csv_path, index=False, errors="replace")
     js = summary_json(a.summary, opts.as_dict())
     if a.cmp is not None:
@@ -350,6 +383,6 @@ def _write_files(page: Page, output: Path, a: _Analysis, opts: Options, compare_
     json_path.write_text(jsonsafe.dumps(js, indent=1, default=str))
     claims_path = None
     if a.verdicts or a.claim_notes:
-        claims_path = stem / "claims.json"
+        claims_path = companion(output, "claims.json")
         claims_path.write_text(jsonsafe.dumps(claims_json(a.verdicts, a.claim_notes), indent=1))
     return csv_path, json_path, claims_path

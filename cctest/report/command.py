@@ -18,7 +18,7 @@ from .defaults import DEFAULT_MAX_POINTS
 @click.command("report", cls=errors.Command)
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
-              show_default=True, help="HTML file to write; summary.csv and summary.json go beside it.")
+              show_default=True, help="HTML file to write; NAME.summary.csv, NAME.summary.json (and NAME.claims.json) go beside it.")
 @click.option("--open", "open_", is_flag=True, help="Open the report in a web browser.")
 @click.option("--bin-ms", type=click.FloatRange(min=1), default=None,
               help="Throughput bin width [default: one RTT of the slowest flow, at least 100 ms].")
@@ -36,7 +36,7 @@ from .defaults import DEFAULT_MAX_POINTS
 @click.option("--no-fail", is_flag=True, help="Report failed claims without exit code 3.")
 def report_command(paths, output, open_, bin_ms, skip_s, jain_window_s, max_points, compare_paths,
                    threshold, title, no_fail):
-    """Write one self-contained HTML report (plus summary.csv/json) from run directories.
+    """Write one self-contained HTML report (plus its summary .csv/.json) from run directories.
 
     PATHS are run directories (holding meta.json) or any directories containing run directories
     at any depth.
@@ -66,7 +66,7 @@ def report_command(paths, output, open_, bin_ms, skip_s, jain_window_s, max_poin
     print_claims(res.claims)
     size = res.html.stat().st_size / 1e6
     click.echo(f"wrote {res.html} ({size:.1f} MB, {res.runs} run(s), {res.figures} figure(s), {dt:.1f} s), "
-               f"{res.csv.name}, {res.json.name}")
+               f"{res.csv.name}, {res.json.name}" + (f", {res.claims_json.name}" if res.claims_json else ""))
     if open_:
         webbrowser.open(res.html.resolve().as_uri())
     if res.compare is not None:
