@@ -152,19 +152,30 @@ def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, in
     out.append(table(rm, left={"metric", "unit"}))
     fl = pd.DataFrame(res["flows"])
     if not fl.empty:
-        cols = ["flow", "cc", "rtt_ms", "t_start", "t_end", "bytes", "mean_mbps", "steady_mbps", "share",
-                "steady_share", "retransmits", "max_mbps_1s", "min_mbps_1s", "avg_mbps_1s",
-                "mean_cwnd_pkts", "mean_srtt_ms", "min_rtt_ms", "mean_qdelay_ms"]
+        # Two tables, so that each fits a 1280 px window: what each flow got, then its window and delays.
+        headers = {"rtt_ms": "RTT ms", "bytes": "bytes (receiver)", "mean_mbps": "mean Mbit/s",
+                   "steady_mbps": "steady Mbit/s", "steady_share": "steady share", "max_mbps_1s": "max Mbit/s (1 s)",
+                   "min_mbps_1s": "min Mbit/s (1 s)", "avg_mbps_1s": "avg Mbit/s (1 s)", "t_start": "start s",
+                   "t_end": "end s", "mean_cwnd_pkts": "mean cwnd (packets)", "mean_srtt_ms": "mean srtt ms",
+                   "min_rtt_ms": "min RTT ms", "mean_qdelay_ms": "srtt − min RTT ms"}
         out.append("<h3>Per flow</h3>")
-        out.append(table(fl.reindex(columns=cols), left={"cc"}, headers={
-            "bytes": "bytes (receiver)", "mean_mbps": "mean Mbit/s", "steady_mbps": "steady Mbit/s",
-            "max_mbps_1s": "max (1 s)", "min_mbps_1s": "min (1 s)", "avg_mbps_1s": "avg (1 s)",
-            "mean_qdelay_ms": "srtt−minRTT ms"}))
+        out.append(table(fl.reindex(columns=["flow", "cc", "rtt_ms", "bytes", "mean_mbps", "steady_mbps", "share",
+                                             "steady_share", "retransmits", "max_mbps_1s", "min_mbps_1s",
+                                             "avg_mbps_1s"]), left={"cc"}, headers=headers))
+        out.append(table(fl.reindex(columns=["flow", "cc", "t_start", "t_end", "mean_cwnd_pkts", "mean_srtt_ms",
+                                             "min_rtt_ms", "mean_qdelay_ms"]), left={"cc"}, headers=headers))
     if res["groups"] and len(res["groups"]) > 1:
         out.append("<h3>Per CC group</h3>")
         out.append(table(pd.DataFrame(res["groups"]), left={"cc"}))
     page.add("".join(out))
     page.add("<div class='grid'>" + "".join(page.fig_html(f) for f in figs) + "</div></details>")
+
+
+# The repetitions table's columns (so that it fits a 1280 px window): metric -> header with unit.
+REPS_SHOWN = {"throughput_mbps": "throughput Mbit/s", "utilisation": "utilisation", "jain_steady": "Jain (steady)",
+              "retransmits": "retransmits", "bottleneck_drops": "drops", "mean_queue_delay_ms": "queue delay ms",
+              "p95_queue_delay_ms": "p95 queue delay ms", "mean_srtt_qdelay_ms": "srtt − min RTT ms",
+              "short_rtt_flow_share": "short-RTT flow share"}
 
 
 def _reps_section(page: Page, s: Summary) -> None:
@@ -175,18 +186,18 @@ def _reps_section(page: Page, s: Summary) -> None:
         return
     page.h2("Repetitions: mean ± 95 % CI", "reps")
     page.add("<p class='note'>Runs identical except <code>repetition</code>; CI half-width from Student's t "
-             "with n−1 degrees of freedom.</p>")
+             "with n−1 degrees of freedom. The main metrics; every metric's mean, CI and n are in the "
+             "report's .summary.json (repetition_groups).</p>")
     rows = []
     for g, d in multi.groupby("group", sort=False):
         row = {"configuration": d["group_label"].iloc[0], "algorithms": d["algos"].iloc[0],
                "n": int(d["runs"].iloc[0])}
         for rr in d.itertuples():
-            if rr.metric in RUN_METRICS or rr.metric == "short_rtt_flow_share":
-                label = RUN_METRICS.get(rr.metric, ("short-RTT flow share",))[0]
-                row[label] = fmt_ci(rr.mean, rr.ci95)
+            if rr.metric in REPS_SHOWN and not (rr.metric == "short_rtt_flow_share" and rr.n == 0):
+                row[REPS_SHOWN[rr.metric]] = fmt_ci(rr.mean, rr.ci95)
         rows.append(row)
     df = pd.DataFrame(rows)
-    page.add("<div style='overflow-x:auto'>" + table(df, left=set(df.columns)) + "</div>")
+    page.add(table(df, left=set(df.columns)))
 
 
 def _sweep_section(page: Page, s: Summary, runs: list[Run]) -> None:

@@ -918,12 +918,18 @@ def _throughput_delay_scatter(v: _SweepView) -> list[Fig]:
 
 
 def throughput_table(summary) -> pd.DataFrame:
-    """003 Table 1: max/min/avg throughput (1 s intervals) per configuration, flow and algorithm,
-    averaged over repetitions."""
+    """Max/min/avg throughput (1 s intervals) per configuration, flow and algorithm, averaged over
+    repetitions (the layout of 003 Table 1); `health fail`: how many of those runs failed their
+    emulation-health checks (their numbers are in the means: read them with that doubt)."""
     f = summary.flows
     if f.empty:
         return f
     cols = ["max_mbps_1s", "min_mbps_1s", "avg_mbps_1s"]
     t = (f.groupby(["group_label", "flow", "cc"], sort=False)[cols].mean().reset_index())
     t["runs"] = f.groupby(["group_label", "flow", "cc"], sort=False).size().to_numpy()
+    runs = summary.runs
+    if "verdict" in runs:
+        failed = set(runs.loc[runs["verdict"] == "fail", "run_id"])
+        t["health fail"] = (f.assign(failed=f["run_id"].isin(failed))
+                            .groupby(["group_label", "flow", "cc"], sort=False)["failed"].sum().to_numpy())
     return t
