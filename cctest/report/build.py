@@ -34,6 +34,8 @@ class Options:
     jain_window_s: float = metrics.DEFAULT_JAIN_WINDOW_S
     max_points: int = F.DEFAULT_MAX_POINTS
     title: str | None = None
+    figures_dir: Path | None = None  # also write every figure there as a vector file (export.py)
+    figures_format: str = "svg"
 
     def as_dict(self) -> dict:
         return {"bin_ms": self.bin_ms, "skip_s": self.skip_s, "jain_window_s": self.jain_window_s,
@@ -52,6 +54,7 @@ class Result:
     warnings: list[str] = field(default_factory=list)
     claims: list[Verdict] = field(default_factory=list)
     claims_json: Path | None = None
+    exported: list[Path] = field(default_factory=list)  # --figures: the vector files written
 
 
 def _bin_text(opts: Options) -> str:
@@ -121,6 +124,7 @@ def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, in
             f"<span class='kv'>J={fmt(r.get('jain'))}, "
             f"util={fmt(100 * r.get('utilisation', float('nan')), 1)} %</span>")
     side = f"[{esc(run.side)}] " if run.side else ""
+    page.scope = (f"{run.side}-" if run.side else "") + run.run_id
     figs = F.run_figures(run, res, max_points=opts.max_points, jain_window_s=opts.jain_window_s, colors=colors)
     out = [f"<details class='run' id='run-{index}'{' open' if open_ else ''}><summary>{side}{head}</summary>"]
     out.append(
@@ -204,6 +208,7 @@ def _sweep_section(page: Page, s: Summary, runs: list[Run]) -> None:
     if len(runs) < 2:
         return
     figs = F.sweep_figures(s, page_colors(runs))
+    page.scope = "across-runs"
     page.h2("Across runs", "sweep")
     varying = [k for k in s.matrix_keys if s.runs.get(f"matrix.{k}") is not None
                and s.runs[f"matrix.{k}"].astype(str).nunique() > 1]
@@ -269,8 +274,13 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
     _per_run_sections(page, a.runs, a.results, opts)
     csv_path, json_path, claims_path = _write_files(page, output, a, opts, compare_paths, threshold_pct,
                                                     regressions)
+    exported = []
+    if opts.figures_dir is not None:
+        from .export import export_figures
+
+        exported = export_figures(page.fig_objects, Path(opts.figures_dir), opts.figures_format)
     return Result(output, csv_path, json_path, len(a.runs), len(page.figs), regressions, a.cmp, warnings,
-                  a.verdicts, claims_path)
+                  a.verdicts, claims_path, exported)
 
 
 def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skipped: list[str]) -> _Analysis:

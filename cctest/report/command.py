@@ -33,9 +33,14 @@ from .defaults import DEFAULT_MAX_POINTS
 @click.option("--threshold", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="With --compare: % change in the worse direction that counts as a regression.")
 @click.option("--title", help="Page title.")
+@click.option("--figures", "figures_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Also write every figure of the page to DIR/<run id>/ and DIR/across-runs/ as vector "
+                   "files (needs the export extra and a system Chromium).")
+@click.option("--format", "figures_format", type=click.Choice(["svg", "pdf"]), default="svg", show_default=True,
+              help="With --figures: the files' format.")
 @click.option("--no-fail", is_flag=True, help="Report failed claims without exit code 3.")
 def report_command(paths, output, open_, bin_ms, skip_s, jain_window_s, max_points, compare_paths,
-                   threshold, title, no_fail):
+                   threshold, title, figures_dir, figures_format, no_fail):
     """Write one self-contained HTML report (plus its summary .csv/.json) from run directories.
 
     PATHS are run directories (holding meta.json) or any directories containing run directories
@@ -48,8 +53,13 @@ def report_command(paths, output, open_, bin_ms, skip_s, jain_window_s, max_poin
     # Imported here: pandas and plotly take seconds to import, and `cctest run` shares this CLI.
     from .build import Options, write_report
 
+    if figures_dir is not None:
+        from .export import check_available
+
+        check_available(figures_format)  # before anything is written
+
     opts = Options(bin_ms=bin_ms, skip_s=skip_s, jain_window_s=jain_window_s, max_points=max_points,
-                   title=title)
+                   title=title, figures_dir=figures_dir, figures_format=figures_format)
     t = time.perf_counter()
     res = write_report(paths, output, opts, compare_paths=compare_paths, threshold_pct=threshold)
     dt = time.perf_counter() - t
@@ -67,6 +77,8 @@ def report_command(paths, output, open_, bin_ms, skip_s, jain_window_s, max_poin
     size = res.html.stat().st_size / 1e6
     click.echo(f"wrote {res.html} ({size:.1f} MB, {res.runs} run(s), {res.figures} figure(s), {dt:.1f} s), "
                f"{res.csv.name}, {res.json.name}" + (f", {res.claims_json.name}" if res.claims_json else ""))
+    if res.exported:
+        click.echo(f"exported {len(res.exported)} figure(s) as {figures_format} to {figures_dir}")
     if open_:
         webbrowser.open(res.html.resolve().as_uri())
     if res.compare is not None:

@@ -173,6 +173,8 @@ class Page:
         self.parts: list[str] = []
         self.figs: list[str] = []
         self.toc: list[tuple[str, str]] = []
+        self.scope = "page"  # whose figures are being added (a run's id, across-runs): names exported files
+        self.fig_objects: list[tuple[str, Fig]] = []
 
     def h2(self, text: str, anchor: str):
         self.toc.append((anchor, text))
@@ -182,6 +184,7 @@ class Page:
         self.parts.append(raw_html)
 
     def fig_html(self, f: Fig) -> str:
+        self.fig_objects.append((self.scope, f))
         d = f.fig.to_plotly_json()
         d.get("layout", {}).pop("template", None)
         self.figs.append(json.dumps(_encode({"data": d.get("data", []), "layout": d.get("layout", {})}),
