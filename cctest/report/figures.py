@@ -866,17 +866,22 @@ def _sweep_other_keys(v: _SweepView) -> list[Fig]:
         slug = "".join(c if c.isalnum() else "_" for c in key)
         runs = v.runs.copy()
         runs[col] = runs[col].map(lambda x: str(x) if isinstance(x, bool) else x)
-        other = _other_label(runs, {col} | {f"matrix.{k}" for k in v.matrix_keys if k.rsplit(".", 1)[-1] == "cc"})
+        # not a label: the swept key itself, the link field it sets (rate_mbps for link.rate_mbps), the cc mix
+        exclude = {col, key.rsplit(".", 1)[-1]} | {f"matrix.{k}" for k in v.matrix_keys if k.rsplit(".", 1)[-1] == "cc"}
+        other = _other_label(runs, exclude)
         runs["line"] = runs["algos"] + other.map(lambda s: f" ({s})" if s else "")
         runs["facet"] = "all runs"
         g = v.matrix_frame(v.groups) if not v.groups.empty else v.groups
         if not g.empty and g.groupby("run_id")["cc"].nunique().max() > 1:
             g = g.copy()
             g[col] = g[col].map(lambda x: str(x) if isinstance(x, bool) else x)
+            g_other = _other_label(g, exclude)
+            g["facet"] = g["algos"] + g_other.map(lambda s: f" · {s}" if s else "")
             _add(figs, Fig(f"Throughput share per congestion control vs {title}",
-                           _line_fig(g, col, "steady_share", "algos", "cc", title, "% of throughput", yscale=100,
+                           _line_fig(g, col, "steady_share", "facet", "cc", title, "% of throughput", yscale=100,
                                      yrange=[0, 100], colors=v.colors),
-                           v.note("Steady-state share of each congestion control; one panel per algorithm mix."),
+                           v.note("Steady-state share of each congestion control; one panel per algorithm mix "
+                                  "and setting of the other swept keys."),
                            f"sweep_share_{slug}"))
         if (runs["flows"] > 1).any():
             _add(figs, Fig(f"Jain's fairness index vs {title}",
