@@ -466,7 +466,8 @@ def load_experiments(path: str | Path) -> Experiments:
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise ScenarioError(f"{path}: cannot read ({error.strerror})") from None
+        hint = "; name the experiments file with -f FILE" if not path.exists() else ""
+        raise ScenarioError(f"{path}: cannot read ({error.strerror}){hint}") from None
     if len(data) > MAX_FILE_BYTES:
         raise ScenarioError(f"{path}: {len(data)} bytes; an experiments file is at most {MAX_FILE_BYTES} "
                             "(matrices are lists of values, not generated data)")

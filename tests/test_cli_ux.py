@@ -168,3 +168,10 @@ def test_help_imports_nothing_heavy():
             "if m in sys.modules]; print(heavy); sys.exit(bool(heavy))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_outside_a_checkout_a_missing_experiments_file_names_the_f_option(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("list")
+    assert result.exit_code == 2
+    assert "experiments.yaml: cannot read" in result.output and "with -f FILE" in result.output

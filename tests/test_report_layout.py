@@ -64,6 +64,9 @@ def _driver(profile: Path, width: int):
 def _render(path: Path, tmp_path: Path):
     pytest.importorskip("selenium", reason="selenium not installed (pip install selenium)")
     drv = _driver(tmp_path / "profile", WIDTH)
+    # Rendering ~100 figures in one script call takes 30-60 s on a loaded 2-core host (measured with
+    # load average 20): selenium's default 30 s script timeout is not what this test is about.
+    drv.set_script_timeout(300)
     drv.get(path.resolve().as_uri())
     drv.execute_script("return window.cctestRenderAll();")
     deadline = time.time() + 90
