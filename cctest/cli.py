@@ -74,7 +74,7 @@ force_option = click.option("--force", is_flag=True, help=f"allow more than {MAX
 
 
 def _duration(seconds: float) -> str:
-    if seconds < 90:
+    if seconds < 30:  # under half a minute "0 min" would say nothing
         return f"{seconds:.0f} s"
     minutes = seconds / 60
     return f"{minutes:.0f} min" if minutes < 90 else f"{minutes / 60:.1f} h"
