@@ -8,6 +8,8 @@ and prints the median and best wall time, then lists pandas, numpy, plotly, pyda
 imports them inside the commands that need them). Measured 2026-11-24 on the 2-core dev machine
 shared with five other jobs (10 runs each): `cctest --help` median 0.14 s, `run --help` 0.09 s,
 `report --help` 0.21 s, none of them imported; before the lazy imports `cctest --help` took 1.0 s.
+On a host at load average 20 the interpreter alone takes 0.2-0.5 s: the line over the interpreter
+says what cctest adds.
 """
 
 from __future__ import annotations
@@ -43,12 +45,15 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args()
     cctest = str(Path(sys.executable).with_name("cctest"))
+    bare = statistics.median(timed([sys.executable, "-c", "pass"], args.repeat))
+    print(f"{'python -c pass':22s} median {bare:.3f} s (the interpreter alone: how loaded this host is)")
     worst = 0.0
     for cmd in ([cctest, "--help"], [cctest, "run", "--help"], [cctest, "report", "--help"]):
         times = timed(cmd, args.repeat)
         worst = max(worst, statistics.median(times))
         print(f"{' '.join(['cctest', *cmd[1:]]):22s} median {statistics.median(times):.3f} s, "
-              f"best {min(times):.3f} s ({args.repeat} runs)")
+              f"best {min(times):.3f} s, {statistics.median(times) - bare:+.3f} s over the interpreter "
+              f"({args.repeat} runs)")
     heavy = heavy_imports()
     print(f"heavy modules imported by cctest.cli: {', '.join(heavy) or 'none'}")
     ok = worst < TARGET_S and not heavy
