@@ -193,8 +193,10 @@ def _reps_section(page: Page, s: Summary) -> None:
              "with n−1 degrees of freedom. The main metrics; every metric's mean, CI and n are in the "
              "report's .summary.json (repetition_groups).</p>")
     rows = []
+    wall = set(s.runs.loc[s.runs["clock"] == "wall", "group"]) if "clock" in s.runs else set()
     for g, d in multi.groupby("group", sort=False):
-        row = {"configuration": d["group_label"].iloc[0], "algorithms": d["algos"].iloc[0],
+        row = {"configuration": d["group_label"].iloc[0] + (" (wall clock)" if g in wall else ""),
+               "algorithms": d["algos"].iloc[0],
                "n": int(d["runs"].iloc[0])}
         for rr in d.itertuples():
             if rr.metric in REPS_SHOWN and not (rr.metric == "short_rtt_flow_share" and rr.n == 0):
