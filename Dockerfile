@@ -22,7 +22,7 @@ RUN --mount=type=secret,id=ca_bundle,required=false --mount=type=secret,id=pip_c
     if [ -s /run/secrets/ca_bundle ]; then export PIP_CERT=/run/secrets/ca_bundle; fi; \
     if [ -s /run/secrets/pip_conf ]; then export PIP_CONFIG_FILE=/run/secrets/pip_conf; fi; \
     python3 -m venv --system-site-packages /opt/venv; \
-    python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["run"]))' \
       > /tmp/requirements.txt; \
     /opt/venv/bin/pip install -q --no-cache-dir --disable-pip-version-check \
       "setuptools>=68" wheel -r /tmp/requirements.txt; \

@@ -1,11 +1,15 @@
-# The two commands of README.md. Both install what they need first (scripts/setup.sh, as root).
-.PHONY: setup demo test bench
+# The two commands of README.md. Both install what they need first (scripts/setup.sh, as root):
+# `make demo` only what a run and its report need, `make test` the test tooling too.
+.PHONY: setup setup-demo demo test bench
 
 setup:
 	bash scripts/setup.sh
 
+setup-demo:
+	bash scripts/setup.sh demo
+
 # Run the default scenario (natively where the host can, else in a virtme-ng VM) and report it.
-demo: setup
+demo: setup-demo
 	.venv/bin/cctest run demo
 	.venv/bin/cctest report reports/demo -o reports/demo.html
 	@echo "report: reports/demo.html"

@@ -1,87 +1,218 @@
 """The `cctest` command line: parse, call, print. Errors reach the user through errors.Group: one
-line and the exit code their class carries (2 bad input, 1 a failed run, 3 failed claims)."""
+line and the exit code their class carries (2 bad input, 1 a failed run, 3 failed claims).
+
+Imports of anything heavy (pydantic, pandas, plotly, the scenario models) happen inside the
+commands that need them, so `cctest --help` and shell completion start in a fraction of a second
+(bench/cli_help.py measures it)."""
 
 from __future__ import annotations
 
+import json
 import platform
 import re
 import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.table import Table
 
-from . import __version__, doctor, errors, journal, kmod
+from . import __version__, errors
+from .completion import complete_scenarios, complete_tags
 from .errors import BadInput, CctestError
-from .modsource import check_declared_params
-from .plan import MAX_RUNS, expand, run_count
+from .limits import MAX_RUNS
 from .report.command import check_command, report_command
-from .scenario import load_experiments
 
 DEFAULT_EXPERIMENTS = "experiments.yaml"
-console = Console()
-err_console = Console(stderr=True)
+
+
+class _LazyConsole:
+    """rich's Console, made on first use: importing rich costs a tenth of a second of every --help."""
+
+    def __init__(self, **kw):
+        self._kw, self._console = kw, None
+
+    def __getattr__(self, name):
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._kw)
+        return getattr(self._console, name)
+
+
+console = _LazyConsole()
+err_console = _LazyConsole(stderr=True)
+
+
+def load_experiments(path: str):
+    from .scenario import load_experiments as load
+
+    return load(path)
 
 
 experiments_option = click.option("-f", "--file", "experiments_file", default=DEFAULT_EXPERIMENTS, show_default=True,
                                   type=click.Path(dir_okay=False), help="the experiments file")
+json_option = click.option("--json", "as_json", is_flag=True, help="print JSON on stdout instead of a table")
+
+
+def print_json(data) -> None:
+    from .jsonsafe import dumps
+
+    click.echo(dumps(data, indent=1, default=str))
 
 
 @click.group(cls=errors.Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__)
 def main() -> None:
-    """Experiment-as-code for TCP congestion-control research."""
+    """Experiment-as-code for TCP congestion-control research.
+
+    Shell completion (scenario names and tags too): add
+    `eval "$(_CCTEST_COMPLETE=bash_source cctest)"` to ~/.bashrc (zsh_source, fish_source for
+    those shells).
+    """
 
 
 force_option = click.option("--force", is_flag=True, help=f"allow more than {MAX_RUNS} runs in one invocation")
 
 
 def _duration(seconds: float) -> str:
+    if seconds < 30:  # under half a minute "0 min" would say nothing
+        return f"{seconds:.0f} s"
     minutes = seconds / 60
     return f"{minutes:.0f} min" if minutes < 90 else f"{minutes / 60:.1f} h"
 
 
-@main.command("list")
-@experiments_option
-@click.option("--tag", "tags", multiple=True, help="only scenarios with this tag (repeatable: any of them)")
-@force_option
-def list_scenarios(experiments_file: str, tags: tuple[str, ...], force: bool) -> None:
-    """Show the scenarios, their claims and estimated wall time (every matrix variant is validated as
-    `run` does)."""
+def _cores() -> int:
     import os
 
-    from .plan import estimated_wall_s
+    return os.cpu_count() or 1
+
+
+def scenario_plan(experiments, name: str, force: bool, cores: int) -> dict:
+    """One scenario as `list --json` and `show` give it: link, flows, matrix, claims, runs and the
+    estimated wall time natively and with --vm on `cores` single-vCPU VMs."""
+    from .plan import estimated_wall_s, expand
+
+    from .modsource import check_declared_params
+
+    scenario = experiments.scenarios[name]
+    specs = expand(experiments, name, force=force)
+    check_declared_params(specs, experiments.source)  # what insmod would refuse, before anything is built
+    native = sum(estimated_wall_s(spec, vm=False) for spec in specs)
+    in_vm = sum(estimated_wall_s(spec, vm=True) for spec in specs) / min(cores, len(specs))
+    return {
+        "name": name, "description": scenario.description, "tags": list(scenario.tags),
+        "link": scenario.link.model_dump(mode="json"), "flows": [f.model_dump(mode="json") for f in scenario.flows],
+        "duration_s": scenario.duration_s, "repetitions": scenario.repetitions, "seed": scenario.seed,
+        "matrix": scenario.matrix,
+        "claims": [e.model_dump(mode="json") for e in scenario.expect],
+        "runs": [{"label": spec.label, "matrix": spec.matrix, "repetition": spec.repetition, "seed": spec.seed}
+                 for spec in specs],
+        "estimate_s": {"native": native, "vm": in_vm, "vm_jobs": cores},
+        "_specs": specs,
+    }
+
+
+def _bottleneck_text(link) -> str:
+    buffer = f"{link.buffer_bdp:g} BDP" if link.buffer_bdp is not None else f"{link.buffer_bytes} B"
+    out = f"{link.rate_mbps:g} Mbit/s, {link.rtt_ms:g} ms, {buffer}"
+    if link.aqm != "fifo":
+        out += f", {link.aqm}" + (" + ECN" if link.ecn else "")
+    if link.loss_pct:
+        out += f", loss {link.loss_pct:g}%"
+    if link.rate_schedule:
+        out += ", rate " + " → ".join(f"{s.rate_mbps:g}@{s.at_s:g}s" for s in link.rate_schedule)
+    out += "".join(f", outage {o.at_s:g}-{o.at_s + o.duration_s:g} s" for o in link.outages)
+    return out
+
+
+def _flows_text(scenario) -> str:
+    return ", ".join(
+        f"{f.count}x{f.cc}" + (f"@{f.rtt_ms:g}ms" if f.rtt_ms else "") + (f"+{f.start_s:g}s" if f.start_s else "")
+        for f in scenario.flows)
+
+
+def _matrix_text(matrix: dict) -> str:
+    return "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in matrix.items())
+
+
+@main.command("list")
+@experiments_option
+@click.option("--tag", "tags", multiple=True, shell_complete=complete_tags,
+              help="only scenarios with this tag (repeatable: any of them)")
+@force_option
+@json_option
+def list_scenarios(experiments_file: str, tags: tuple[str, ...], force: bool, as_json: bool) -> None:
+    """Show the scenarios, what each sweeps, their claims and estimated wall time (every matrix
+    variant is validated as `run` does). `cctest show NAME` gives one scenario in full."""
+    from rich.table import Table
 
     experiments = load_experiments(experiments_file)
     names = tagged(experiments, experiments_file, tags) if tags else list(experiments.scenarios)
-    chosen = {name: experiments.scenarios[name] for name in dict.fromkeys(names)}
-    cores = os.cpu_count() or 1
-    table = Table("scenario", "tags", "bottleneck", "flows", "runs", "claims", "native", f"--vm -j{cores}",
+    cores = _cores()
+    plans = [scenario_plan(experiments, name, force, cores) for name in dict.fromkeys(names)]
+    if as_json:
+        print_json([{k: v for k, v in p.items() if not k.startswith("_")} for p in plans])
+        return
+    table = Table("scenario", "tags", "bottleneck", "flows", "matrix", "runs", "claims", "native", f"--vm -j{cores}",
                   caption=f"native, --vm: estimated wall time (the VM's from bench/vm_clock.py's figures, {cores} "
-                          "single-vCPU VMs in parallel)")
+                          "single-vCPU VMs in parallel)", caption_justify="left")
     table.columns[0].no_wrap = True
     totals = [0, 0.0, 0.0]
-    for name, scenario in chosen.items():
-        specs = expand(experiments, name, force=force)
-        check_declared_params(specs, experiments_file)  # what insmod would refuse, before anything is built
-        link = scenario.link
-        buffer = f"{link.buffer_bdp:g} BDP" if link.buffer_bdp is not None else f"{link.buffer_bytes} B"
-        flows = ", ".join(
-            f"{f.count}x{f.cc}" + (f"@{f.rtt_ms:g}ms" if f.rtt_ms else "") + (f"+{f.start_s:g}s" if f.start_s else "")
-            for f in scenario.flows
-        )
-        native = sum(estimated_wall_s(spec, vm=False) for spec in specs)
-        in_vm = sum(estimated_wall_s(spec, vm=True) for spec in specs) / min(cores, len(specs))
-        totals = [totals[0] + len(specs), totals[1] + native, totals[2] + in_vm]
-        loss = f", loss {link.loss_pct:g}%" if link.loss_pct else ""
-        loss += "".join(f", outage {o.at_s:g}-{o.at_s + o.duration_s:g} s" for o in link.outages)
-        table.add_row(name, ", ".join(scenario.tags), f"{link.rate_mbps:g} Mbit/s, {link.rtt_ms:g} ms, {buffer}{loss}",
-                      f"{flows}; {scenario.duration_s:g} s", str(len(specs)), str(len(scenario.expect) or ""),
-                      _duration(native), _duration(in_vm))
-    if len(chosen) > 1:
-        table.add_row("all", "", "", "", str(totals[0]), "", _duration(totals[1]), _duration(totals[2]))
-    console.print(table)
+    for p in plans:
+        scenario = experiments.scenarios[p["name"]]
+        totals = [totals[0] + len(p["runs"]), totals[1] + p["estimate_s"]["native"], totals[2] + p["estimate_s"]["vm"]]
+        table.add_row(p["name"], ", ".join(scenario.tags), _bottleneck_text(scenario.link),
+                      f"{_flows_text(scenario)}; {scenario.duration_s:g} s", _matrix_text(scenario.matrix),
+                      str(len(p["runs"])), str(len(scenario.expect) or ""),
+                      _duration(p["estimate_s"]["native"]), _duration(p["estimate_s"]["vm"]))
+    if len(plans) > 1:
+        table.add_row("all", "", "", "", "", str(totals[0]), "", _duration(totals[1]), _duration(totals[2]))
+    _wide_console().print(table)
+
+
+def _wide_console():
+    """The console, or in a pipe one wide enough that no cell is cut at 80 columns."""
+    if console.is_terminal:
+        return console
+    from rich.console import Console
+
+    return Console(width=400, no_color=True)
+
+
+@main.command("show")
+@click.argument("name", shell_complete=complete_scenarios)
+@experiments_option
+@force_option
+@json_option
+def show(name: str, experiments_file: str, force: bool, as_json: bool) -> None:
+    """Show scenario NAME in full: its bottleneck and flows, every run its matrix expands to, its
+    claims and the estimated wall time."""
+    experiments = load_experiments(experiments_file)
+    experiments.get(name)  # an unknown name is bad input, with the closest names
+    p = scenario_plan(experiments, name, force, _cores())
+    if as_json:
+        print_json({k: v for k, v in p.items() if not k.startswith("_")})
+        return
+    scenario = experiments.scenarios[name]
+    lines = [f"[bold]{name}[/]" + (f" — {scenario.description}" if scenario.description else ""),
+             f"tags: {', '.join(scenario.tags) or '(none)'}",
+             f"bottleneck: {_bottleneck_text(scenario.link)}",
+             f"flows: {_flows_text(scenario)}; {scenario.duration_s:g} s, seed {scenario.seed}, "
+             f"{scenario.repetitions} repetition(s)"]
+    for step in scenario.flows:
+        if step.params:
+            lines.append(f"  {step.cc} parameters: " + ", ".join(f"{k}={v}" for k, v in step.params.items()))
+    lines.append(f"matrix: {_matrix_text(scenario.matrix) or '(none)'}")
+    lines.append(f"runs ({len(p['runs'])}):")
+    lines += [f"  {r['label']} r{r['repetition']}" for r in p["runs"]]
+    lines.append(f"claims ({len(scenario.expect)}):" if scenario.expect else "claims: (none)")
+    for e in scenario.expect:
+        where = f" where {e.where}" if e.where else ""
+        lines.append(f"  {e.claim}{where}" + (f"  [{e.source}]" if e.source else "") + (f" — {e.note}" if e.note else ""))
+    est = p["estimate_s"]
+    lines.append(f"estimated wall time: {_duration(est['native'])} native, {_duration(est['vm'])} with --vm "
+                 f"on {est['vm_jobs']} single-vCPU VMs")
+    for line in lines:
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def tagged(experiments, experiments_file: str, tags: tuple[str, ...]) -> list[str]:
@@ -106,9 +237,10 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 
 
 @main.command()
-@click.argument("scenarios", nargs=-1)
+@click.argument("scenarios", nargs=-1, shell_complete=complete_scenarios)
 @experiments_option
-@click.option("--tag", "tags", multiple=True, help="also run every scenario with this tag (repeatable)")
+@click.option("--tag", "tags", multiple=True, shell_complete=complete_tags,
+              help="also run every scenario with this tag (repeatable)")
 @click.option("--repetitions", "-n", type=click.IntRange(min=1), help="override the scenario's repetitions")
 @click.option("--out", default="reports", show_default=True, type=click.Path(file_okay=False), help="where run directories go")
 @click.option("--vm", "mode", flag_value="vm", help="run inside a virtme-ng VM on a stock kernel")
@@ -125,15 +257,17 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 @click.option("--shard", metavar="i/N",
               help="run only shard i of N (a stable split of this invocation's runs; with --dry-run, shows which)")
 @click.option("--dry-run", is_flag=True, help="print topology, commands and flow schedule; change nothing")
+@click.option("--json", "as_json", is_flag=True, help="with --dry-run: the runs as JSON on stdout")
 @force_option
 @click.option("--no-ingest", is_flag=True, hidden=True)
 @click.option("--in-vm", is_flag=True, hidden=True)
 @click.option("--manifest", type=click.Path(dir_okay=False), hidden=True)
 @click.option("--only-runs", hidden=True, help="inside a VM: comma-separated indices of this VM's runs")
 def run(scenarios, experiments_file, tags, repetitions, out, mode, kernel, kvm, clock, icount_shift, jobs, shard,
-        dry_run, force, no_ingest, in_vm, manifest, only_runs) -> None:
+        dry_run, as_json, force, no_ingest, in_vm, manifest, only_runs) -> None:
     """Run SCENARIOS for real and write one run directory per run."""
     from . import dumbbell, vm
+    from .plan import expand, run_count
     from .session import RunOptions, choose_mode, run_in_vm, run_native
 
     experiments = load_experiments(experiments_file)
@@ -162,12 +296,18 @@ def run(scenarios, experiments_file, tags, repetitions, out, mode, kernel, kvm, 
         from .plan import shard as shard_of
 
         mine = shard_of(specs, *shard)
-        click.echo(f"shard {shard[0]}/{shard[1]}: {len(mine)} of {len(specs)} runs"
-                   + "".join(f"\n  {specs[i].scenario.name} {specs[i].label} r{specs[i].repetition}" for i in mine))
+        if not (dry_run and as_json):
+            click.echo(f"shard {shard[0]}/{shard[1]}: {len(mine)} of {len(specs)} runs"
+                       + "".join(f"\n  {specs[i].scenario.name} {specs[i].label} r{specs[i].repetition}" for i in mine))
         specs = [specs[i] for i in mine]
         if not specs:
             return
+    if as_json and not dry_run:
+        raise BadInput("--json goes with --dry-run (a real run prints its progress)")
     if dry_run:
+        if as_json:
+            print_json([dry_run_json(spec, vm_clock) for spec in specs])
+            return
         for spec in specs:
             click.echo(dumbbell.describe(spec))
         return
@@ -190,19 +330,51 @@ def run(scenarios, experiments_file, tags, repetitions, out, mode, kernel, kvm, 
             console.print(f"run directory: {run_dir}")
 
 
+def dry_run_json(spec, vm_clock) -> dict:
+    """One planned run as `run --dry-run --json` prints it: what it runs, on which link, its seed and
+    the estimated wall time."""
+    import dataclasses
+
+    from . import dumbbell
+    from .plan import estimated_wall_s
+
+    return {"scenario": spec.scenario.name, "label": spec.label, "matrix": spec.matrix,
+            "repetition": spec.repetition, "seed": spec.seed, "duration_s": spec.scenario.duration_s,
+            "link": dataclasses.asdict(spec.link), "flows": [dataclasses.asdict(f) for f in spec.flows],
+            "modules": spec.modules, "vm_clock": {"kind": vm_clock.kind, "icount_shift": vm_clock.shift,
+                                                  "kvm": vm_clock.kvm},
+            "estimate_s": {"native": estimated_wall_s(spec, vm=False), "vm": estimated_wall_s(spec, vm=True)},
+            "plan": dumbbell.describe(spec)}
+
+
 @main.command("doctor")
-def doctor_command() -> None:
-    """Check what this host can do and say where runs will happen."""
+@json_option
+@click.pass_context
+def doctor_command(ctx: click.Context, as_json: bool) -> None:
+    """Check what this host can do and say where runs will happen. Exits 1 when no mode can run."""
+    import dataclasses
+
+    from . import doctor
+
     results = doctor.checks()
-    table = Table("capability", "status", "detail", "needed for", "fix")
-    for check in results:
-        table.add_row(check.name, "[green]ok[/]" if check.ok else "[red]missing[/]", check.detail,
-                      check.needed_for, "" if check.ok else check.fix)
-    console.print(table)
     verdict = doctor.verdict(results)
-    console.print(f"[bold]mode:[/] {verdict}")
-    if verdict.startswith("native"):
-        console.print(f"[bold]with --vm:[/] {doctor.vm_clock_verdict()}")
+    mode = verdict.split(":", 1)[0]  # native | vm | none
+    if as_json:
+        print_json({"mode": mode, "verdict": verdict, "checks": [dataclasses.asdict(c) for c in results],
+                    "vm_clock": doctor.vm_clock_verdict() if mode == "native" else None})
+    else:
+        from rich.table import Table
+
+        table = Table("capability", "status", "detail", "needed for", "fix")
+        for check in results:
+            table.add_row(check.name, "[green]ok[/]" if check.ok else "[red]missing[/]", check.detail,
+                          check.needed_for, "" if check.ok else check.fix)
+        console.print(table)
+        console.print(f"[bold]mode:[/] {verdict}")
+        if mode == "native":
+            console.print(f"[bold]with --vm:[/] {doctor.vm_clock_verdict()}")
+    if mode == "none":
+        ctx.exit(errors.FAILED)
 
 
 @main.command()
@@ -211,8 +383,10 @@ def doctor_command() -> None:
                    "modules the journal does not name or cannot vouch for")
 def clean(force: bool) -> None:
     """Remove what a run killed with SIGKILL left behind, as its journal names it (the run's cgroup with
-    every process in it, links, host shells, processes, a tracefs mount, modules). An entry cctest
-    could not have written is refused, one line each, exit 2."""
+    every process in it, links, host shells, processes, a tracefs mount, modules, sysctls). An entry
+    cctest could not have written is refused, one line each, exit 2."""
+    from . import journal
+
     actions = journal.clean(force=force)
     for line in actions:
         # one line each, paths unbroken; a journal's text is never markup or terminal control
@@ -236,6 +410,9 @@ release_option = click.option("--kernel-release", "-r", default=platform.release
 @modules.command("build")
 @release_option
 def modules_build(kernel_release: str) -> None:
+    """Build every module for a kernel release (rebuilt only when a source changed)."""
+    from . import kmod
+
     built = kmod.build(kernel_release, verbose=True)
     for name, path in sorted(built.items()):
         console.print(f"{name}: {path}")
@@ -244,6 +421,11 @@ def modules_build(kernel_release: str) -> None:
 @modules.command("list")
 @release_option
 def modules_list(kernel_release: str) -> None:
+    """Show each module: where it is built, whether it is loaded, its parameters."""
+    from rich.table import Table
+
+    from . import kmod
+
     built = kmod.built_modules(kernel_release)
     available = kmod.available_ccs()
     table = Table("cc", "built for " + kernel_release, "loaded", "parameters")
@@ -260,6 +442,8 @@ def modules_list(kernel_release: str) -> None:
 @release_option
 def modules_load(name: str, params: tuple[str, ...], kernel_release: str) -> None:
     """Load NAME with optional key=value module parameters."""
+    from . import kmod
+
     try:
         parsed = {k: int(v) for k, v in (p.split("=", 1) for p in params)}
     except ValueError:
@@ -271,6 +455,9 @@ def modules_load(name: str, params: tuple[str, ...], kernel_release: str) -> Non
 @modules.command("unload")
 @click.argument("name")
 def modules_unload(name: str) -> None:
+    """Unload NAME (a project module, or a kernel cc's tcp_NAME module)."""
+    from . import kmod
+
     kmod.unload(name if name in kmod.PROJECT_CCS else f"tcp_{name}")
     console.print(f"{name} unloaded")
 

@@ -215,7 +215,7 @@ def checks() -> list[Check]:
         result.append(_tool(name, package, needed_for))
     result.append(_tool("qemu-system-x86_64", "qemu-system-x86", "vm"))
     vng = which("vng")
-    result.append(Check("vng", vng is not None, vng or "not found", "pip install virtme-ng", "vm"))
+    result.append(Check("vng", vng is not None, vng or "not found", "pip install 'cctest[run]' (virtme-ng)", "vm"))
     kvm = os.access("/dev/kvm", os.R_OK | os.W_OK)
     result.append(Check("kvm", kvm, "/dev/kvm present (used only with --kvm)" if kvm else "no /dev/kvm (software emulation is used)",
                         "optional: cctest uses software emulation unless --kvm is given", "optional"))

@@ -25,7 +25,7 @@ from .scenario import KERNEL_CCS, PROJECT_CCS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MODULES_DIR = projectccs.MODULES_DIR
-BUILD_DIR = REPO_ROOT / "build" / "modules"
+BUILD_DIR = projectccs.build_dir()  # build/modules in a checkout, else the user's cache (projectccs.py)
 AVAILABLE_CCS = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 
 

@@ -199,7 +199,7 @@ def _set_path(mapping: dict, key: str, value: Any, source: str, name: str) -> No
         raise ScenarioError(f"{source}: scenario {name}: key matrix.{key}: cannot set {leaf} there")
 
 
-MAX_RUNS = 10_000  # one invocation's runs without --force: counted before anything is expanded
+from .limits import MAX_RUNS  # noqa: E402 (kept in a module `cctest --help` can import cheaply)
 MAX_LABEL_CHARS = 200  # a run directory is <stamp>-<label>-r<n>: file names stop at 255 bytes
 
 

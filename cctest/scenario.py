@@ -8,6 +8,7 @@ names the file, the scenario, the key and what is allowed.
 from __future__ import annotations
 
 import copy
+import difflib
 import math
 import re
 import typing
@@ -406,12 +407,39 @@ def _deep_merge(base: dict, override: dict) -> dict:
     return merged
 
 
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The model whose mapping holds the key at `loc` (a pydantic error location), or None."""
+    model: type[BaseModel] = Scenario
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        inner = [t for t in (field.annotation, *getattr(field.annotation, "__args__", ()))
+                 if isinstance(t, type) and issubclass(t, BaseModel)]
+        if not inner:
+            return None
+        model = inner[0]
+    return model
+
+
+def unknown_key_message(key: str, allowed: list[str]) -> str:
+    """'unknown key; did you mean X? allowed: ...', the suggestion when one is close enough."""
+    close = difflib.get_close_matches(key, allowed, n=1)
+    return "unknown key" + (f"; did you mean {close[0]}?" if close else "") + f" (allowed: {', '.join(allowed)})"
+
+
 def _describe(error: ValidationError) -> tuple[str, str]:
-    first = error.errors()[0]
+    # An unknown key first: a typo (bufer_bdp) also makes its real key missing, and the typo is the news.
+    errors = error.errors()
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     key = ".".join(str(part) for part in first["loc"]) or "(scenario)"
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
-        message = "unknown key"
+        model = _model_at(first["loc"])
+        allowed = [k for k in (model.model_fields if model else ()) if not (model is Scenario and k == "name")]
+        message = unknown_key_message(str(first["loc"][-1]), allowed) if allowed else "unknown key"
     elif "params" in first["loc"] and first["type"].startswith("int"):
         message = f"{message}: a module parameter is a whole number from 0 to {MAX_PARAM}"
     named = re.match(r"([a-z_]+(?:\.\w+)*): (.*)", message)
@@ -443,7 +471,9 @@ class Experiments(BaseModel):
     def get(self, name: str) -> Scenario:
         if name not in self.scenarios:
             allowed = ", ".join(self.scenarios) or "(none)"
-            raise ScenarioError(f"{self.source}: no scenario named {name!r}; defined: {allowed}")
+            close = difflib.get_close_matches(name, list(self.scenarios), n=3)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise ScenarioError(f"{self.source}: no scenario named {name!r}; defined: {allowed}{hint}")
         return self.scenarios[name]
 
 
@@ -482,5 +512,6 @@ def load_experiments(path: str | Path) -> Experiments:
     try:
         text = safeload.decode_utf8(safeload.read_bounded(path, MAX_FILE_BYTES, "an experiments file"))
     except safeload.Refused as error:
-        raise ScenarioError(f"{path}: {error}") from None
+        hint = "; name the experiments file with -f FILE" if not Path(path).exists() else ""
+        raise ScenarioError(f"{path}: {error}{hint}") from None
     return parse_experiments(text, str(path))

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # Installs everything cctest needs on a fresh Debian 12 machine (root): the emulation stack, a stock
 # kernel for `cctest run --vm`, and the Python environment in .venv. Safe to run again.
+#   scripts/setup.sh        everything, with the test tooling (chromium, linters, podman, Go): `make test`, CI
+#   scripts/setup.sh demo   only what running and reporting a scenario needs: `make demo`
 set -euo pipefail
 cd "$(dirname "$0")/.."
+profile=${1:-all}
+case "$profile" in
+  all|demo) ;;
+  *) echo "scripts/setup.sh: unknown profile '$profile'; allowed: all (default), demo" >&2; exit 2 ;;
+esac
 
 if [ "$(id -u)" != 0 ]; then
   echo "scripts/setup.sh: run as root (it installs Debian packages and emulates networks)" >&2
@@ -14,11 +21,15 @@ packages=(
   mininet bridge-utils iproute2 ethtool iperf3 iputils-ping tcpdump bpftrace kmod procps psmisc
   # a stock kernel to boot with virtme-ng, its headers to build modules against, and qemu
   qemu-system-x86 busybox-static linux-image-amd64 linux-headers-amd64 make gcc
-  # the report's browser test; the workflow and example scripts' linters
-  chromium chromium-driver shellcheck
-  # the container test (tests/test_container.py): podman with runc, and debootstrap for its base image
-  podman runc debootstrap
 )
+if [ "$profile" = all ]; then
+  packages+=(
+    # the report's browser tests and figure export; the workflow and example scripts' linters
+    chromium chromium-driver shellcheck
+    # the container test (tests/test_container.py): podman with runc, and debootstrap for its base image
+    podman runc debootstrap
+  )
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -42,7 +53,12 @@ if [ ! -x .venv/bin/python ]; then
   /usr/bin/python3 -m venv --system-site-packages .venv
 fi
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e '.[test,bench]'
+if [ "$profile" = demo ]; then
+  .venv/bin/pip install -q -e '.[run]'
+  echo "setup (demo) done: $(.venv/bin/cctest --version)"
+  exit 0
+fi
+.venv/bin/pip install -q -e '.[run,test,bench,export]'
 
 # actionlint (a Go module, from the Go module proxy) lints .github/workflows in the tests.
 if [ ! -x .venv/bin/actionlint ]; then

@@ -235,7 +235,7 @@ def test_report_puts_claims_first_and_writes_claims_json(recorded_with_claims, t
     assert result.exit_code == 3, result.output
     page = html.read_text()
     assert page.index("id='claims'") < page.index("id='overview'")
-    assert json.loads((html.parent / "claims.json").read_text())["counts"]["fail"] == 1
+    assert json.loads((html.parent / "report.claims.json").read_text())["counts"]["fail"] == 1
     assert CliRunner().invoke(main, ["report", str(recorded_with_claims), "-o", str(html), "--no-fail"]).exit_code == 0
 
 

@@ -168,7 +168,7 @@ def test_report_of_a_mounted_run_is_written_there_owned_by_the_user(engine, imag
     out = run(engine, image, "report", f"/data/{run_dir.name}", "-o", "/data/report.html",
               flags=[*user, "-v", f"{data}:/data"])
     assert out.returncode == 0, out.stdout + out.stderr
-    for name in ("report.html", "summary.csv", "summary.json"):
+    for name in ("report.html", "report.summary.csv", "report.summary.json"):
         written = data / name
         assert written.is_file(), f"{name} not in the mounted directory: {sorted(p.name for p in data.iterdir())}"
         assert (written.stat().st_uid, written.stat().st_gid) == (uid, gid), name

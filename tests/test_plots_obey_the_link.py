@@ -45,7 +45,7 @@ def page_figures(html: str) -> dict[str, dict]:
 def demo_page(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo") / "report.html"
     write_report([DEMO], out, Options())
-    return page_figures(out.read_text()), json.loads((out.parent / "summary.json").read_text())
+    return page_figures(out.read_text()), json.loads((out.parent / "report.summary.json").read_text())
 
 
 def test_aggregate_never_exceeds_the_link_by_more_than_a_bins_quantisation(demo_page):
@@ -111,7 +111,7 @@ def test_drops_and_fullness_have_one_answer(path, tmp_path):
     assert res["run"]["utilisation"] == pytest.approx(by["goodput"]["measured"], abs=1e-4)
     out = tmp_path / "r.html"
     write_report([path], out, Options())
-    summary = pd.read_csv(out.parent / "summary.csv")
+    summary = pd.read_csv(out.parent / "r.summary.csv")
     assert summary["bottleneck_drops"].iloc[0] == by["bottleneck_drops"]["measured"]
 
 

@@ -64,7 +64,7 @@ def invoke(*args):
 
 
 def read_summary(out: Path):
-    return pd.read_csv(out.parent / "summary.csv"), json.loads((out.parent / "summary.json").read_text())
+    return pd.read_csv(out.with_name(out.stem + ".summary.csv")), json.loads(out.with_name(out.stem + ".summary.json").read_text())
 
 
 def fig_keys(html: str) -> list[str]:
@@ -143,7 +143,8 @@ def test_sweep_figures_and_repetition_ci(synth, tmp_path):
         assert k in keys
     for k in ("sweep_share_rtt", "sweep_jain_rtt", "sweep_util_loss"):
         assert k not in keys  # these runs do not vary the flows' RTT or loss
-    assert "003 Table 1" in html and "Repetitions" in html
+    assert "Throughput per flow and congestion control (1 s intervals)" in html and "Repetitions" in html
+    assert "003 Table 1" not in html and "Fig. 13" not in html  # seed figures are cited for paper suites only
     csv, js = read_summary(out)
     assert len(js["runs"]) == 24
     groups = js["repetition_groups"]
@@ -215,7 +216,7 @@ def test_compare_flags_regressions(tmp_path):
     res = invoke("--compare", base, worse, "-o", tmp_path / "c2.html", "--threshold", 10)
     assert res.exit_code == 1
     assert "REGRESSION" in res.output and "retransmissions" in res.output
-    js = json.loads((tmp_path / "summary.json").read_text())
+    js = json.loads((tmp_path / "c2.summary.json").read_text())
     assert js["compare"]["regressions"] >= 1
     assert "Comparison" in (tmp_path / "c2.html").read_text()
     # A huge threshold tolerates it.

@@ -46,7 +46,7 @@ def test_one_malformed_run_is_a_note_and_the_rest_renders(good_and_bad, tmp_path
     out = tmp_path / "r.html"
     res = report(case, "-o", out)
     assert res.exit_code == 0, (res.output, res.exception)
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((tmp_path / "r.summary.json").read_text())
     assert str(case / "good") in {r["path"] for r in summary["runs"]}  # the good run is there
     html = out.read_text()
     bad = str(case / "bad")
@@ -88,7 +88,7 @@ def test_compare_fails_when_the_candidate_lacks_a_metric(tmp_path):
     missing = [line for line in res.output.splitlines() if "missing in the candidate" in line]
     assert any("bottleneck drops" in line for line in missing) and all(line.startswith("REGRESSION") for line in missing)
     assert "qdisc.parquet: unreadable" in res.stderr  # and why, on stderr
-    rows = json.loads((tmp_path / "summary.json").read_text())["compare"]["rows"]
+    rows = json.loads((tmp_path / "c.summary.json").read_text())["compare"]["rows"]
     assert any(r["candidate"] is None and r["regression"] for r in rows)
 
 
@@ -104,7 +104,7 @@ def test_embedded_json_cannot_close_its_script_and_csv_cannot_run_formulas(tmp_p
     for block in re.findall(r"<script type='application/json'[^>]*>(.*?)</script>", html, flags=re.S):
         assert "<" not in block
     assert "alert(1)</script>" not in html
-    with open(tmp_path / "summary.csv", newline="") as f:
+    with open(tmp_path / "r.summary.csv", newline="") as f:
         cells = [cell for row in csv.reader(f) for cell in row]
     assert cells and not any(c and c[0] in "=+@" for c in cells)
     assert not any(c.startswith("-") and not re.fullmatch(r"-[\d.e+-]+", c) for c in cells)
@@ -186,7 +186,7 @@ def test_link_values_given_as_numeric_text_are_read_as_numbers(tmp_path):
         (d / "meta.json").write_text(json.dumps(meta))
     res = report(tmp_path, "-o", tmp_path / "r.html")
     assert res.exit_code == 0, (res.output, res.exception)
-    runs = {r["path"]: r for r in json.loads((tmp_path / "summary.json").read_text())["runs"]}
+    runs = {r["path"]: r for r in json.loads((tmp_path / "r.summary.json").read_text())["runs"]}
     # the text run is kept, with the same link and so the same link-derived metrics as the numeric one
     numbers, text = runs[str(as_numbers)], runs[str(as_text)]
     assert (text["rate_mbps"], text["rtt_ms"], text["buffer_bdp"]) == (10, 20.0, 0.5)

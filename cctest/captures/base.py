@@ -120,3 +120,12 @@ def map_by_ports(df: pd.DataFrame, run: RunView, sport: str, dport: str) -> pd.D
                         columns=[sport, dport, "flow"])
     cols = [c for c in df.columns if c != "flow"]
     return df[cols].merge(keys.astype("int64"), on=[sport, dport], how="inner")
+
+
+def require_pyroute2(cls):
+    """A pyroute2 class a sampler needs, or a one-line error naming the extra that installs it."""
+    if cls is None:
+        from ..errors import CctestError
+
+        raise CctestError("pyroute2 is not installed: `cctest run` needs the run extra (pip install 'cctest[run]')")
+    return cls

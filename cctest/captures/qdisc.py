@@ -9,11 +9,14 @@ import threading
 import time
 
 import pandas as pd
-from pyroute2 import IPRoute
+try:
+    from pyroute2 import IPRoute
+except ImportError:  # a report-only install (no `run` extra): reading tables needs no netlink
+    IPRoute = None
 
 from .. import dumbbell
 from ..net.bottleneck import aqm_counters
-from .base import SAMPLING, Capture, RunView, StartContext, num
+from .base import SAMPLING, Capture, RunView, StartContext, num, require_pyroute2
 from .sampler import PeriodicSampler, start_threads
 
 
@@ -32,7 +35,7 @@ class QdiscSampler(PeriodicSampler):
         self.names: dict[int, str] = {}
 
     def setup(self) -> None:
-        self.ipr = IPRoute()
+        self.ipr = require_pyroute2(IPRoute)()
         self.names = {link["index"]: link.get_attr("IFLA_IFNAME") for link in self.ipr.get_links()}
 
     def teardown(self) -> None:

@@ -12,9 +12,12 @@ import time
 import pandas as pd
 # Imported with the module, not in a sampler thread: under software emulation this import alone
 # takes ~10 s, which must not eat into the flows' time.
-from pyroute2 import DiagSocket
+try:
+    from pyroute2 import DiagSocket
+except ImportError:  # a report-only install (no `run` extra): reading tables needs no netlink
+    DiagSocket = None
 
-from .base import SAMPLING, US_PER_MS, Capture, RunView, StartContext
+from .base import SAMPLING, US_PER_MS, Capture, RunView, StartContext, require_pyroute2
 from .sampler import PeriodicSampler, enter_netns, start_threads
 
 SS_COLUMNS = ("run_id", "flow", "t_s", "cwnd", "ssthresh", "srtt_ms", "rttvar_ms", "min_rtt_ms", "mss",
@@ -42,7 +45,7 @@ class SockDiagSampler(PeriodicSampler):
 
     def setup(self) -> None:
         enter_netns(self.host_pid)
-        self.diag = DiagSocket()
+        self.diag = require_pyroute2(DiagSocket)()
         self.diag.bind()
 
     def teardown(self) -> None:

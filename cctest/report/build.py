@@ -13,8 +13,10 @@ from .. import jsonsafe, metrics
 from ..claims import RunSeries, Verdict, expectations_of_runs, judge_all
 from . import figures as F
 from .claims_view import claims_json, claims_section
-from .html import Page, esc, fmt, table
+from .colors import CCColors, flow_ccs
+from .html import Page, esc, fmt, fmt_ci, table
 from .load import ReportInputError, Run, load_runs, shown
+from .provenance import bottleneck_text, clock_text, code_text, is_wall_clock, scenario_yaml
 from .summary import (RUN_METRICS, Summary, compare, spreadsheet_safe, summarize, summary_frame, summary_json,
                       unmatched_groups)
 
@@ -32,6 +34,8 @@ class Options:
     jain_window_s: float = metrics.DEFAULT_JAIN_WINDOW_S
     max_points: int = F.DEFAULT_MAX_POINTS
     title: str | None = None
+    figures_dir: Path | None = None  # also write every figure there as a vector file (export.py)
+    figures_format: str = "svg"
 
     def as_dict(self) -> dict:
         return {"bin_ms": self.bin_ms, "skip_s": self.skip_s, "jain_window_s": self.jain_window_s,
@@ -50,6 +54,7 @@ class Result:
     warnings: list[str] = field(default_factory=list)
     claims: list[Verdict] = field(default_factory=list)
     claims_json: Path | None = None
+    exported: list[Path] = field(default_factory=list)  # --figures: the vector files written
 
 
 def _bin_text(opts: Options) -> str:
@@ -92,17 +97,40 @@ def _verdict_badge(checks: dict | None) -> str:
     return f"<span class='badge {esc(v if v in ('pass', 'warn', 'fail') else 'unknown')}'>{esc(v)}</span>"
 
 
-def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, index: int = 0) -> None:
+WALL_BADGE = ("<span class='badge wall' title='a VM on the host&#39;s clock: software emulation falls behind "
+              "its timers by however much the host&#39;s load says; these numbers carry that doubt'>wall clock</span>")
+
+
+def _provenance_html(run: Run) -> str:
+    """Where this run's numbers came from: clock, code, seed, bottleneck, and its scenario as run."""
+    meta = run.meta
+    out = (f"<p class='kv'>clock <b>{esc(clock_text(meta))}</b> · code <b>{esc(code_text(meta))}</b> · seed "
+           f"<b>{esc(meta.get('seed'))}</b> · bottleneck <b>{esc(bottleneck_text(meta))}</b></p>")
+    text = scenario_yaml(run.path)
+    if text is not None:
+        out += (f"<details class='yaml'><summary>scenario.yaml (as run)</summary><pre>{esc(text)}</pre></details>")
+    return out
+
+
+def page_colors(runs: list[Run]) -> CCColors:
+    """One colour per congestion control for the whole page, in the order the runs name them."""
+    return CCColors(cc for run in runs for cc in flow_ccs(run.meta))
+
+
+def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, index: int = 0,
+                 colors: CCColors | None = None) -> None:
     meta = run.meta
     link = meta.get("link") or {}
     r = res["run"]
     matrix = ", ".join(f"{k}={v}" for k, v in (meta.get("matrix") or {}).items())
     head = (f"{esc(run.run_id)} — {esc(meta.get('scenario', '?'))}"
             f"{' [' + esc(matrix) + ']' if matrix else ''} rep {esc(meta.get('repetition', '?'))} "
-            f"{_verdict_badge(run.checks)} <span class='kv'>J={fmt(r.get('jain'))}, "
+            f"{_verdict_badge(run.checks)}{' ' + WALL_BADGE if is_wall_clock(meta) else ''} "
+            f"<span class='kv'>J={fmt(r.get('jain'))}, "
             f"util={fmt(100 * r.get('utilisation', float('nan')), 1)} %</span>")
     side = f"[{esc(run.side)}] " if run.side else ""
-    figs = F.run_figures(run, res, max_points=opts.max_points, jain_window_s=opts.jain_window_s)
+    page.scope = (f"{run.side}-" if run.side else "") + run.run_id
+    figs = F.run_figures(run, res, max_points=opts.max_points, jain_window_s=opts.jain_window_s, colors=colors)
     out = [f"<details class='run' id='run-{index}'{' open' if open_ else ''}><summary>{side}{head}</summary>"]
     out.append(
         f"<p class='kv'>path <b>{esc(shown(run.path))}</b> · status <b>{esc(meta.get('status'))}</b> · "
@@ -111,6 +139,7 @@ def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, in
         f"buffer <b>{fmt(link.get('buffer_bdp'))} BDP</b> ({fmt(link.get('buffer_bytes'))} B; BDP "
         f"{fmt(link.get('bdp_bytes'))} B), loss <b>{fmt(link.get('loss_pct'))} %</b> · duration "
         f"<b>{fmt(meta.get('duration_s'))} s</b> · started {esc(meta.get('start_time'))}</p>")
+    out.append(_provenance_html(run))
     notes = list(run.notes)
     if "qdisc" in run.tables and "queue" not in res["series"]:
         notes.append(NO_BOTTLENECK_NOTE)
@@ -132,19 +161,30 @@ def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, in
     out.append(table(rm, left={"metric", "unit"}))
     fl = pd.DataFrame(res["flows"])
     if not fl.empty:
-        cols = ["flow", "cc", "rtt_ms", "t_start", "t_end", "bytes", "mean_mbps", "steady_mbps", "share",
-                "steady_share", "retransmits", "max_mbps_1s", "min_mbps_1s", "avg_mbps_1s",
-                "mean_cwnd_pkts", "mean_srtt_ms", "min_rtt_ms", "mean_qdelay_ms"]
+        # Two tables, so that each fits a 1280 px window: what each flow got, then its window and delays.
+        headers = {"rtt_ms": "RTT ms", "bytes": "bytes (receiver)", "mean_mbps": "mean Mbit/s",
+                   "steady_mbps": "steady Mbit/s", "steady_share": "steady share", "max_mbps_1s": "max Mbit/s (1 s)",
+                   "min_mbps_1s": "min Mbit/s (1 s)", "avg_mbps_1s": "avg Mbit/s (1 s)", "t_start": "start s",
+                   "t_end": "end s", "mean_cwnd_pkts": "mean cwnd (packets)", "mean_srtt_ms": "mean srtt ms",
+                   "min_rtt_ms": "min RTT ms", "mean_qdelay_ms": "srtt − min RTT ms"}
         out.append("<h3>Per flow</h3>")
-        out.append(table(fl.reindex(columns=cols), left={"cc"}, headers={
-            "bytes": "bytes (receiver)", "mean_mbps": "mean Mbit/s", "steady_mbps": "steady Mbit/s",
-            "max_mbps_1s": "max (1 s)", "min_mbps_1s": "min (1 s)", "avg_mbps_1s": "avg (1 s)",
-            "mean_qdelay_ms": "srtt−minRTT ms"}))
+        out.append(table(fl.reindex(columns=["flow", "cc", "rtt_ms", "bytes", "mean_mbps", "steady_mbps", "share",
+                                             "steady_share", "retransmits", "max_mbps_1s", "min_mbps_1s",
+                                             "avg_mbps_1s"]), left={"cc"}, headers=headers))
+        out.append(table(fl.reindex(columns=["flow", "cc", "t_start", "t_end", "mean_cwnd_pkts", "mean_srtt_ms",
+                                             "min_rtt_ms", "mean_qdelay_ms"]), left={"cc"}, headers=headers))
     if res["groups"] and len(res["groups"]) > 1:
         out.append("<h3>Per CC group</h3>")
         out.append(table(pd.DataFrame(res["groups"]), left={"cc"}))
     page.add("".join(out))
     page.add("<div class='grid'>" + "".join(page.fig_html(f) for f in figs) + "</div></details>")
+
+
+# The repetitions table's columns (so that it fits a 1280 px window): metric -> header with unit.
+REPS_SHOWN = {"throughput_mbps": "throughput Mbit/s", "utilisation": "utilisation", "jain_steady": "Jain (steady)",
+              "retransmits": "retransmits", "bottleneck_drops": "drops", "mean_queue_delay_ms": "queue delay ms",
+              "p95_queue_delay_ms": "p95 queue delay ms", "mean_srtt_qdelay_ms": "srtt − min RTT ms",
+              "short_rtt_flow_share": "short-RTT flow share"}
 
 
 def _reps_section(page: Page, s: Summary) -> None:
@@ -155,24 +195,27 @@ def _reps_section(page: Page, s: Summary) -> None:
         return
     page.h2("Repetitions: mean ± 95 % CI", "reps")
     page.add("<p class='note'>Runs identical except <code>repetition</code>; CI half-width from Student's t "
-             "with n−1 degrees of freedom.</p>")
+             "with n−1 degrees of freedom. The main metrics; every metric's mean, CI and n are in the "
+             "report's .summary.json (repetition_groups).</p>")
     rows = []
+    wall = set(s.runs.loc[s.runs["clock"] == "wall", "group"]) if "clock" in s.runs else set()
     for g, d in multi.groupby("group", sort=False):
-        row = {"configuration": d["group_label"].iloc[0], "algorithms": d["algos"].iloc[0],
+        row = {"configuration": d["group_label"].iloc[0] + (" (wall clock)" if g in wall else ""),
+               "algorithms": d["algos"].iloc[0],
                "n": int(d["runs"].iloc[0])}
         for rr in d.itertuples():
-            if rr.metric in RUN_METRICS or rr.metric == "short_rtt_flow_share":
-                label = RUN_METRICS.get(rr.metric, ("short-RTT flow share",))[0]
-                row[label] = f"{fmt(rr.mean)} ± {fmt(rr.ci95)}"
+            if rr.metric in REPS_SHOWN and not (rr.metric == "short_rtt_flow_share" and rr.n == 0):
+                row[REPS_SHOWN[rr.metric]] = fmt_ci(rr.mean, rr.ci95)
         rows.append(row)
     df = pd.DataFrame(rows)
-    page.add("<div style='overflow-x:auto'>" + table(df, left=set(df.columns)) + "</div>")
+    page.add(table(df, left=set(df.columns)))
 
 
 def _sweep_section(page: Page, s: Summary, runs: list[Run]) -> None:
     if len(runs) < 2:
         return
-    figs = F.sweep_figures(s)
+    figs = F.sweep_figures(s, page_colors(runs))
+    page.scope = "across-runs"
     page.h2("Across runs", "sweep")
     varying = [k for k in s.matrix_keys if s.runs.get(f"matrix.{k}") is not None
                and s.runs[f"matrix.{k}"].astype(str).nunique() > 1]
@@ -181,13 +224,14 @@ def _sweep_section(page: Page, s: Summary, runs: list[Run]) -> None:
     if figs:
         page.add("".join(page.fig_html(f) for f in figs))
     else:
-        page.add("<p class='note'>No sweep figure applies: the runs do not vary the buffer, the flows' RTTs "
-                 "or the random loss rate.</p>")
+        page.add("<p class='note'>No across-runs figure applies: the runs whose emulation health is not "
+                 "fail vary no matrix key, the flows' RTTs or the random loss rate.</p>")
     t = F.throughput_table(s)
     if not t.empty:
-        page.add("<h3>Throughput per flow and algorithm (003 Table 1)</h3>"
+        paper = "tags" in s.runs and s.runs["tags"].fillna("").astype(str).str.contains(r"\bpaper-").any()
+        page.add("<h3>Throughput per flow and congestion control (1 s intervals)</h3>"
                  "<p class='note'>Max/min/avg of 1 s intervals within each flow's active period (Mbit/s), "
-                 "mean over repetitions.</p>")
+                 "mean over repetitions" + ("; the layout of 003 Table 1" if paper else "") + ".</p>")
         fold = len(t) > 24
         page.add((f"<details><summary>{len(t)} rows (click to show)</summary>" if fold else "")
                  + table(t, left={"group_label", "cc"}, headers={
@@ -197,14 +241,15 @@ def _sweep_section(page: Page, s: Summary, runs: list[Run]) -> None:
 
 def _runs_table(page: Page, s: Summary) -> None:
     cols = ["run_id", "group_label", "repetition", "algos", "rate_mbps", "rtt_ms", "buffer_bdp", "loss_pct",
-            "verdict", "throughput_mbps", "utilisation", "jain", "jain_steady", "retransmits",
+            "aqm", "clock", "verdict", "throughput_mbps", "utilisation", "jain", "jain_steady", "retransmits",
             "bottleneck_drops", "mean_queue_delay_ms"]
     df = s.runs.reindex(columns=cols).copy()
     df["run_id"] = df["run_id"].astype(str)
-    page.add(table(df, left={"run_id", "group_label", "algos", "verdict"}, headers={
+    page.add(table(df, left={"run_id", "group_label", "algos", "aqm", "clock", "verdict"}, cls_rows=[
+        "wallclock" if c == "wall" else "" for c in df["clock"]], headers={
         "group_label": "configuration",
         "throughput_mbps": "Mbit/s", "mean_queue_delay_ms": "queue delay ms", "jain_steady": "jain steady",
-        "bottleneck_drops": "drops"}))
+        "bottleneck_drops": "drops", "verdict": "health"}))
 
 
 @dataclass
@@ -236,8 +281,13 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
     _per_run_sections(page, a.runs, a.results, opts)
     csv_path, json_path, claims_path = _write_files(page, output, a, opts, compare_paths, threshold_pct,
                                                     regressions)
+    exported = []
+    if opts.figures_dir is not None:
+        from .export import export_figures
+
+        exported = export_figures(page.fig_objects, Path(opts.figures_dir), opts.figures_format)
     return Result(output, csv_path, json_path, len(a.runs), len(page.figs), regressions, a.cmp, warnings,
-                  a.verdicts, claims_path)
+                  a.verdicts, claims_path, exported)
 
 
 def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skipped: list[str]) -> _Analysis:
@@ -335,17 +385,23 @@ def _per_run_sections(page: Page, runs: list[Run], results: list[dict], opts: Op
         page.add("<p class='note'>Click a run to expand it; figures render when they scroll into view"
                  + (f"; traces show at most {per_run.max_points} points each" if per_run is not opts else "")
                  + ".</p>")
+    colors = page_colors(runs)
     for i, (run, res) in enumerate(zip(runs, results)):
-        _run_section(page, run, res, per_run, open_=(i == 0), index=i)
+        _run_section(page, run, res, per_run, open_=(i == 0), index=i, colors=colors)
+
+
+def companion(output: Path, kind: str) -> Path:
+    """A file written with the report, named after it: a.html -> a.summary.csv, a.summary.json,
+    a.claims.json; so two reports in one directory never overwrite each other's."""
+    return output.with_name(f"{output.stem}.{kind}")
 
 
 def _write_files(page: Page, output: Path, a: _Analysis, opts: Options, compare_paths, threshold_pct: float,
                  regressions: int) -> tuple[Path, Path, Path | None]:
-    """The page, summary.csv, summary.json and (with claims) claims.json next to it."""
+    """The page, and beside it <stem>.summary.csv, <stem>.summary.json and (with claims) <stem>.claims.json."""
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(page.render(), encoding="utf-8", errors="replace")
-    stem = output.parent
-    csv_path, json_path = stem / "summary.csv", stem / "summary.json"
+    csv_path, json_path = companion(output, "summary.csv"), companion(output, "summary.json")
     spreadsheet_safe(summary_frame(a.summary)).to_csv(csv_path, index=False, errors="replace")
     js = summary_json(a.summary, opts.as_dict())
     if a.cmp is not None:
@@ -355,6 +411,6 @@ def _write_files(page: Page, output: Path, a: _Analysis, opts: Options, compare_
     json_path.write_text(jsonsafe.dumps(js, indent=1, default=str))
     claims_path = None
     if a.verdicts or a.claim_notes:
-        claims_path = stem / "claims.json"
+        claims_path = companion(output, "claims.json")
         claims_path.write_text(jsonsafe.dumps(claims_json(a.verdicts, a.claim_notes), indent=1))
     return csv_path, json_path, claims_path

@@ -18,7 +18,7 @@ from .defaults import DEFAULT_MAX_POINTS
 @click.command("report", cls=errors.Command)
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
-              show_default=True, help="HTML file to write; summary.csv and summary.json go beside it.")
+              show_default=True, help="HTML file to write; NAME.summary.csv, NAME.summary.json (and NAME.claims.json) go beside it.")
 @click.option("--open", "open_", is_flag=True, help="Open the report in a web browser.")
 @click.option("--bin-ms", type=click.FloatRange(min=1), default=None,
               help="Throughput bin width [default: one RTT of the slowest flow, at least 100 ms].")
@@ -33,10 +33,15 @@ from .defaults import DEFAULT_MAX_POINTS
 @click.option("--threshold", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="With --compare: % change in the worse direction that counts as a regression.")
 @click.option("--title", help="Page title.")
+@click.option("--figures", "figures_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Also write every figure of the page to DIR/<run id>/ and DIR/across-runs/ as vector "
+                   "files (needs the export extra and a system Chromium).")
+@click.option("--format", "figures_format", type=click.Choice(["svg", "pdf"]), default="svg", show_default=True,
+              help="With --figures: the files' format.")
 @click.option("--no-fail", is_flag=True, help="Report failed claims without exit code 3.")
 def report_command(paths, output, open_, bin_ms, skip_s, jain_window_s, max_points, compare_paths,
-                   threshold, title, no_fail):
-    """Write one self-contained HTML report (plus summary.csv/json) from run directories.
+                   threshold, title, figures_dir, figures_format, no_fail):
+    """Write one self-contained HTML report (plus its summary .csv/.json) from run directories.
 
     PATHS are run directories (holding meta.json) or any directories containing run directories
     at any depth.
@@ -48,8 +53,13 @@ def report_command(paths, output, open_, bin_ms, skip_s, jain_window_s, max_poin
     # Imported here: pandas and plotly take seconds to import, and `cctest run` shares this CLI.
     from .build import Options, write_report
 
+    if figures_dir is not None:
+        from .export import check_available
+
+        check_available(figures_format)  # before anything is written
+
     opts = Options(bin_ms=bin_ms, skip_s=skip_s, jain_window_s=jain_window_s, max_points=max_points,
-                   title=title)
+                   title=title, figures_dir=figures_dir, figures_format=figures_format)
     t = time.perf_counter()
     res = write_report(paths, output, opts, compare_paths=compare_paths, threshold_pct=threshold)
     dt = time.perf_counter() - t
@@ -66,7 +76,9 @@ def report_command(paths, output, open_, bin_ms, skip_s, jain_window_s, max_poin
     print_claims(res.claims)
     size = res.html.stat().st_size / 1e6
     click.echo(f"wrote {res.html} ({size:.1f} MB, {res.runs} run(s), {res.figures} figure(s), {dt:.1f} s), "
-               f"{res.csv.name}, {res.json.name}")
+               f"{res.csv.name}, {res.json.name}" + (f", {res.claims_json.name}" if res.claims_json else ""))
+    if res.exported:
+        click.echo(f"exported {len(res.exported)} figure(s) as {figures_format} to {figures_dir}")
     if open_:
         webbrowser.open(res.html.resolve().as_uri())
     if res.compare is not None:
@@ -125,7 +137,8 @@ def exit_on_claims(verdicts, no_fail: bool) -> None:
 @click.option("--readme", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="With --markdown: rewrite this file's '<!-- reproduction-score -->' line with the score.")
 @click.option("--no-fail", is_flag=True, help="Report failed claims without exit code 3.")
-def check_command(paths, output, skip_s, markdown, experiments_file, readme, no_fail):
+@click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout (as written to -o).")
+def check_command(paths, output, skip_s, markdown, experiments_file, readme, no_fail, as_json):
     """Judge the scenarios' `expect:` claims on run directories (as `cctest report`, without HTML).
 
     Each claim gets a status: pass, fail, known-fail, unexpected-pass, inconclusive (a failed-health
@@ -164,10 +177,14 @@ def check_command(paths, output, skip_s, markdown, experiments_file, readme, no_
         click.echo(printable(f"warning: {note}"), err=True)
     if not verdicts:
         raise BadInput(f"no claims: none of the {len(runs)} run(s) records an expect: list")
-    print_claims(verdicts)
+    verdicts_json = jsonsafe.dumps(claims_json(verdicts, notes), indent=1)
+    if as_json:
+        click.echo(verdicts_json)
+    else:
+        print_claims(verdicts)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(jsonsafe.dumps(claims_json(verdicts, notes), indent=1))
-    click.echo(f"wrote {output}")
+    output.write_text(verdicts_json)
+    click.echo(f"wrote {output}", err=as_json)
     if markdown:
         from . import reproduction
 
@@ -176,7 +193,7 @@ def check_command(paths, output, skip_s, markdown, experiments_file, readme, no_
             (f" --readme {readme.as_posix()}" if readme else "")
         per_claim = results(verdicts)
         reproduction.write(markdown, reproduction.render(per_claim, len(runs), shown_paths, command))
-        click.echo(f"wrote {markdown}: {reproduction.score(per_claim)}")
+        click.echo(f"wrote {markdown}: {reproduction.score(per_claim)}", err=as_json)
         if readme and not reproduction.update_readme(readme, markdown, per_claim):
             raise BadInput(f"{readme}: no line with {reproduction.SCORE_MARK} to put the score on")
     exit_on_claims(verdicts, no_fail)

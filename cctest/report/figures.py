@@ -13,24 +13,43 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .. import derived, metrics
-
+from .colors import CCColors, flow_ccs, sequential
 from .defaults import DEFAULT_MAX_POINTS  # noqa: E402,F401 (re-exported)
 GL_THRESHOLD = 6000  # a figure with more displayed points than this uses WebGL traces
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
            "#17becf", "#bcbd22", "#7f7f7f"]
 
-# Enumerated cc_state keys: (cc, key) -> labels by value.
-_BBR3_MODES = {0: "STARTUP", 1: "DRAIN", 2: "PROBE_BW", 3: "PROBE_RTT"}
-_BBR3_PHASES = {0: "DOWN", 1: "CRUISE", 2: "REFILL", 3: "UP"}
+# Enumerated cc_state keys: (cc, key) -> labels by value. Every module's `mode` is BBR's state
+# machine, numbered alike (modules/bbr1/bbr1_trace_common.h, modules/bbr3/bbr3.c); phases are the
+# variant's own.
+BBR_MODES = {0: "STARTUP", 1: "DRAIN", 2: "PROBE_BW", 3: "PROBE_RTT"}
 ENUMS = {
     ("bbr_modest", "phase"): {0: "none", 1: "search", 2: "linear"},
-    # the bbr3 family (modules/bbr3) traces the same fields from one source
-    **{(cc, key): names for cc in ("bbr3", "bbr3plus", "bbr2")
-       for key, names in (("mode", _BBR3_MODES), ("phase", _BBR3_PHASES))},
+    ("bbr3", "phase"): {0: "DOWN", 1: "CRUISE", 2: "REFILL", 3: "UP"},
+    ("bbr3plus", "phase"): {0: "DOWN", 1: "CRUISE", 2: "REFILL", 3: "UP"},
+    ("bbr2", "phase"): {0: "DOWN", 1: "CRUISE", 2: "REFILL", 3: "UP"},
 }
-STATE_UNITS = {"max_bw_bps": "bit/s", "bw_lo_bps": "bit/s", "upper_cwnd": "packets",
-               "inflight_hi": "packets", "inflight_lo": "packets", "min_win": "packets",
-               "max_win": "packets"}
+
+
+def state_enum(cc: str, key: str) -> dict | None:
+    if key == "mode":
+        return BBR_MODES
+    return ENUMS.get((cc, key))
+
+
+# cc_state keys carry their unit in their name (bits/s, µs) or are packets; shown in readable units.
+PACKET_KEYS = {"cwnd", "upper_cwnd", "inflight_hi", "inflight_lo", "min_win", "max_win"}
+
+
+def state_unit(key: str) -> tuple[str, float, str]:
+    """(label, scale, unit) of a cc_state key: bw_bps -> ('bw', 1e-6, 'Mbit/s'), min_rtt_us -> ms."""
+    if key.endswith("_bps"):
+        return key[:-4], 1e-6, "Mbit/s"
+    if key.endswith("_us"):
+        return key[:-3], 1e-3, "ms"
+    if key in PACKET_KEYS:
+        return key, 1.0, "packets"
+    return key, 1.0, ""
 
 
 def decimate(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
@@ -204,22 +223,54 @@ def flow_color(i: int) -> str:
     return PALETTE[int(i) % len(PALETTE)]
 
 
+def flow_colors(meta: dict, colors: CCColors) -> dict[int, str]:
+    """flow -> its cc's colour, the k-th of n flows of one cc in the k-th of n shades of it."""
+    flows = [f for f in meta.get("flows") or [] if isinstance(f, dict)]
+    ccs = flow_ccs(meta)
+    out = {}
+    for i, f in enumerate(flows):
+        cc = str(f.get("cc"))
+        same = [j for j, c in enumerate(ccs) if c == cc]
+        out[int(f.get("flow", i))] = colors.shade(cc, same.index(i), len(same))
+    return out
+
+
 def run_figures(run, res: dict, *, max_points: int = DEFAULT_MAX_POINTS,
-                jain_window_s: float = metrics.DEFAULT_JAIN_WINDOW_S) -> list[Fig]:
+                jain_window_s: float = metrics.DEFAULT_JAIN_WINDOW_S, colors: CCColors | None = None) -> list[Fig]:
     """The figures of one run, in page order; each step returns its figures (none when its data
-    is missing)."""
-    v = _RunView(run, res, max_points, jain_window_s)
-    return [f for step in (_throughput_fig, _jain_fig, _group_share_fig, _retrans_drops_fig,
+    is missing). `colors`: the page's cc colours (default: this run's own). Every time axis spans the
+    flows' schedule, from the first flow's start (samplers that started earlier are cut off)."""
+    v = _RunView(run, res, max_points, jain_window_s, colors or CCColors(flow_ccs(run.meta)))
+    figs = [f for step in (_throughput_fig, _jain_fig, _group_share_fig, _retrans_drops_fig,
                            _utilisation_fig, _qdelay_fig, _queue_fig, _cwnd_fig, _rtprop_fig,
                            _cc_state_fig)
             for f in step(v)]
+    if v.time_range:
+        for f in figs:
+            f.fig.update_xaxes(range=list(v.time_range))
+    return figs
+
+
+def schedule_range(meta: dict) -> tuple[float, float] | None:
+    """(first flow's start, last flow's planned end) in seconds, or None without a flow schedule."""
+    flows = [f for f in meta.get("flows") or [] if isinstance(f, dict)]
+    starts = [float(f.get("start_s") or 0) for f in flows]
+    ends = [float(f.get("start_s") or 0) + float(f["duration_s"]) for f in flows
+            if isinstance(f.get("duration_s"), (int, float))]
+    if not flows:
+        return None
+    end = max(ends) if ends else float(meta.get("duration_s") or 0)
+    return (min(starts), end) if end > min(starts) else None
 
 
 class _RunView:
     """What the figure steps share: the run, its metrics, flow names, the bin and steady window."""
 
-    def __init__(self, run, res: dict, max_points: int, jain_window_s: float):
+    def __init__(self, run, res: dict, max_points: int, jain_window_s: float, colors: CCColors):
         self.run, self.res, self.meta = run, res, run.meta
+        self.colors = colors
+        self.flow_colors = flow_colors(self.meta, colors)
+        self.time_range = schedule_range(self.meta)
         self.link = self.meta.get("link") or {}
         self.names = flow_names(self.meta)
         self.s, self.r = res["series"], res["run"]
@@ -229,6 +280,9 @@ class _RunView:
 
     def name(self, fl) -> str:
         return self.names.get(fl, f"flow {fl}")
+
+    def color(self, fl) -> str:
+        return self.flow_colors.get(int(fl), "#777")
 
     def steady_band(self, fig) -> None:
         t0, t1 = self.t0, self.t1
@@ -267,7 +321,7 @@ def _throughput_fig(v: _RunView) -> list[Fig]:
     for fl, g in binned.groupby("flow"):
         g = g[g["active"].astype(bool)]
         tr.append(dict(x=g["t_s"].to_numpy() + v.bin_s, y=g["mbps"].to_numpy(), name=v.name(fl),
-                       color=flow_color(fl)))
+                       color=v.color(fl)))
     if ag is not None and len(ag):
         tr.append(dict(x=ag["t_s"].to_numpy() + v.bin_s, y=ag["mbps"].to_numpy(),
                        name="aggregate (bottleneck sent)", color="#444", dash="dot", width=1))
@@ -294,10 +348,10 @@ def _jain_fig(v: _RunView) -> list[Fig]:
         return []
     fig = DFig(_lines([dict(x=js["t_s"].to_numpy(), y=js["jain"].to_numpy(),
                             name=f"Jain ({v.jain_window_s:g} s window)", color="#333")], v.max_points))
-    fig.add_hline(y=r["jain"], line=dict(color=PALETTE[0], dash="dash", width=1),
+    fig.add_hline(y=r["jain"], line=dict(color="#666", dash="dash", width=1),
                   annotation_text=f"whole run {r['jain']:.3f}", annotation_position="bottom left")
     if r.get("jain_steady") == r.get("jain_steady"):
-        fig.add_hline(y=r["jain_steady"], line=dict(color=PALETTE[1], dash="dot", width=1),
+        fig.add_hline(y=r["jain_steady"], line=dict(color="#222", dash="dot", width=1),
                       annotation_text=f"steady {r['jain_steady']:.3f}", annotation_position="bottom right")
     v.steady_band(fig)
     fig.update_yaxes(range=[0, 1.02])
@@ -315,12 +369,13 @@ def _group_share_fig(v: _RunView) -> list[Fig]:
     for cc, g in gs.groupby("cc", sort=False):
         x, y = decimate(g["t_s"].to_numpy() + metrics.SHARE_BIN_S, g["share"].to_numpy() * 100, v.max_points)
         fig.add_trace(dict(type="scatter", x=x.astype(np.float32), y=y.astype(np.float32),
-                           name=str(cc), mode="lines", stackgroup="share", line=dict(width=0.5)))
+                           name=str(cc), mode="lines", stackgroup="share",
+                           line=dict(width=0.5, color=v.colors.of(cc)), fillcolor=v.colors.of(cc)))
     v.steady_band(fig)
     fig.update_yaxes(range=[0, 100])
     shares = ", ".join(f"{g['cc']} {100 * g['share']:.1f} %" for g in v.res["groups"])
     v.outage_bands(fig)
-    return [Fig("Throughput share per CC group", _layout(fig, "% of delivered bytes"),
+    return [Fig("Throughput share per congestion control", _layout(fig, "% of delivered bytes"),
                 f"{metrics.SHARE_BIN_S:g} s intervals. Whole run: {shares}.", "group_share")]
 
 
@@ -332,7 +387,7 @@ def _retrans_drops_fig(v: _RunView) -> list[Fig]:
     if rt is not None and len(rt):
         for fl, g in rt.groupby("flow"):
             for t in _lines([dict(x=g["t_s"].to_numpy(), y=g["retransmits"].to_numpy(), name=v.name(fl),
-                                  color=flow_color(fl))], v.max_points):
+                                  color=v.color(fl))], v.max_points):
                 fig.add_trace(t, row=1, col=1)
     if dr is not None and len(dr):
         x, y = decimate(dr["t_s"].to_numpy(), dr["drops"].to_numpy(), v.max_points)
@@ -354,7 +409,9 @@ def _utilisation_fig(v: _RunView) -> list[Fig]:
     if ag is None or not len(ag):
         return []
     fig = DFig(_lines([dict(x=ag["t_s"].to_numpy() + v.bin_s, y=100 * ag["utilisation"].to_numpy(),
-                            name="utilisation", color="#2ca02c")], v.max_points))
+                            name="utilisation", color="#333")], v.max_points))
+    fig.add_hline(y=100, line=dict(color="#999", dash="dash", width=1), annotation_text="link rate",
+                  annotation_position="top left")
     fig.update_yaxes(rangemode="tozero")
     v.outage_bands(fig)
     return [Fig("Link utilisation", _layout(fig, "% of link rate"),
@@ -412,13 +469,18 @@ def _qdelay_fig(v: _RunView) -> list[Fig]:
     if qs is not None and len(qs):
         for fl, g in qs.groupby("flow"):
             tr.append(dict(x=g["t_s"].to_numpy(), y=g["qdelay_ms"].to_numpy(),
-                           name=f"{v.names.get(fl, fl)}: srtt − min RTT", color=flow_color(fl), width=1))
+                           name=f"{v.names.get(fl, fl)}: srtt − min RTT", color=v.color(fl), width=1))
     note = ""
     if q is not None and len(q):
         x, y = _with_gaps(q["t_s"].to_numpy(), q["qdelay_ms"].to_numpy(), _qdisc_interval_s(v))
         tr.append(dict(x=x, y=y, name="bottleneck backlog ÷ rate", color="#000", width=1.6, mode=_gap_mode(x)))
         note = " Bottleneck:" + _sampling_note(q["t_s"].to_numpy(), _qdisc_interval_s(v))
     fig = DFig(_lines(tr, v.max_points))
+    rate, buffer = v.link.get("rate_mbps"), v.link.get("buffer_bytes")
+    if rate and buffer:  # a full buffer drained at the link rate: the most the queue can delay
+        full_ms = buffer * 8 / (rate * 1e6) * 1000
+        fig.add_hline(y=full_ms, line=dict(color="#999", dash="dash", width=1),
+                      annotation_text=f"full buffer {full_ms:.3g} ms", annotation_position="top left")
     v.outage_bands(fig)
     return [Fig("Queueing delay", _layout(fig, "ms"),
                 "Per flow from ss (srtt minus the flow's lowest min_rtt); at the bottleneck "
@@ -430,7 +492,7 @@ def _queue_fig(v: _RunView) -> list[Fig]:
     if q is None or not len(q):
         return []
     x, y = _with_gaps(q["t_s"].to_numpy(), q["queue_bdp"].to_numpy(), _qdisc_interval_s(v))
-    fig = DFig(_lines([dict(x=x, y=y, name="backlog", color="#9467bd", mode=_gap_mode(x))], v.max_points))
+    fig = DFig(_lines([dict(x=x, y=y, name="backlog", color="#333", mode=_gap_mode(x))], v.max_points))
     if v.link.get("buffer_bdp"):
         fig.add_hline(y=float(v.link["buffer_bdp"]), line=dict(color="#999", dash="dash", width=1),
                       annotation_text=f"buffer {float(v.link['buffer_bdp']):g} BDP")
@@ -449,12 +511,12 @@ def _cwnd_fig(v: _RunView) -> list[Fig]:
     tr = []
     for fl, g in ss.groupby("flow"):
         tr.append(dict(x=g["t_s"].to_numpy(), y=g["cwnd"].to_numpy(), name=f"{v.names.get(fl, fl)} (ss)",
-                       color=flow_color(fl), legendgroup=str(fl)))
+                       color=v.color(fl), legendgroup=str(fl)))
     probe = tp is not None and len(tp)
     if probe:
         for fl, g in tp.groupby("flow"):
             tr.append(dict(x=g["t_s"].to_numpy(), y=g["snd_cwnd"].to_numpy(),
-                           name=f"{v.names.get(fl, fl)} (tcp_probe)", color=flow_color(fl), dash="dot",
+                           name=f"{v.names.get(fl, fl)} (tcp_probe)", color=v.color(fl), dash="dot",
                            width=0.8, legendgroup=str(fl)))
     fig = DFig(_lines(tr, v.max_points))
     v.outage_bands(fig)
@@ -469,11 +531,11 @@ def _rtprop_fig(v: _RunView) -> list[Fig]:
     tr = []
     for fl, g in ss.groupby("flow"):
         tr.append(dict(x=g["t_s"].to_numpy(), y=g["min_rtt_ms"].to_numpy(),
-                       name=f"{v.names.get(fl, fl)} min_rtt", color=flow_color(fl), legendgroup=str(fl)))
+                       name=f"{v.names.get(fl, fl)} min_rtt", color=v.color(fl), legendgroup=str(fl)))
         if "bbr_mrtt_ms" in g and g["bbr_mrtt_ms"].notna().any():
             gg = g[g["bbr_mrtt_ms"].notna()]
             tr.append(dict(x=gg["t_s"].to_numpy(), y=gg["bbr_mrtt_ms"].to_numpy(),
-                           name=f"{v.names.get(fl, fl)} BBR RTprop", color=flow_color(fl), dash="dot",
+                           name=f"{v.names.get(fl, fl)} BBR RTprop", color=v.color(fl), dash="dot",
                            legendgroup=str(fl)))
     fig = DFig(_lines(tr, v.max_points, shape="hv"))
     v.outage_bands(fig)
@@ -483,25 +545,30 @@ def _rtprop_fig(v: _RunView) -> list[Fig]:
 
 def _cc_state_fig(v: _RunView) -> list[Fig]:
     st = v.run.tables.get("cc_state")
-    return [cc_state_figure(st, v.names, v.max_points)] if st is not None and len(st) else []
+    return [cc_state_figure(st, v.names, v.max_points, v.color)] if st is not None and len(st) else []
 
 
-def cc_state_figure(st: pd.DataFrame, names: dict, max_points: int) -> Fig:
+def _state_title(cc: str, key: str) -> str:
+    label, _, unit = state_unit(key)
+    return f"{cc}: {label}" + (f" ({unit})" if unit else "")
+
+
+def cc_state_figure(st: pd.DataFrame, names: dict, max_points: int, color=flow_color) -> Fig:
     st = st.assign(cc=st["cc"].astype(object), key=st["key"].astype(object))
     keys = [tuple(k) for k in st[["cc", "key"]].drop_duplicates().itertuples(index=False)]
     by_key = dict(iter(st.groupby(["cc", "key"], sort=False)))
     n = len(keys)
     fig = DFig(rows=n, vertical_spacing=min(0.06, 0.3 / max(n, 1)),
-               subplot_titles=[f"{cc}: {k}" + (f" ({STATE_UNITS[k]})" if k in STATE_UNITS else "")
-                                        for cc, k in keys])
+               subplot_titles=[_state_title(cc, k) for cc, k in keys])
     shown = set()
     for i, (cc, key) in enumerate(keys, start=1):
         d = by_key[(cc, key)]
-        enum = ENUMS.get((cc, key))
+        enum = state_enum(cc, key)
+        scale = 1.0 if enum else state_unit(key)[1]
         for fl, g in d.groupby("flow"):
             g = g.sort_values("t_s")
-            for t in _lines([dict(x=g["t_s"].to_numpy(), y=g["value"].to_numpy(),
-                                  name=names.get(fl, f"flow {fl}"), color=flow_color(fl),
+            for t in _lines([dict(x=g["t_s"].to_numpy(), y=g["value"].to_numpy() * scale,
+                                  name=names.get(fl, f"flow {fl}"), color=color(fl),
                                   legendgroup=str(fl), showlegend=fl not in shown)],
                             max_points, shape="hv" if enum else None):
                 fig.add_trace(t, row=i, col=1)
@@ -512,9 +579,10 @@ def cc_state_figure(st: pd.DataFrame, names: dict, max_points: int) -> Fig:
     _layout(fig, xtitle="", height=max(260, 170 * n))
     fig.update_xaxes(title_text="time (s)", row=n, col=1)
     enums = "; ".join(f"{cc} {k}: " + ", ".join(f"{v}={lab}" for v, lab in e.items())
-                      for (cc, k), e in ENUMS.items() if (cc, k) in keys)
-    return Fig("Variant internal state (cc_state)", fig,
-               "One subplot per state key, one line per flow." + (f" Enumerations: {enums}." if enums else ""),
+                      for cc, k in keys for e in [state_enum(cc, k)] if e)
+    return Fig("Congestion-control internal state (module tracepoint)", fig,
+               "One subplot per state key, one line per flow; rates in Mbit/s, times in ms, gains as "
+               "multipliers." + (f" Enumerations: {enums}." if enums else ""),
                "cc_state")
 
 
@@ -558,16 +626,37 @@ def _rgba(hex_color: str, alpha: float) -> str:
 MAX_FACET_COLS = 4
 
 
+def _numeric(values: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
+
+
+def _line_colors(lines: list, colors: CCColors | None):
+    """Line label -> colour: a label naming a cc (first word) takes the cc's colour (lines of one cc
+    in shades of it); other labels (an RTT, a rate) take the sequential scale no cc uses."""
+    colors = colors or CCColors()
+    ccs = [str(lv).split(" ", 1)[0] for lv in lines]
+    if all(colors.knows(cc) for cc in ccs):
+        return {lv: colors.shade(cc, [c for c in ccs[:i]].count(cc), ccs.count(cc))
+                for i, (lv, cc) in enumerate(zip(lines, ccs))}
+    return {lv: sequential(i, len(lines)) for i, lv in enumerate(lines)}
+
+
 def _line_fig(df: pd.DataFrame, x: str, y: str, facet: str, line: str, xtitle: str, ytitle: str,
               yscale: float = 1.0, band: tuple[str, str] | None = None, yrange=None,
-              xlog: bool = False) -> go.Figure:
+              xlog: bool = False, colors: CCColors | None = None) -> go.Figure:
     """Mean +- 95 % CI of `y` vs `x`: one panel per `facet` value (wrapped), one line per `line`.
+    `x` may be numbers (a line) or categories (an aqm, ecn on/off: points joined in the matrix's order).
 
     Panels where `x` takes fewer than two values are left out (nothing to plot against); None
     when no panel remains.
     """
     df = df[df[y].notna()] if y in df else df
-    nx = df.groupby(facet)[x].nunique()
+    if not len(df):
+        return None
+    if not _numeric(df[x]):
+        order = list(dict.fromkeys(df[x].astype(str)))
+        df = df.assign(**{x: pd.Categorical(df[x].astype(str), categories=order, ordered=True)})
+    nx = df.groupby(facet, observed=True)[x].nunique()
     df = df[df[facet].isin(nx[nx >= 2].index)]
     if df.empty:
         return None
@@ -577,19 +666,22 @@ def _line_fig(df: pd.DataFrame, x: str, y: str, facet: str, line: str, xtitle: s
     fig = make_subplots(rows=nrows, cols=ncols, shared_yaxes=True, subplot_titles=[str(f) for f in facets],
                         horizontal_spacing=0.03, vertical_spacing=0.18 / nrows + 0.05)
     lines = list(dict.fromkeys(df[line]))
+    line_color = _line_colors(lines, colors)
+    categorical = isinstance(df[x].dtype, pd.CategoricalDtype)
     shown = set()
     for fi, fv in enumerate(facets):
         row, col = fi // ncols + 1, fi % ncols + 1
-        for li, lv in enumerate(lines):
+        for lv in lines:
             d = df[(df[facet] == fv) & (df[line] == lv)]
             if d.empty:
                 continue
             agg = _mean_ci(d, [x], y).sort_values(x)
-            color = PALETTE[li % len(PALETTE)]
-            xs = agg[x].to_numpy(float)
+            agg = agg[agg["n"] > 0]
+            color = line_color[lv]
+            xs = agg[x].astype(str).to_numpy() if categorical else agg[x].to_numpy(float)
             if band:
-                lo = d.groupby(x)[band[0]].mean().reindex(agg[x]).to_numpy(float) * yscale
-                hi = d.groupby(x)[band[1]].mean().reindex(agg[x]).to_numpy(float) * yscale
+                lo = d.groupby(x, observed=True)[band[0]].mean().reindex(agg[x]).to_numpy(float) * yscale
+                hi = d.groupby(x, observed=True)[band[1]].mean().reindex(agg[x]).to_numpy(float) * yscale
                 fig.add_trace(go.Scatter(x=xs, y=hi, mode="lines", line=dict(width=0.6, color=color),
                                          showlegend=False, legendgroup=str(lv), hoverinfo="skip"),
                               row=row, col=col)
@@ -604,7 +696,7 @@ def _line_fig(df: pd.DataFrame, x: str, y: str, facet: str, line: str, xtitle: s
                              thickness=1)), row=row, col=col)
             shown.add(lv)
         fig.update_xaxes(title_text=xtitle if row == nrows or fi + ncols >= len(facets) else None,
-                         type="log" if xlog else None, row=row, col=col)
+                         type="log" if xlog else ("category" if categorical else None), row=row, col=col)
     for r in range(1, nrows + 1):
         fig.update_yaxes(title_text=ytitle, row=r, col=1)
     if yrange:
@@ -620,83 +712,230 @@ def _add(figs: list[Fig], f: Fig) -> None:
         figs.append(f)
 
 
-def sweep_figures(summary) -> list[Fig]:
-    runs = summary.runs
-    groups = summary.groups
+CI_NOTE = "Points: mean over repetitions; error bars: 95 % Student-t CI."
+# What a matrix key's last part means on an axis; other keys are shown by name.
+AXIS_TITLES = {"rate_mbps": "bottleneck rate (Mbit/s)", "buffer_bdp": "buffer (× BDP)", "aqm": "AQM",
+               "ecn": "ECN", "loss_pct": "random loss (%)", "rtt_ms": "RTT (ms)", "buffer_bytes": "buffer (bytes)",
+               "duration_s": "duration (s)", "bdp_rtt_ms": "BDP reference RTT (ms)"}
+# Keys the dedicated steps plot (buffer, RTTs, loss) or that make the facets (the cc mix).
+DEDICATED = ("buffer_bdp", "loss_pct", "rtt_ms", "cc")
+
+
+class _SweepView:
+    """What the sweep steps share: healthy runs only (a run whose emulation health is *fail* is
+    left out of every line and named in each figure's note), the page's cc colours, and whether the
+    runs are a paper suite (their seed figures are then cited in the notes)."""
+
+    def __init__(self, summary, colors: CCColors | None):
+        runs = summary.runs
+        verdict = runs["verdict"] if "verdict" in runs else pd.Series(None, index=runs.index)
+        self.failed = runs[verdict == "fail"]
+        self.runs = runs[verdict != "fail"]
+        ok = set(self.runs["run_id"])
+        self.groups = summary.groups[summary.groups["run_id"].isin(ok)] if not summary.groups.empty else summary.groups
+        self.flows = summary.flows[summary.flows["run_id"].isin(ok)] if not summary.flows.empty else summary.flows
+        self.matrix_keys = summary.matrix_keys
+        self.colors = colors or CCColors()
+        self.paper = "tags" in runs and runs["tags"].fillna("").astype(str).str.contains(r"\bpaper-").any()
+        wall = runs[runs.get("clock", pd.Series("", index=runs.index)) == "wall"]
+        self.wall = list(wall["run_id"].astype(str))
+
+    def note(self, text: str, seed: str = "") -> str:
+        """A figure's note: what it shows, which runs were left out or are on the wall clock, and for a
+        paper suite the seed figure it reproduces."""
+        out = text + " " + CI_NOTE
+        if len(self.failed):
+            out += (f" Left out (emulation health fail): {len(self.failed)} run(s): "
+                    + ", ".join(self.failed["run_id"].astype(str)) + ".")
+        if self.wall:
+            out += f" On the wall clock (numbers depend on the host's load): {', '.join(self.wall)}."
+        if seed and self.paper:
+            out += f" Reproduces {seed}."
+        return out
+
+    def matrix_frame(self, df: pd.DataFrame) -> pd.DataFrame:
+        cols = [c for c in self.runs.columns if c.startswith("matrix.") or c in ("clock", "aqm", "ecn")]
+        cols = [c for c in cols if c not in df.columns]
+        return df.merge(self.runs[["run_id"] + cols], on="run_id") if cols else df
+
+
+def sweep_figures(summary, colors: CCColors | None = None) -> list[Fig]:
+    """The across-runs figures, in page order: each named step returns its figures (none when the
+    runs do not vary what it plots)."""
+    if summary.runs.empty or len(summary.runs) < 2:
+        return []
+    v = _SweepView(summary, colors)
+    if len(v.runs) < 2:
+        return []
+    return [f for step in (_sweep_buffer, _sweep_rtt, _sweep_loss, _sweep_other_keys, _throughput_delay_scatter)
+            for f in step(v)]
+
+
+def _sweep_buffer(v: _SweepView) -> list[Fig]:
     figs: list[Fig] = []
-    if runs.empty or len(runs) < 2:
+    runs, groups = v.runs, v.groups
+    if not _varies(runs, "buffer_bdp"):
         return figs
-    ci_note = "Points: mean over repetitions; error bars: 95 % Student-t CI."
-
-    if _varies(runs, "buffer_bdp"):
-        d = runs.copy()
-        other = _other_label(d, {"buffer_bdp", "rtt_ms"})
-        d["line"] = "RTT " + d["rtt_ms"].map(lambda v: f"{v:g} ms") + other.map(lambda s: f" ({s})" if s else "")
-        if (d["flows"] > 1).any():
-            _add(figs, Fig("Jain's index vs bottleneck buffer (000 Fig. 13)",
-                            _line_fig(d[d["flows"] > 1], "buffer_bdp", "jain_steady", "algos", "line",
-                                      "buffer (× BDP)", "Jain's index (steady state)", yrange=[0, 1.05]),
-                            "One panel per algorithm mix, one line per RTT. " + ci_note, "sweep_jain_buffer"))
-        if not groups.empty and groups.groupby("run_id")["cc"].nunique().max() > 1:
-            g = groups[groups["run_id"].isin(groups.groupby("run_id")["cc"].nunique().loc[lambda s: s > 1].index)]
-            g = g.merge(runs[["run_id"] + [c for c in runs.columns if c.startswith("matrix.")]], on="run_id")
-            other = _other_label(g, {"buffer_bdp"})
-            g = g.assign(facet=g["algos"] + other.map(lambda s: f" · {s}" if s else ""))
-            _add(figs, Fig("Throughput share per CC group vs buffer (004 Fig. 10)",
-                            _line_fig(g, "buffer_bdp", "steady_share", "facet", "cc", "buffer (× BDP)",
-                                      "% of throughput", yscale=100,
-                                      band=("steady_share_p25", "steady_share_p75"), yrange=[0, 100]),
-                            "Thick lines: mean share (steady state); bands: 25th–75th percentile of the "
-                            f"{metrics.SHARE_BIN_S:g} s interval shares (mean over repetitions). " + ci_note,
-                            "sweep_share_buffer"))
-        if not groups.empty:
-            g = groups.merge(runs[["run_id"] + [c for c in runs.columns if c.startswith("matrix.")]],
-                             on="run_id")
-            other = _other_label(g, {"buffer_bdp"})
-            g = g.assign(line=g["cc"] + other.map(lambda s: f" ({s})" if s else ""))
-            _add(figs, Fig("Retransmissions vs buffer (000 Fig. 8, 001 Fig. 9)",
-                            _line_fig(g, "buffer_bdp", "retransmits", "algos", "line", "buffer (× BDP)",
-                                      "retransmitted segments"),
-                            "Sum over the flows of each algorithm (iperf3 sender totals). " + ci_note,
-                            "sweep_retrans_buffer"))
-
-    two = runs[(runs["flows"] == 2) & (runs["flow_rtt_min_ms"] < runs["flow_rtt_max_ms"])]
-    if len(two) > 1 and _varies(two, "flow_rtt_max_ms"):
-        d = two.copy()
-        other = _other_label(d, {"rtt_ms", "flow_rtt_max_ms"})
-        d["line"] = d["algos"] + d["buffer_bdp"].map(lambda v: f", {v:g} BDP") + other.map(
-            lambda s: f" ({s})" if s else "")
-        d["facet"] = d["flow_rtt_min_ms"].map(lambda v: f"{v:g} ms flow")
-        _add(figs, Fig("Throughput share of the short-RTT flow vs the other flow's RTT (001 Fig. 7)",
-                        _line_fig(d, "flow_rtt_max_ms", "short_rtt_flow_share", "facet", "line",
-                                  "other flow's RTT (ms)", "% of throughput", yscale=100, yrange=[0, 100]),
-                        "Steady-state share of the flow with the smaller RTT; 50 % is fair. " + ci_note,
-                        "sweep_share_rtt"))
-        d["facet"] = d["rate_mbps"].map(lambda v: f"{v:g} Mbit/s")
-        _add(figs, Fig("Jain's index vs RTT ratio (001 Fig. 8)",
-                        _line_fig(d, "rtt_ratio", "jain_steady", "facet", "line", "RTT ratio (long / short)",
-                                  "Jain's index (steady state)", yrange=[0, 1.05]),
-                        "One panel per bottleneck rate. " + ci_note, "sweep_jain_rtt"))
-
-    if _varies(runs, "loss_pct"):
-        d = runs.copy()
-        other = _other_label(d, {"loss_pct", "buffer_bdp"})
-        d["line"] = d["algos"] + other.map(lambda s: f" ({s})" if s else "")
-        d["facet"] = d["buffer_bdp"].map(lambda v: f"buffer {v:g} BDP")
-        _add(figs, Fig("Utilisation vs random loss rate (001 Fig. 4)",
-                        _line_fig(d, "loss_pct", "utilisation", "facet", "line", "random loss (%)",
-                                  "utilisation (%)", yscale=100),
-                        "Delivered bytes ÷ (link rate × duration). " + ci_note, "sweep_util_loss"))
+    d = runs.copy()
+    other = _other_label(d, {"buffer_bdp", "rtt_ms"})
+    d["line"] = "RTT " + d["rtt_ms"].map(lambda x: f"{x:g} ms") + other.map(lambda s: f" ({s})" if s else "")
+    if (d["flows"] > 1).any():
+        _add(figs, Fig("Jain's fairness index vs bottleneck buffer",
+                       _line_fig(d[d["flows"] > 1], "buffer_bdp", "jain_steady", "algos", "line",
+                                 "buffer (× BDP)", "Jain's index (steady state)", yrange=[0, 1.05], colors=v.colors),
+                       v.note("One panel per algorithm mix, one line per RTT.", "000 Fig. 13"), "sweep_jain_buffer"))
+    if not groups.empty and groups.groupby("run_id")["cc"].nunique().max() > 1:
+        g = groups[groups["run_id"].isin(groups.groupby("run_id")["cc"].nunique().loc[lambda s: s > 1].index)]
+        g = v.matrix_frame(g)
+        other = _other_label(g, {"buffer_bdp"})
+        g = g.assign(facet=g["algos"] + other.map(lambda s: f" · {s}" if s else ""))
+        _add(figs, Fig("Throughput share per congestion control vs bottleneck buffer",
+                       _line_fig(g, "buffer_bdp", "steady_share", "facet", "cc", "buffer (× BDP)",
+                                 "% of throughput", yscale=100,
+                                 band=("steady_share_p25", "steady_share_p75"), yrange=[0, 100], colors=v.colors),
+                       v.note("Thick lines: mean share (steady state); bands: 25th–75th percentile of the "
+                              f"{metrics.SHARE_BIN_S:g} s interval shares (mean over repetitions).", "004 Fig. 10"),
+                       "sweep_share_buffer"))
+    if not groups.empty:
+        g = v.matrix_frame(groups)
+        other = _other_label(g, {"buffer_bdp"})
+        g = g.assign(line=g["cc"] + other.map(lambda s: f" ({s})" if s else ""))
+        _add(figs, Fig("Retransmitted segments per congestion control vs bottleneck buffer",
+                       _line_fig(g, "buffer_bdp", "retransmits", "algos", "line", "buffer (× BDP)",
+                                 "retransmitted segments", colors=v.colors),
+                       v.note("Sum over the flows of each congestion control (iperf3 sender totals).",
+                              "000 Fig. 8, 001 Fig. 9"), "sweep_retrans_buffer"))
     return figs
 
 
+def _sweep_rtt(v: _SweepView) -> list[Fig]:
+    figs: list[Fig] = []
+    runs = v.runs
+    two = runs[(runs["flows"] == 2) & (runs["flow_rtt_min_ms"] < runs["flow_rtt_max_ms"])]
+    if len(two) <= 1 or not _varies(two, "flow_rtt_max_ms"):
+        return figs
+    d = two.copy()
+    other = _other_label(d, {"rtt_ms", "flow_rtt_max_ms"})
+    d["line"] = d["algos"] + d["buffer_bdp"].map(lambda x: f", {x:g} BDP") + other.map(
+        lambda s: f" ({s})" if s else "")
+    d["facet"] = d["flow_rtt_min_ms"].map(lambda x: f"{x:g} ms flow")
+    _add(figs, Fig("Throughput share of the short-RTT flow vs the other flow's RTT",
+                   _line_fig(d, "flow_rtt_max_ms", "short_rtt_flow_share", "facet", "line",
+                             "other flow's RTT (ms)", "% of throughput", yscale=100, yrange=[0, 100]),
+                   v.note("Steady-state share of the flow with the smaller RTT; 50 % is fair.", "001 Fig. 7"),
+                   "sweep_share_rtt"))
+    d["facet"] = d["rate_mbps"].map(lambda x: f"{x:g} Mbit/s")
+    _add(figs, Fig("Jain's fairness index vs RTT ratio",
+                   _line_fig(d, "rtt_ratio", "jain_steady", "facet", "line", "RTT ratio (long / short)",
+                             "Jain's index (steady state)", yrange=[0, 1.05]),
+                   v.note("One panel per bottleneck rate.", "001 Fig. 8"), "sweep_jain_rtt"))
+    return figs
+
+
+def _sweep_loss(v: _SweepView) -> list[Fig]:
+    runs = v.runs
+    if not _varies(runs, "loss_pct"):
+        return []
+    d = runs.copy()
+    other = _other_label(d, {"loss_pct", "buffer_bdp"})
+    d["line"] = d["algos"] + other.map(lambda s: f" ({s})" if s else "")
+    d["facet"] = d["buffer_bdp"].map(lambda x: f"buffer {x:g} BDP")
+    figs: list[Fig] = []
+    _add(figs, Fig("Link utilisation vs random loss rate",
+                   _line_fig(d, "loss_pct", "utilisation", "facet", "line", "random loss (%)",
+                             "utilisation (%)", yscale=100),
+                   v.note("Delivered bytes ÷ (link rate × duration).", "001 Fig. 4"), "sweep_util_loss"))
+    return figs
+
+
+def swept_keys(v: _SweepView) -> list[str]:
+    """Matrix keys the runs vary that no dedicated step plots (a rate, an aqm, ecn, a module parameter...)."""
+    out = []
+    for key in v.matrix_keys:
+        col = f"matrix.{key}"
+        if key.rsplit(".", 1)[-1] not in DEDICATED and col in v.runs and v.runs[col].astype(str).nunique() > 1:
+            out.append(key)
+    return out
+
+
+def _sweep_other_keys(v: _SweepView) -> list[Fig]:
+    """For each other swept key: share per cc, Jain's index, utilisation and queueing delay against it."""
+    figs: list[Fig] = []
+    for key in swept_keys(v):
+        col = f"matrix.{key}"
+        title = AXIS_TITLES.get(key.rsplit(".", 1)[-1], key)
+        slug = "".join(c if c.isalnum() else "_" for c in key)
+        runs = v.runs.copy()
+        runs[col] = runs[col].map(lambda x: str(x) if isinstance(x, bool) else x)
+        # not a label: the swept key itself, the link field it sets (rate_mbps for link.rate_mbps), the cc mix
+        exclude = {col, key.rsplit(".", 1)[-1]} | {f"matrix.{k}" for k in v.matrix_keys if k.rsplit(".", 1)[-1] == "cc"}
+        other = _other_label(runs, exclude)
+        runs["line"] = runs["algos"] + other.map(lambda s: f" ({s})" if s else "")
+        runs["facet"] = "all runs"
+        g = v.matrix_frame(v.groups) if not v.groups.empty else v.groups
+        if not g.empty and g.groupby("run_id")["cc"].nunique().max() > 1:
+            g = g.copy()
+            g[col] = g[col].map(lambda x: str(x) if isinstance(x, bool) else x)
+            g_other = _other_label(g, exclude)
+            g["facet"] = g["algos"] + g_other.map(lambda s: f" · {s}" if s else "")
+            _add(figs, Fig(f"Throughput share per congestion control vs {title}",
+                           _line_fig(g, col, "steady_share", "facet", "cc", title, "% of throughput", yscale=100,
+                                     yrange=[0, 100], colors=v.colors),
+                           v.note("Steady-state share of each congestion control; one panel per algorithm mix "
+                                  "and setting of the other swept keys."),
+                           f"sweep_share_{slug}"))
+        if (runs["flows"] > 1).any():
+            _add(figs, Fig(f"Jain's fairness index vs {title}",
+                           _line_fig(runs[runs["flows"] > 1], col, "jain_steady", "facet", "line", title,
+                                     "Jain's index (steady state)", yrange=[0, 1.05], colors=v.colors),
+                           v.note("One line per algorithm mix."), f"sweep_jain_{slug}"))
+        _add(figs, Fig(f"Link utilisation vs {title}",
+                       _line_fig(runs, col, "utilisation", "facet", "line", title, "utilisation (%)", yscale=100,
+                                 colors=v.colors),
+                       v.note("Payload delivered while a flow was active ÷ what the link carries."),
+                       f"sweep_util_{slug}"))
+        _add(figs, Fig(f"Mean queueing delay vs {title}",
+                       _line_fig(runs, col, "mean_queue_delay_ms", "facet", "line", title, "ms", colors=v.colors),
+                       v.note("Bottleneck backlog ÷ link rate, averaged over the steady state."),
+                       f"sweep_qdelay_{slug}"))
+    return figs
+
+
+def _throughput_delay_scatter(v: _SweepView) -> list[Fig]:
+    """Per flow: steady-state throughput against its mean smoothed RTT, one colour per cc (Pantheon's
+    throughput-vs-delay plot; the delay axis runs right to left, so better is up and to the right)."""
+    flows = v.flows
+    if flows.empty or "mean_srtt_ms" not in flows or not flows["mean_srtt_ms"].notna().any():
+        return []
+    fig = go.Figure()
+    for cc, g in flows[flows["mean_srtt_ms"].notna()].groupby("cc", sort=False):
+        fig.add_trace(go.Scatter(
+            x=g["mean_srtt_ms"], y=g["steady_mbps"], mode="markers", name=str(cc),
+            marker=dict(color=v.colors.of(cc), size=8, opacity=0.8),
+            text=g["group_label"].astype(str) + " r" + g["repetition"].astype(str) + " flow " + g["flow"].astype(str),
+            hovertemplate="%{text}<br>%{y:.3g} Mbit/s, %{x:.3g} ms<extra></extra>"))
+    fig.update_xaxes(title_text="mean srtt (ms), lower is better →", autorange="reversed")
+    fig.update_yaxes(title_text="steady-state throughput (Mbit/s)", rangemode="tozero")
+    fig.update_layout(height=420, margin=dict(l=60, r=20, t=30, b=50), legend=dict(orientation="h", y=-0.18, x=0),
+                      hovermode="closest")
+    note = ("One point per flow and run: its steady-state throughput and mean smoothed RTT (ss). Upper right "
+            "is better.")
+    return [Fig("Throughput vs delay per flow", fig, v.note(note).replace(" " + CI_NOTE, ""), "sweep_tput_delay")]
+
+
 def throughput_table(summary) -> pd.DataFrame:
-    """003 Table 1: max/min/avg throughput (1 s intervals) per configuration, flow and algorithm,
-    averaged over repetitions."""
+    """Max/min/avg throughput (1 s intervals) per configuration, flow and algorithm, averaged over
+    repetitions (the layout of 003 Table 1); `health fail`: how many of those runs failed their
+    emulation-health checks (their numbers are in the means: read them with that doubt)."""
     f = summary.flows
     if f.empty:
         return f
     cols = ["max_mbps_1s", "min_mbps_1s", "avg_mbps_1s"]
     t = (f.groupby(["group_label", "flow", "cc"], sort=False)[cols].mean().reset_index())
     t["runs"] = f.groupby(["group_label", "flow", "cc"], sort=False).size().to_numpy()
+    runs = summary.runs
+    if "verdict" in runs:
+        failed = set(runs.loc[runs["verdict"] == "fail", "run_id"])
+        t["health fail"] = (f.assign(failed=f["run_id"].isin(failed))
+                            .groupby(["group_label", "flow", "cc"], sort=False)["failed"].sum().to_numpy())
     return t

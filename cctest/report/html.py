@@ -25,14 +25,18 @@ main{padding:10px 28px 60px;max-width:1500px}
 h2{border-bottom:2px solid #23395b;padding-bottom:4px;margin-top:34px}
 h3{margin:22px 0 6px;font-size:16px}
 nav{font-size:13px;margin:10px 0} nav a{margin-right:14px}
-table{border-collapse:collapse;font-size:12.5px;margin:6px 0 14px;background:#fff}
-th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}
-th{background:#eef1f6;position:sticky;top:0} td.l,th.l{text-align:left}
+table{border-collapse:collapse;font-size:12px;margin:6px 0 14px;background:#fff;max-width:100%}
+th,td{border:1px solid #ddd;padding:3px 5px;text-align:right;white-space:nowrap}
+th{background:#eef1f6;position:sticky;top:0;white-space:normal;vertical-align:bottom} td.l,th.l{text-align:left}
+td.l{white-space:normal;overflow-wrap:anywhere;min-width:3em}
 .fig{background:#fff;border:1px solid #e3e3e3;border-radius:4px;margin:8px 0 2px;min-height:300px}
 .note{font-size:12px;color:#555;margin:0 0 16px}
-.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(640px,1fr));gap:0 18px}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(560px,100%),1fr));gap:0 18px}
+.grid>div{min-width:0}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;color:#fff;font-size:12px;font-weight:600}
 .pass{background:#2e7d32}.warn{background:#ef6c00}.fail{background:#c62828}.unknown{background:#777}
+.wall{background:#6a1b9a} tr.wallclock td{background:#f3e5f5}
+details.yaml{font-size:12px;margin:2px 0 8px} details.yaml pre{background:#f6f8fa;padding:6px;overflow:auto;max-height:320px}
 .reg{background:#fde0e0}.ok{color:#2e7d32}.bad{color:#c62828;font-weight:600}
 details.run{background:#fff;border:1px solid #ddd;border-radius:4px;margin:10px 0;padding:4px 12px}
 details.run>summary{cursor:pointer;font-weight:600;padding:6px 0}
@@ -124,6 +128,25 @@ def fmt(v, digits: int = 3) -> str:
     return f"{f:.{digits}g}"
 
 
+def fmt_ci(mean, ci) -> str:
+    """'mean ± half-width', both to the half-width's precision (two significant digits): never
+    '1.002 ± 9.55e-16'. A half-width below a millionth of the mean is no spread: '± 0'."""
+    try:
+        m, c = float(mean), float(ci)
+    except (TypeError, ValueError):
+        return fmt(mean)
+    if math.isnan(m):
+        return "–"
+    if math.isnan(c):
+        return fmt(m)
+    if c <= 1e-6 * max(abs(m), 1e-12):
+        return f"{fmt(m)} ± 0"
+    decimals = max(0, 1 - math.floor(math.log10(c)))  # two significant digits of the half-width
+    if decimals > 6:
+        return f"{m:.3g} ± {c:.2g}"
+    return f"{m:,.{decimals}f} ± {c:,.{decimals}f}"
+
+
 def table(df: pd.DataFrame, left: set[str] | None = None, cls_rows=None, headers: dict | None = None) -> str:
     if df is None or df.empty:
         return "<p class='note'>(no rows)</p>"
@@ -150,6 +173,8 @@ class Page:
         self.parts: list[str] = []
         self.figs: list[str] = []
         self.toc: list[tuple[str, str]] = []
+        self.scope = "page"  # whose figures are being added (a run's id, across-runs): names exported files
+        self.fig_objects: list[tuple[str, Fig]] = []
 
     def h2(self, text: str, anchor: str):
         self.toc.append((anchor, text))
@@ -159,6 +184,7 @@ class Page:
         self.parts.append(raw_html)
 
     def fig_html(self, f: Fig) -> str:
+        self.fig_objects.append((self.scope, f))
         d = f.fig.to_plotly_json()
         d.get("layout", {}).pop("template", None)
         self.figs.append(json.dumps(_encode({"data": d.get("data", []), "layout": d.get("layout", {})}),

@@ -13,6 +13,7 @@ import pandas as pd
 from .. import metrics
 from ..jsonsafe import json_safe
 from .load import Run, shown
+from .provenance import provenance, scenario_tags
 
 # Run-level metrics: name -> (label, unit, +1 higher is better / -1 lower is better).
 RUN_METRICS = {
@@ -84,6 +85,8 @@ def identity(run: Run) -> dict:
         "flow_rtt_max_ms": max(rtts) if rtts else np.nan,
         "path": shown(run.path),
     }
+    out.update(provenance(meta))
+    out["tags"] = ", ".join(scenario_tags(run.path))
     out["rtt_ratio"] = (out["flow_rtt_max_ms"] / out["flow_rtt_min_ms"]
                         if rtts and min(rtts) > 0 else np.nan)
     for k, v in (meta.get("matrix") or {}).items():
