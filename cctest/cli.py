@@ -267,6 +267,7 @@ def run(scenarios, experiments_file, tags, repetitions, out, mode, kernel, kvm, 
         dry_run, as_json, force, no_ingest, in_vm, manifest, only_runs) -> None:
     """Run SCENARIOS for real and write one run directory per run."""
     from . import dumbbell, vm
+    from .modsource import check_declared_params
     from .plan import expand, run_count
     from .session import RunOptions, choose_mode, run_in_vm, run_native
 

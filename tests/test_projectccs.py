@@ -28,10 +28,10 @@ def test_no_modules_tree_means_no_project_ccs(tmp_path):
 def test_the_report_labels_the_modes_and_phases_of_every_bbr3_family_module():
     # modules/bbr3's modules share one tracepoint layout (mode 0-3, phase 0-3): each new member
     # (bbr2, bbr3plus) must get the state plot's labels too, not bare numbers
-    from cctest.report.figures import ENUMS
+    from cctest.report.figures import state_enum
 
     family = tree_modules()["bbr3"]
     assert {"bbr3", "bbr3plus", "bbr2"} <= set(family)
     for cc in family:
-        assert ENUMS[(cc, "mode")] == {0: "STARTUP", 1: "DRAIN", 2: "PROBE_BW", 3: "PROBE_RTT"}, cc
-        assert ENUMS[(cc, "phase")] == {0: "DOWN", 1: "CRUISE", 2: "REFILL", 3: "UP"}, cc
+        assert state_enum(cc, "mode") == {0: "STARTUP", 1: "DRAIN", 2: "PROBE_BW", 3: "PROBE_RTT"}, cc
+        assert state_enum(cc, "phase") == {0: "DOWN", 1: "CRUISE", 2: "REFILL", 3: "UP"}, cc
