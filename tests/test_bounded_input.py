@@ -258,3 +258,21 @@ def test_check_escapes_the_scenario_name_it_reads_from_meta_json(tmp_path):
     assert "evil\\x1b[2J" in result.stdout, result.output
     for line in result.output.splitlines(keepends=True):
         assert_shown_as_written(line)
+
+
+def test_ingest_never_blocks_on_a_fifo_in_a_run_directory(tmp_path):
+    """`cctest ingest` reads a run directory that may come from anywhere: a FIFO as a raw capture is
+    skipped as absent, a FIFO as meta.json is one line (each blocked forever before)."""
+    from cctest.ingest import ingest_run
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "sockdiag", run)
+    (run / "raw" / "ss.jsonl").unlink()
+    os.mkfifo(run / "raw" / "ss.jsonl")
+    assert "ss" not in ingest_run(run)
+    (run / "meta.json").unlink()
+    os.mkfifo(run / "meta.json")
+    with pytest.raises(safeload.Refused, match="meta.json: a FIFO, not a regular file"):
+        ingest_run(run)
+    result = CliRunner().invoke(main, ["ingest", str(run)])
+    assert result.exit_code != 0 and "a FIFO" in result.output and "Traceback" not in result.output
