@@ -28,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import atomic
+from .safeload import Refused, read_bounded
 from .captures import COLUMNS, IPERF3, REGISTRY, SOCKETS, TABLES, RunView, raw_names
 # The parsers, where tools and tests have always found them.
 from .captures.cc_state import parse_cc_state
@@ -43,10 +44,15 @@ __all__ = ["COLUMNS", "SS_METRICS", "TABLES", "Iperf3Result", "build_tables", "i
            "parse_sock_diag", "parse_tcp_probe", "sock_diag_metrics", "write_tables"]
 
 
+MAX_RAW_BYTES = 4 << 30  # a raw capture of hours of per-ACK tracing stays far below
+MAX_META_BYTES = 16 << 20
+
+
 def _read(path: Path) -> str | None:
+    """A raw capture's text; None when absent or no regular file (a FIFO would block ingest)."""
     try:
-        return path.read_text(errors="replace")
-    except OSError:
+        return read_bounded(path, MAX_RAW_BYTES, "a raw capture").decode(errors="replace")
+    except Refused:
         return None
 
 
@@ -141,7 +147,10 @@ def ingest_run(run_dir: str | Path) -> dict[str, pd.DataFrame]:
     Tables whose raw input is absent are omitted; ``flows`` is always present.
     """
     run_dir = Path(run_dir)
-    meta = json.loads((run_dir / "meta.json").read_text())
+    try:
+        meta = json.loads(read_bounded(run_dir / "meta.json", MAX_META_BYTES, "a meta.json"))
+    except Refused as error:
+        raise Refused(f"{run_dir / 'meta.json'}: {error}") from None
     raw = load_raw(run_dir, meta)
     if meta.get("t0_monotonic_ns") is None:
         # The run ended before time zero (failed or interrupted during set-up): no sample has a

@@ -42,8 +42,8 @@ def read_bounded(path: str | Path, max_bytes: int, what: str = "the file") -> by
         if not stat.S_ISREG(info.st_mode):
             kind = ("a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode)
                     else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
-                    else "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
-            raise Refused(f"{kind}, not a regular file; {what} is a regular file")
+                    else "a socket" if stat.S_ISSOCK(info.st_mode) else "something else")
+            raise Refused(f"is {kind}, not a regular file; {what} is a regular file")
         if info.st_size > max_bytes:
             raise Refused(f"{info.st_size} bytes; {what} is at most {max_bytes}")
         chunks, size = [], 0

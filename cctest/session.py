@@ -21,6 +21,7 @@ from rich.console import Console
 from . import cgroup, doctor, filelock, kmod, vm, vmtime
 from .errors import BadInput, CctestError, printable
 from .journal import Journal
+from .safeload import read_bounded
 from .plan import RunSpec, split_for_vms
 from .rundir import write_meta
 
@@ -49,10 +50,10 @@ class SessionError(CctestError):
 def finalize(run_dir: Path, console: Console) -> None:
     """Raw captures -> tidy tables and the health verdict. Safe on partial (interrupted) runs."""
     from .checks import write_checks
-    from .ingest import ingest_run
+    from .ingest import MAX_META_BYTES, ingest_run
 
     meta_path = run_dir / "meta.json"
-    meta = json.loads(meta_path.read_text())
+    meta = json.loads(read_bounded(meta_path, MAX_META_BYTES, "a meta.json"))  # never a FIFO's endless wait
     if meta.get("status") == "running":
         # The process (or VM) that ran it died without a word: whatever it measured stays.
         meta.update(status="interrupted", error=meta.get("error") or "the run's process ended before finishing")

@@ -31,6 +31,9 @@ from pathlib import Path
 from .doctor import stock_kernels
 from .errors import BadInput, CctestError
 from .kmod import REPO_ROOT, ModuleError, release_of_kernel_image
+from .safeload import Refused, read_bounded
+
+MAX_KERNEL_BYTES = 256 << 20  # a bzImage is ~10 MB
 
 # Drivers that probe slowly under emulation and that no run needs (docs/emulation.md: boot 28 s -> 18 s).
 # Then the CPU's crypto accelerators, which udev loads at boot: each waits for its self-test on a
@@ -115,11 +118,10 @@ def pick_kernel(kernel: str | None) -> Path:
 def checked_kernel(kernel: str) -> Path:
     """--kernel's image, or bad input naming what is wrong with it and the kernels there are."""
     path = Path(kernel)
-    try:
-        with open(path, "rb") as image:
-            header = image.read(BZIMAGE_MAGIC_AT + len(BZIMAGE_MAGIC))
-    except OSError as error:
-        raise VMOptionError(f"--kernel {kernel}: {(error.strerror or str(error)).lower()}; {_kernels_here()}") from None
+    try:  # a regular file only: open() of a FIFO waits for a writer forever
+        header = read_bounded(path, MAX_KERNEL_BYTES, "a kernel image")[:BZIMAGE_MAGIC_AT + len(BZIMAGE_MAGIC)]
+    except Refused as error:
+        raise VMOptionError(f"--kernel {kernel}: {str(error).lower()}; {_kernels_here()}") from None
     if header[BZIMAGE_MAGIC_AT:] != BZIMAGE_MAGIC:
         raise VMOptionError(f"--kernel {kernel}: not a bootable kernel image (no x86 boot header); {_kernels_here()}")
     try:

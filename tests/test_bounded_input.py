@@ -258,3 +258,31 @@ def test_check_escapes_the_scenario_name_it_reads_from_meta_json(tmp_path):
     assert "evil\\x1b[2J" in result.stdout, result.output
     for line in result.output.splitlines(keepends=True):
         assert_shown_as_written(line)
+
+
+def test_ingest_never_blocks_on_a_fifo_in_a_run_directory(tmp_path):
+    """`cctest ingest` reads a run directory that may come from anywhere: a FIFO as a raw capture is
+    skipped as absent, a FIFO as meta.json is one line (each blocked forever before)."""
+    from cctest.ingest import ingest_run
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "sockdiag", run)
+    (run / "raw" / "ss.jsonl").unlink()
+    os.mkfifo(run / "raw" / "ss.jsonl")
+    assert "ss" not in ingest_run(run)
+    (run / "meta.json").unlink()
+    os.mkfifo(run / "meta.json")
+    with pytest.raises(safeload.Refused, match="meta.json: is a FIFO, not a regular file"):
+        ingest_run(run)
+    result = CliRunner().invoke(main, ["ingest", str(run)])
+    assert result.exit_code != 0 and "a FIFO" in result.output and "Traceback" not in result.output
+
+
+def test_a_fifo_as_the_kernel_is_one_line_exit_2(tmp_path):
+    """`--kernel FIFO` waited for a writer forever (issue 24)."""
+    (tmp_path / "exp.yaml").write_text(GOOD)
+    os.mkfifo(tmp_path / "vmlinuz-6.1.0-56-amd64")
+    result = CliRunner().invoke(main, ["run", "one", "-f", str(tmp_path / "exp.yaml"), "--vm", "--kernel",
+                                       str(tmp_path / "vmlinuz-6.1.0-56-amd64"), "--dry-run"])
+    assert result.exit_code == 2, result.output
+    assert len(result.stderr.splitlines()) == 1 and "is a fifo, not a regular file" in result.stderr

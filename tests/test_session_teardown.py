@@ -71,14 +71,15 @@ def test_the_guest_run_turns_the_stop_file_into_a_keyboard_interrupt(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""\
         import time
         from cctest import vm
-        vm.watch_stop_file(poll_s=0.05)
         try:
+            vm.watch_stop_file(poll_s=0.05)
+            print("ready", flush=True)
             time.sleep(60)
         except KeyboardInterrupt:
             print("interrupted", flush=True)
             raise SystemExit(130)
     """)], cwd=REPO, env={**os.environ, vm.STOP_FILE_ENV: str(stop)}, stdout=subprocess.PIPE, text=True)
-    time.sleep(1)
+    assert child.stdout.readline().strip() == "ready"
     stop.touch()
     assert child.wait(timeout=20) == 130 and child.stdout.read().strip() == "interrupted"
 
