@@ -8,6 +8,7 @@ usage: python results/targeted/binding.py DIR [DIR ...]   (DIR: run directories,
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -17,9 +18,19 @@ import pandas as pd
 CA_RECOVERY = 3
 
 
+def raw_ss(run: Path) -> Path | None:
+    """The raw ss samples: raw/ss.jsonl in a run directory, ss_raw.jsonl.gz in the committed copies."""
+    for path in (run / "raw" / "ss.jsonl", run / "ss_raw.jsonl.gz"):
+        if path.exists():
+            return path
+    return None
+
+
 def samples(run: Path) -> pd.DataFrame:
     rows = []
-    for line in (run / "raw" / "ss.jsonl").read_text().splitlines():
+    path = raw_ss(run)
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    for line in text.splitlines():
         s = json.loads(line)
         info, bbr = s.get("info") or {}, s.get("bbr") or {}
         if not bbr or s.get("cc") == "cubic":
@@ -56,8 +67,7 @@ def binding(run: Path) -> pd.DataFrame:
 
 
 def main(args: list[str]) -> None:
-    runs = sorted({p.parent for a in args for p in Path(a).rglob("meta.json")
-                   if (p.parent / "raw" / "ss.jsonl").exists()})
+    runs = sorted({p.parent for a in args for p in Path(a).rglob("meta.json") if raw_ss(p.parent)})
     table = pd.concat([binding(r) for r in runs if json.loads((r / "meta.json").read_text()).get("status") == "ok"])
     pd.set_option("display.width", 200)
     print(table.round(3).to_string())
