@@ -1,4 +1,4 @@
-"""BBRv3 and BBRv3+ (modules/bbr3), for real in a stock-kernel VM."""
+"""BBRv3, BBRv3+ and the BBRv2 approximation (modules/bbr3), for real in a stock-kernel VM."""
 
 from __future__ import annotations
 
@@ -85,8 +85,8 @@ def test_kernel_log_is_clean_after_bbr3(vm_results):
     assert dmesg_problems(vm_results["_dmesg"]) == []
 
 
-@pytest.mark.vm_jobs("bbr3-single", "delay-deep")
-@pytest.mark.parametrize("job", ["bbr3-single", "delay-deep"])
+@pytest.mark.vm_jobs("bbr3-single", "delay-deep", "bbr2-single")
+@pytest.mark.parametrize("job", ["bbr3-single", "delay-deep", "bbr2-single"])
 def test_paces_on_payload_bytes_like_the_draft(vm_results, job):
     # Deviation 7: pacing_rate = gain * bw * (1 - 1 %), bw counted in mss_cache payload bytes (the
     # draft, Linux bbr, BBRv3). get_info's bw is max_bw in the same unit, so where gain is 1 and no
@@ -112,8 +112,8 @@ def test_a_run_with_fallback_sockets_is_marked(vm_results):
     assert (ss["bbr_bw_bps"].dropna() == 0).all()
 
 
-@pytest.mark.vm_jobs("kparams:bbr3", "kparams:bbr3plus")
-@pytest.mark.parametrize("cc", ["bbr3", "bbr3plus"])
+@pytest.mark.vm_jobs("kparams:bbr3", "kparams:bbr3plus", "kparams:bbr2")
+@pytest.mark.parametrize("cc", ["bbr3", "bbr3plus", "bbr2"])
 def test_kernel_refuses_out_of_range_parameters(vm_results, cc):
     result = vm_results[f"kparams:{cc}"]
     # insmod with any of the harmful values fails (the module's parameter ops return -EINVAL) ...
@@ -150,3 +150,59 @@ def test_run_metadata_says_whose_constants_bbr3_uses(vm_results):
     (path,) = runs_of(vm_results, "bbr3-single")
     module = next(m for m in json.loads((path / "meta.json").read_text())["modules"] if m["name"] == "bbr3")
     assert "IETF draft's constants" in module["description"] and "not Google's" in module["description"]
+
+
+# --- bbr2: the BBRv2 approximation (modules/bbr3/README.md, "bbr2") ---
+
+# Google's BBRv2 alpha (tcp_bbr2.c) gains, as bbr2's defaults set them (x1000, traced / 1000)
+V2_GAINS = {"startup_pacing": 2.885, "startup_cwnd": 2.885, "drain_pacing": 0.347, "down_pacing": 0.75,
+            "up_pacing": 1.25, "up_cwnd": 2.0}
+
+
+@pytest.mark.vm_jobs("bbr2-single")
+def test_bbr2_alone_leaves_startup_with_v2_gains_and_fills_the_link(vm_results):
+    (path,) = runs_of(vm_results, "bbr2-single")
+    wide = wide_state(path)
+    modes = wide["mode"].dropna().astype(int)
+    assert {STARTUP, DRAIN, PROBE_BW} <= set(modes), set(modes)
+    startup_end = wide.index[modes.ne(STARTUP).to_numpy().argmax()]
+    assert startup_end < 3, startup_end  # a 20 Mbit/s, 20 ms path fills in well under a second or two
+    probe_bw = wide[wide["mode"] == PROBE_BW]
+    assert {DOWN, CRUISE, REFILL, UP} <= set(probe_bw["phase"].dropna().astype(int))
+    # the gains it ran with are v2alpha's, not the draft's (2.77 / 2.0 / 0.5 / 0.9 / 2.25)
+    seen = {
+        "startup_pacing": wide[wide["mode"] == STARTUP]["pacing_gain"].max(),
+        "startup_cwnd": wide[wide["mode"] == STARTUP]["cwnd_gain"].max(),
+        "drain_pacing": wide[wide["mode"] == DRAIN]["pacing_gain"].min(),
+        "down_pacing": probe_bw[probe_bw["phase"] == DOWN]["pacing_gain"].min(),
+        "up_pacing": probe_bw[probe_bw["phase"] == UP]["pacing_gain"].max(),
+        "up_cwnd": probe_bw[probe_bw["phase"] == UP]["cwnd_gain"].max(),
+    }
+    assert seen == pytest.approx(V2_GAINS, abs=0.002), seen
+    # alone in 2 BDP it keeps the link busy after Startup, as bbr3 does (ProbeRTT and DOWN cost the rest)
+    assert bottleneck_utilisation(path, 2, 20) >= 0.90
+    ss = pd.read_parquet(path / "ss.parquet")
+    assert (ss["bbr_bw_bps"].dropna() > 0).any(), "ss -ti shows no bbr:(...) block for bbr2"
+
+
+@pytest.mark.vm_jobs("bbr2-single")
+def test_run_metadata_says_bbr2_is_an_approximation(vm_results):
+    (path,) = runs_of(vm_results, "bbr2-single")
+    module = next(m for m in json.loads((path / "meta.json").read_text())["modules"] if m["name"] == "bbr2")
+    assert module["description"].startswith("BBRv2 approximation") and "not Google's BBRv2" in module["description"]
+
+
+@pytest.mark.vm_jobs("bbr2-vs-cubic")
+def test_bbr2_and_cubic_share_a_busy_link(vm_results):
+    (path,) = runs_of(vm_results, "bbr2-vs-cubic")
+    received = flows(path)["bytes_received"]
+    share = received.loc[1] / received.sum()
+    # BBRv2 bounds itself by the loss it sees (inflight_hi, bw_lo/inflight_lo): neither flow starves
+    # the other, and between them the 1 BDP buffer keeps the link busy
+    assert 0.15 < share < 0.85, share
+    assert bottleneck_utilisation(path, 2, 20) >= 0.90
+
+
+@pytest.mark.vm_jobs("bbr2-single", "bbr2-vs-cubic", "kparams:bbr2")
+def test_kernel_log_is_clean_after_bbr2(vm_results):
+    assert dmesg_problems(vm_results["_dmesg"]) == []

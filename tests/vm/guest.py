@@ -187,7 +187,7 @@ BBR3_BAD_PARAMS = {"bw_probe_wait_rand_ms": 4294967295, "probe_rtt_interval_ms":
                    "startup_gamma": 9, "cwnd_gain_x1000": 10001, "force_fallback": 2}
 # The v1 family's: clamped where they were read until issue 12, refused when set now.
 BAD_PARAMS = {
-    "bbr3": BBR3_BAD_PARAMS, "bbr3plus": BBR3_BAD_PARAMS,
+    "bbr3": BBR3_BAD_PARAMS, "bbr3plus": BBR3_BAD_PARAMS, "bbr2": BBR3_BAD_PARAMS,
     "bbr1": {"cwnd_gain_x1000": 0},
     "bbr_shallow": {"cwnd_gain_x1000": 7997, "ack_aggregation": 2},
     "bbr_cws": {"recovery_div": 0, "beta_x1000": 1001, "usf_floor_x1000": 0, "wait_rtts": -1},
