@@ -93,8 +93,10 @@ class Instance:
     index: int
     cpu: int
     log: Path
+    command_file: Path | None = None
     started: float = field(default_factory=time.time)
     _pump: threading.Thread | None = None
+    _code: int | None = None
 
     @property
     def exit_file(self) -> Path:
@@ -112,14 +114,24 @@ class Instance:
     def returncode(self) -> int | None:
         if self.proc.returncode is None:
             return None
-        if self._pump is not None:
-            self._pump.join()
-        try:
-            return int(self.exit_file.read_text().strip())
-        except (OSError, ValueError):
-            # The guest never got to write it (a crash, a kill): never report success.
-            code = self.proc.returncode
-            return 128 - code if code < 0 else (code or 1)
+        if self._code is None:
+            if self._pump is not None:
+                self._pump.join()
+            try:
+                self._code = int(self.exit_file.read_text().strip())
+            except (OSError, ValueError):
+                # The guest never got to write it (a crash, a kill): never report success.
+                code = self.proc.returncode
+                self._code = 128 - code if code < 0 else (code or 1)
+            self.cleanup()
+        return self._code
+
+    def cleanup(self) -> None:
+        """Remove the instance's files on the share once it has ended (its dmesg stays: the guest's
+        kernel log, for whoever checks it)."""
+        for path in (self.exit_file, self.stop_file, self.command_file):
+            if path is not None:
+                path.unlink(missing_ok=True)
 
     def poll(self) -> int | None:
         self.proc.poll()
@@ -166,7 +178,7 @@ def start(build: KernelBuild, guest_cmd: list[str], out: Path, env: dict[str, st
     # SIGINT would end the UML process at once, with the guest's unwritten pages.
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
-    instance = Instance(proc, out, index, cpu, log)
+    instance = Instance(proc, out, index, cpu, log, command_file)
     instance._pump = threading.Thread(target=_pump, args=(proc, log, echo), daemon=True)
     instance._pump.start()
     return instance

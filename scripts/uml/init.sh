@@ -11,7 +11,7 @@ PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
+mountpoint -q /dev || mount -t devtmpfs devtmpfs /dev  # DEVTMPFS_MOUNT may have done it
 mkdir -p /dev/pts /dev/shm
 mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
@@ -19,6 +19,8 @@ mount -t tmpfs -o mode=755 tmpfs /run
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 mount -t tracefs tracefs /sys/kernel/tracing
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
+# After the tmpfs mounts: a share under /tmp needs its mount point made on the guest's /tmp.
+mkdir -p "$CCTEST_UML_OUT"
 mount -t hostfs -o "$CCTEST_UML_OUT" hostfs "$CCTEST_UML_OUT"
 ip link set lo up
 out=$CCTEST_UML_OUT
