@@ -131,10 +131,11 @@ def test_the_init_script_waits_mounts_and_powers_off():
 def test_a_guest_that_wrote_no_exit_code_never_counts_as_success(tmp_path):
     proc = subprocess.Popen(["true"])
     proc.wait()
-    instance = uml.Instance(proc, tmp_path, 0, 0, tmp_path / "log")
-    assert instance.returncode == 1
+    assert uml.Instance(proc, tmp_path, 0, 0, tmp_path / "log").returncode == 1
     (tmp_path / ".uml-exit-0").write_text("3\n")
+    instance = uml.Instance(proc, tmp_path, 0, 0, tmp_path / "log")
     assert instance.returncode == 3
+    assert not (tmp_path / ".uml-exit-0").exists()  # read once, then removed
 
 
 # -- choosing the engine -----------------------------------------------------------------------------
