@@ -16,6 +16,7 @@ between the UML kernel process and the guest's process, and across CPUs each cos
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -185,11 +186,34 @@ def start(build: KernelBuild, guest_cmd: list[str], out: Path, env: dict[str, st
 
 
 def _pump(proc: subprocess.Popen, log: Path, echo: bool) -> None:
-    """Copy the console to the log (and the terminal), line by line as it comes."""
+    """Copy the console to the log (and the terminal), line by line as it comes. Each logged line
+    starts with the host seconds since boot, `[   12.345] `: the guest reads the host's clock
+    through hostfs only to the second (hostfs passes no nanoseconds), so bench/engines.py times
+    phases by the console lines that announce them."""
+    started = time.monotonic()
     with open(log, "wb") as sink:
         for line in proc.stdout:
-            sink.write(line)
+            sink.write(f"[{time.monotonic() - started:9.3f}] ".encode() + line)
             sink.flush()
             if echo:
                 sys.stdout.buffer.write(line)
                 sys.stdout.flush()
+
+
+_STAMP = re.compile(r"^\[\s*(\d+\.\d+)\] (.*)$")
+
+
+def console_phases(log_text: str) -> list[dict[str, float]]:
+    """Per run in a console log (runs start at a rule line naming the repetition), the host second
+    at which each phase line (`  <phase>`, as the runner prints them in a VM) appeared."""
+    runs: list[dict[str, float]] = []
+    for line in log_text.splitlines():
+        match = _STAMP.match(line)
+        if match is None:
+            continue
+        at, text = float(match[1]), match[2]
+        if "repetition" in text and "─" in text:
+            runs.append({})
+        elif runs and text.startswith("  ") and not text.startswith("   ") and text.strip():
+            runs[-1].setdefault(text.strip(), at)
+    return runs

@@ -226,3 +226,17 @@ def test_a_recorded_uml_trace_gives_the_tcp_probe_and_cc_state_tables():
     assert set(state["flow"]) == module_flows and set(state["cc"]) == {"bbr_cws"}
     assert {"mode", "bw_bps", "min_rtt_us", "pacing_gain", "cwnd_gain", "cwnd"} <= set(state["key"])
     assert set(parse_tracefs_state(text)["sport"]) >= {run.ports[f] for f in module_flows}
+
+
+def test_console_phases_time_each_run_by_the_host_stamped_lines():
+    log = "\n".join([
+        "[    0.010]   node   0: [mem 0x0-0x8b418fff]",  # boot noise before any run
+        "[    1.200] \x1b[92m──── \x1b[0mdemo base repetition \x1b[1;36m0\x1b[0m ────",
+        "[    1.300]   load modules", "[    2.000]   build topology", "[    2.100] ccs1: port 1 entered forwarding",
+        "[    4.000]   warm-up: base RTT", "[    5.000]   flows", "[   25.000]   teardown",
+        "[   26.000] ──── demo base repetition 1 ────", "[   26.500]   flows", "[   40.000]   teardown",
+    ])
+    runs = uml.console_phases(log)
+    assert len(runs) == 2
+    assert runs[0]["teardown"] - runs[0]["flows"] == 20.0 and runs[0]["warm-up: base RTT"] == 4.0
+    assert runs[1] == {"flows": 26.5, "teardown": 40.0}
