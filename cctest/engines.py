@@ -40,6 +40,7 @@ class Engine(Protocol):
     def meta(self) -> dict: ...
     def start(self, guest_cmd: list[str], out: Path, index: int, log: Path | None) -> Guest: ...
     def stop_all(self, guests: list[Guest]) -> None: ...
+    def problems(self, guests: list[Guest]) -> list[str]: ...
 
 
 class QemuEngine:
@@ -70,6 +71,9 @@ class QemuEngine:
     def stop_all(self, guests: list[Guest]) -> None:
         for guest in guests:  # Ctrl-C reached each VM's guest through the terminal or the signal
             vm.stop(guest)
+
+    def problems(self, guests: list[Guest]) -> list[str]:
+        return []  # vng keeps no guest kernel log; the VM tests read the guest's dmesg themselves
 
 
 class UmlEngine:
@@ -111,6 +115,18 @@ class UmlEngine:
             guest.request_stop()
         for guest in guests:
             guest.stop()
+
+    def problems(self, guests: list[Guest]) -> list[str]:
+        """Each guest's kernel log (kept as out/.uml-dmesg-<k>.txt) checked for warnings and oopses."""
+        said = []
+        for guest in guests:
+            bad = guest.dmesg_problems()
+            if bad is None:
+                said.append(f"guest {guest.index} left no kernel log ({guest.dmesg_file})")
+            elif bad:
+                said.append(f"guest {guest.index}'s kernel log has {len(bad)} bad line(s), e.g. {bad[0].strip()!r} "
+                            f"({guest.dmesg_file})")
+        return said
 
 
 def choose(name: str, kernel: str | None, clock: vm.VMClock) -> Engine:

@@ -290,7 +290,7 @@ def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, e
     codes: list[int] = []
     try:
         if len(guests) == 1:
-            codes = [_run_one(engine, guests[0][0], out)]
+            codes = [_run_one(engine, guests[0][0], out, console)]
         else:
             codes = _run_parallel(engine, guests, out, console)
     finally:
@@ -317,14 +317,16 @@ def read_manifest(manifest: Path) -> list[Path]:
     return [Path(line) for line in manifest.read_text().splitlines() if line.strip()]
 
 
-def _run_one(engine: "engines.Engine", cmd: list[str], out: Path) -> int:
+def _run_one(engine: "engines.Engine", cmd: list[str], out: Path, console: Console) -> int:
     """Boot one guest with its console on this terminal; its command's exit code."""
     guest = engine.start(cmd, out, 0, None)
     try:
-        return guest.wait()
+        code = guest.wait()
     except BaseException:
         engine.stop_all([guest])
         raise
+    _say_problems(engine, [guest], console)
+    return code
 
 
 def _run_parallel(engine: "engines.Engine", guests: list, out: Path, console: Console) -> list[int]:
@@ -347,4 +349,10 @@ def _run_parallel(engine: "engines.Engine", guests: list, out: Path, console: Co
         raise
     for k, proc in enumerate(procs):
         console.print(f"VM {k}: exit {proc.returncode} (console: {out / f'.vm-{k}.log'})", highlight=False)
+    _say_problems(engine, procs, console)
     return [proc.returncode for proc in procs]
+
+
+def _say_problems(engine: "engines.Engine", guests: list, console: Console) -> None:
+    for problem in engine.problems(guests):
+        console.print(f"[red]warning:[/] {problem}", highlight=False)

@@ -42,6 +42,15 @@ class UMLError(CctestError):
     pass
 
 
+# What in a guest's kernel log means the kernel misbehaved (the VM tests' list, tests/conftest.py).
+DMESG_BAD = ("BUG:", "WARNING:", "Oops", "general protection fault", "Call Trace:", "refcount_t:",
+             "list_add corruption", "UBSAN:", "KASAN:", "Kernel panic", "kernel panic")
+
+
+def dmesg_problems(text: str) -> list[str]:
+    return [line for line in text.splitlines() if any(bad in line for bad in DMESG_BAD)]
+
+
 def host_cpus() -> list[int]:
     """The host CPUs this process may run on, in order."""
     return sorted(os.sched_getaffinity(0))
@@ -126,6 +135,13 @@ class Instance:
                 self._code = 128 - code if code < 0 else (code or 1)
             self.cleanup()
         return self._code
+
+    def dmesg_problems(self) -> list[str] | None:
+        """The guest kernel log's bad lines, or None when the guest left no log."""
+        try:
+            return dmesg_problems(self.dmesg_file.read_text(errors="replace"))
+        except OSError:
+            return None
 
     def cleanup(self) -> None:
         """Remove the instance's files on the share once it has ended (its dmesg stays: the guest's
