@@ -78,5 +78,5 @@ def test_the_link_is_filled_and_the_guest_kernel_log_is_clean(uml_run):
     assert goodput > 0.9 * 20e6 * 1448 / 1514
     (dmesg,) = out.glob(".uml-dmesg-*.txt")
     text = dmesg.read_text()
-    assert "bbr_cws" in text or "Linux version" in text
+    assert "Linux version" in text  # the whole log, from boot
     assert dmesg_problems(text) == []
