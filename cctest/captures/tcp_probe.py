@@ -142,7 +142,7 @@ class TcpProbe(Capture):
     tables = {"tcp_probe": ("run_id", "flow", "t_s", "snd_cwnd", "ssthresh", "srtt_ms", "snd_wnd",
                             "rcv_wnd")}
     starts = TRACING
-    warm_up_phase = "warm-up: wait for bpftrace"
+    warm_up_phase = "warm-up: wait for the tracer"  # bpftrace attaching; tracefs records at once
 
     def start(self, ctx: StartContext, undo) -> "ProcessCapture | tracefs.Recorder | None":
         if not ctx.with_bpftrace:  # i.e. no tracer here (session: tcp_probe.choose_tracer)
