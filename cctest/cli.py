@@ -245,6 +245,9 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 @click.option("--out", default="reports", show_default=True, type=click.Path(file_okay=False), help="where run directories go")
 @click.option("--vm", "mode", flag_value="vm", help="run inside a virtme-ng VM on a stock kernel")
 @click.option("--native", "mode", flag_value="native", help="run on this host's kernel")
+@click.option("--engine", type=click.Choice(["qemu", "uml"]), default="qemu", show_default=True,
+              help="--vm's emulator: qemu (a stock distro kernel on QEMU's instruction counter) or uml (this "
+                   "project's User-Mode Linux build in time-travel mode: cheaper, not the stock kernel; docs/uml.md)")
 @click.option("--kernel", type=click.Path(), help="kernel image for --vm (default: the one linux-image-amd64 points to, else the newest /boot/vmlinuz-*)")
 @click.option("--kvm", is_flag=True, help="use KVM for --vm instead of software emulation (wall clock)")
 @click.option("--clock", type=click.Choice(["virtual", "wall"]), default=None,
@@ -263,7 +266,7 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 @click.option("--in-vm", is_flag=True, hidden=True)
 @click.option("--manifest", type=click.Path(dir_okay=False), hidden=True)
 @click.option("--only-runs", hidden=True, help="inside a VM: comma-separated indices of this VM's runs")
-def run(scenarios, experiments_file, tags, repetitions, out, mode, kernel, kvm, clock, icount_shift, jobs, shard,
+def run(scenarios, experiments_file, tags, repetitions, out, mode, engine, kernel, kvm, clock, icount_shift, jobs, shard,
         dry_run, as_json, force, no_ingest, in_vm, manifest, only_runs) -> None:
     """Run SCENARIOS for real and write one run directory per run."""
     from . import dumbbell, vm
@@ -284,8 +287,10 @@ def run(scenarios, experiments_file, tags, repetitions, out, mode, kernel, kvm, 
     specs = [spec for name in scenarios for spec in expand(experiments, name, repetitions, force=force)]
     check_declared_params(specs, experiments_file)  # what insmod would refuse, before anything is built
     vm_clock = vm.VMClock.choose(clock, icount_shift, kvm)
-    if kernel:
+    if kernel and engine == "qemu":
         vm.pick_kernel(kernel)  # a path that is no kernel image is bad input, found before anything is set up
+    if engine != "qemu" and mode != "vm":
+        raise BadInput(f"--engine {engine} is for --vm runs; add --vm")
     if only_runs:
         try:
             specs = [specs[int(i)] for i in only_runs.split(",")]
@@ -313,7 +318,7 @@ def run(scenarios, experiments_file, tags, repetitions, out, mode, kernel, kvm, 
             click.echo(dumbbell.describe(spec))
         return
     opts = RunOptions(Path(experiments_file), list(scenarios), repetitions, Path(out), mode or "auto", kernel, kvm,
-                      not no_ingest, in_vm, Path(manifest) if manifest else None, vm_clock, jobs, force)
+                      not no_ingest, in_vm, Path(manifest) if manifest else None, vm_clock, jobs, force, engine)
     try:
         chosen = choose_mode(opts.mode, specs, console, in_vm)
         if chosen == "native" and not in_vm and (jobs or 1) > 1:

@@ -27,7 +27,7 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
-    needed_for: str = "native"  # native | vm | modules | capture | aqm
+    needed_for: str = "native"  # native | vm | modules | capture | aqm | uml (--engine uml)
 
 
 @dataclass(frozen=True)
@@ -228,6 +228,29 @@ def checks() -> list[Check]:
         vm_release = release_of_kernel_image(kernels[0])
         ok = (headers_dir(vm_release) / "Makefile").exists()
         result.append(Check("headers for the VM kernel", ok, vm_release, f"apt-get install linux-headers-{vm_release}", "vm"))
+    result += uml_checks()
+    return result
+
+
+def uml_checks() -> list[Check]:
+    """What `--vm --engine uml` needs: its own kernel build (cached per source version and config
+    fragment), busybox (its init powers off with it), taskset (each instance is pinned to a CPU)."""
+    from . import umlkernel
+
+    version = umlkernel.source_version()
+    build = umlkernel.find()
+    if build is not None:
+        kernel = Check("UML kernel", True, f"{build.release} from {umlkernel.SOURCE_PACKAGE} {build.version}, config "
+                       f"fragment sha256 {build.fragment_sha256[:umlkernel.HASH_CHARS]}, cached at {build.dir}",
+                       needed_for="uml")
+    else:
+        why = (f"{umlkernel.SOURCE_PACKAGE} not installed" if version is None else
+               f"not built for {umlkernel.SOURCE_PACKAGE} {version} with config fragment sha256 "
+               f"{umlkernel.fragment_sha256()[:umlkernel.HASH_CHARS]} (cache: {umlkernel.cache_root()})")
+        kernel = Check("UML kernel", False, why, "scripts/uml-kernel.sh (about 10 min on 2 cores)", "uml")
+    result = [kernel]
+    for name, package in (("busybox", "busybox-static"), ("taskset", "util-linux")):
+        result.append(_tool(name, package, "uml"))
     return result
 
 

@@ -106,27 +106,30 @@ def _tree_digest(tree: Path) -> str:
     return digest.hexdigest()
 
 
-def build(release: str, verbose: bool = False) -> dict[str, Path]:
+def build(release: str, verbose: bool = False, kdir: Path | None = None,
+          make_vars: tuple[str, ...] = ()) -> dict[str, Path]:
     """Build every module tree for `release`; return {cc name: .ko path}. Rebuilds only on change."""
-    with using_build(release, verbose) as built:
+    with using_build(release, verbose, kdir, make_vars) as built:
         return built
 
 
 @contextlib.contextmanager
-def using_build(release: str, verbose: bool = False):
+def using_build(release: str, verbose: bool = False, kdir: Path | None = None, make_vars: tuple[str, ...] = ()):
     """Build (if a source changed) and keep the build for `release` from being rebuilt while the
     caller uses it (a --vm session's guests load the .ko files from it): a shared lock, exclusive
     while building. So two cctest processes never build into one directory at once, and a rebuild
-    waits for the sessions using the current build; each wait says so in one line."""
+    waits for the sessions using the current build; each wait says so in one line.
+    `kdir`: the kernel tree to build against (default: the distro's headers for `release`), with
+    `make_vars` (the UML engine's tree: ARCH=um); a build against another tree is rebuilt."""
     lock = filelock.open_lock(BUILD_DIR / f"{release}.lock")
     try:
         filelock.take(lock, exclusive=False,
                       waiting=f"waiting for another cctest ({filelock.holder(lock)}) building the modules for {release}")
-        if _stale_trees(release):
+        if _stale_trees(release, kdir):
             filelock.take(lock, exclusive=True,
                           waiting=f"waiting to rebuild the modules for {release}: another cctest is running with "
                                   "the current build")
-            built = _build(release, verbose)  # what changed meanwhile is rebuilt too: digests are checked again
+            built = _build(release, verbose, kdir, make_vars)  # what changed meanwhile is rebuilt too: digests are checked again
             filelock.take(lock, exclusive=False)
         else:
             built = {ko.stem: ko for tree in source_trees() for ko in (BUILD_DIR / release / tree.name).glob("*.ko")}
@@ -135,17 +138,23 @@ def using_build(release: str, verbose: bool = False):
         filelock.release(lock)
 
 
-def _stale_trees(release: str) -> list[Path]:
-    return [tree for tree in source_trees() if not _is_built(tree, BUILD_DIR / release / tree.name)]
+def _stale_trees(release: str, kdir: Path | None = None) -> list[Path]:
+    return [tree for tree in source_trees() if not _is_built(tree, BUILD_DIR / release / tree.name, kdir)]
 
 
-def _is_built(tree: Path, out: Path) -> bool:
+def _stamp(tree: Path, kdir: Path | None) -> str:
+    """What a build is of: the sources' digest, and the tree built against when not the headers."""
+    return _tree_digest(tree) + (f" {kdir}" if kdir is not None else "")
+
+
+def _is_built(tree: Path, out: Path, kdir: Path | None = None) -> bool:
     stamp = out / ".cctest-source-digest"
-    return stamp.exists() and stamp.read_text() == _tree_digest(tree) and any(out.glob("*.ko"))
+    return stamp.exists() and stamp.read_text() == _stamp(tree, kdir) and any(out.glob("*.ko"))
 
 
-def _build(release: str, verbose: bool) -> dict[str, Path]:
-    kdir = headers_dir(release)
+def _build(release: str, verbose: bool, kdir: Path | None = None, make_vars: tuple[str, ...] = ()) -> dict[str, Path]:
+    against = kdir
+    kdir = kdir or headers_dir(release)
     if not (kdir / "Makefile").exists():
         raise ModuleError(
             f"kernel headers for {release} not found at {kdir}; install them "
@@ -155,12 +164,12 @@ def _build(release: str, verbose: bool) -> dict[str, Path]:
     for tree in source_trees():
         out = BUILD_DIR / release / tree.name
         stamp = out / ".cctest-source-digest"
-        digest = _tree_digest(tree)
-        if not _is_built(tree, out):
+        digest = _stamp(tree, against)
+        if not _is_built(tree, out, against):
             shutil.rmtree(out, ignore_errors=True)
             shutil.copytree(tree, out)
             result = subprocess.run(
-                ["make", "-C", str(kdir), f"M={out}", "modules"],
+                ["make", *make_vars, "-C", str(kdir), f"M={out}", "modules"],
                 capture_output=True, text=True,
             )
             if verbose or result.returncode != 0:

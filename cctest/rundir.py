@@ -85,6 +85,18 @@ def git_commit() -> str | None:
     return result.stdout.strip() + ("-dirty" if dirty else "")
 
 
+def engine_meta(mode: str) -> dict:
+    """Which engine ran the run and on what kernel build: the host's record, handed to the guest
+    (cctest/engines.py); a native run is its own engine."""
+    text = os.environ.get("CCTEST_ENGINE_META")
+    if mode == "vm" and text:
+        try:
+            return json.loads(text)
+        except ValueError:
+            return {"name": "unknown", "error": f"unreadable CCTEST_ENGINE_META: {text[:80]}"}
+    return {"name": "qemu" if mode == "vm" else "native"}
+
+
 def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
     uname = platform.uname()
     return {
@@ -122,6 +134,7 @@ def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
         "seed": run.seed,
         "kernel": {"release": uname.release, "uname": " ".join(uname)},
         "mode": mode,
+        "engine": engine_meta(mode),
         "host": {"cpus": os.cpu_count()},
         "cctest": {"version": __version__, "git_commit": git_commit()},
         "tools": dict(tool_versions()),

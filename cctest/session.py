@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import cgroup, doctor, filelock, kmod, vm, vmtime
+from . import cgroup, doctor, engines, filelock, kmod, vm, vmtime
 from .errors import BadInput, CctestError, printable
 from .journal import Journal
 from .safeload import read_bounded
@@ -41,6 +41,7 @@ class RunOptions:
     clock: "vm.VMClock | None" = None  # --vm only
     jobs: int | None = None  # VMs in parallel; None: the host's cores on the virtual clock, else 1
     force: bool = False  # more than plan.MAX_RUNS runs: the guest must be told too
+    engine: str = engines.DEFAULT_ENGINE  # --vm only: qemu | uml (cctest/engines.py)
 
 
 class SessionError(CctestError):
@@ -149,7 +150,10 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
         check_module_params(specs, release, opts.experiments_file)  # every run's, before the first
         # Only what changes how a run is made; the full doctor costs seconds under emulation.
         with_fq = doctor.probe_qdisc("fq")
-        with_bpftrace = doctor.which("bpftrace") is not None
+        # A tracer for tcp_probe and module state: bpftrace, or tracefs where it cannot run (UML)
+        from .captures.tcp_probe import choose_tracer
+
+        with_bpftrace = choose_tracer(doctor.which("bpftrace") is not None) is not None
         for spec in specs:
             console.rule(f"{spec.scenario.name} {spec.label} repetition {spec.repetition}")
             run = Run(spec, opts.out, "vm" if opts.in_vm else "native", journal, console, release, topologies,
@@ -237,16 +241,18 @@ def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[
     if any(c in str(opts.out.resolve()) for c in "=,"):
         # vng reads `--rwdir GUEST=HOST` and splits lists on commas: such a path shares the wrong place.
         raise BadInput(f"--out {opts.out}: with --vm the path may not contain '=' or ','")
-    kernel = vm.pick_kernel(opts.kernel)
-    release = vm.guest_release(kernel)
+    engine = engines.choose(opts.engine, opts.kernel, opts.clock or vm.VMClock.choose(None, None, opts.kvm))
+    release = engine.release()
     with contextlib.ExitStack() as held:
         if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules):
-            console.print(f"building modules for {release}")
-            held.enter_context(kmod.using_build(release))  # not rebuilt under the guests' feet
+            kdir, make_vars = engine.module_build()
+            console.print(f"building modules for {release}" + (f" against {kdir}" if kdir else ""))
+            # not rebuilt under the guests' feet
+            held.enter_context(kmod.using_build(release, kdir=kdir, make_vars=make_vars))
             check_module_params(specs, release, opts.experiments_file)
         opts.out.mkdir(parents=True, exist_ok=True)
         held.enter_context(out_dir_lock(opts.out))
-        return _boot_and_ingest(specs, opts, console, kernel)
+        return _boot_and_ingest(specs, opts, console, engine)
 
 
 @contextlib.contextmanager
@@ -266,13 +272,13 @@ def out_dir_lock(out: Path):
         filelock.release(lock)
 
 
-def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, kernel: Path) -> list[Path]:
+def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, engine: "engines.Engine") -> list[Path]:
     clock = opts.clock or vm.VMClock.choose(None, None, opts.kvm)
     out = opts.out.resolve()
     parts = split_for_vms(specs, vm_jobs(opts.jobs, clock, len(specs), console))
     guests = []
     for k, part in enumerate(parts):
-        manifest = out / f".manifest-{Path(kernel).name}-{os.getpid()}-{k}.txt"
+        manifest = out / f".manifest-{engine.name}-{os.getpid()}-{k}.txt"
         manifest.unlink(missing_ok=True)
         cmd = [sys.executable, "-m", "cctest", "run", *opts.names, "-f", str(opts.experiments_file.resolve()),
                "--out", str(out), "--native", "--in-vm", "--no-ingest", "--manifest", str(manifest)]
@@ -283,12 +289,12 @@ def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, k
         if opts.force:
             cmd += ["--force"]
         guests.append((cmd, manifest, len(part)))
-    console.print(f"booting {kernel.name} in {len(parts)} virtme-ng VM(s), {clock.describe()}")
+    console.print(f"booting {len(parts)} guest(s): {engine.describe()}")
     codes: list[int] = []
     crashes: dict[int, str] = {}
     try:
         # every VM's console goes to out/.vm-<k>.log (kept in its run directories), one VM or many
-        codes = _run_parallel(kernel, guests, out, clock, console)
+        codes = _run_parallel(engine, guests, out, console)
     finally:
         run_dirs = []
         for k, (_, manifest, _) in enumerate(guests):
@@ -340,10 +346,10 @@ def read_manifest(manifest: Path) -> list[Path]:
     return [Path(line) for line in manifest.read_text().splitlines() if line.strip()]
 
 
-def _run_parallel(kernel: Path, guests: list, out: Path, clock: vm.VMClock, console: Console) -> list[int]:
+def _run_parallel(engine: "engines.Engine", guests: list, out: Path, console: Console) -> list[int]:
     """Boot one VM per part at once, each with its console in out/.vm-<k>.log; say which run each
     is on as its manifest grows."""
-    procs = [vm.start(kernel, cmd, [out], clock, log=out / f".vm-{k}.log") for k, (cmd, _, _) in enumerate(guests)]
+    procs = [engine.start(cmd, out, k, out / f".vm-{k}.log") for k, (cmd, _, _) in enumerate(guests)]
     seen = [0] * len(procs)
     try:
         while True:
@@ -356,9 +362,14 @@ def _run_parallel(kernel: Path, guests: list, out: Path, clock: vm.VMClock, cons
                 break
             time.sleep(2)
     except BaseException:
-        for proc in procs:
-            vm.stop(proc)
+        engine.stop_all(procs)
         raise
     for k, proc in enumerate(procs):
         console.print(f"VM {k}: exit {proc.returncode} (console: {out / f'.vm-{k}.log'})", highlight=False)
+    _say_problems(engine, procs, console)
     return [proc.returncode for proc in procs]
+
+
+def _say_problems(engine: "engines.Engine", guests: list, console: Console) -> None:
+    for problem in engine.problems(guests):
+        console.print(f"[red]warning:[/] {problem}", highlight=False)

@@ -160,9 +160,7 @@ def vng_command(kernel: Path, guest_cmd: list[str], rwdirs: list[Path], clock: V
         cmd += ["--qemu-opts", clock.qemu_opts()]
     for rwdir in rwdirs:
         cmd += ["--rwdir", str(rwdir)]
-    # PATH: the venv first (so `vng`'s helpers and our console script resolve), then the system's.
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-           **clock.env(), **(guest_env or {})}
+    env = {"PATH": guest_path(), **clock.env(), **(guest_env or {})}
     assignments = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
     line = f"cd {shlex.quote(str(REPO_ROOT))} && {assignments} " + shlex.join(guest_cmd)
     if command_file is not None:
@@ -172,6 +170,11 @@ def vng_command(kernel: Path, guest_cmd: list[str], rwdirs: list[Path], clock: V
     return cmd
 
 
+def guest_path() -> str:
+    """The guest's PATH: the venv first (so `vng`'s helpers and our console script resolve), then the system's."""
+    return f"{Path(sys.executable).parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 def host_clock_env(share: Path) -> dict[str, str]:
     """Lets the guest read the host's wall clock (cctest.vmtime) through a file on a writable share,
     and say how long the boot took on it."""
@@ -179,15 +182,16 @@ def host_clock_env(share: Path) -> dict[str, str]:
 
 
 def start(kernel: Path, guest_cmd: list[str], rwdirs: list[Path], clock: VMClock = VMClock(),
-          log: Path | None = None) -> subprocess.Popen:
+          log: Path | None = None, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
     """Boot a VM that runs guest_cmd and powers off. With `log`, its console goes there (VMs in
-    parallel), else to this terminal."""
+    parallel), else to this terminal. `extra_env`: more variables for the guest's command."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
     guest_env = host_clock_env(rwdirs[0]) if rwdirs else {}
     from .rundir import git_commit  # the host reads its checkout fast; the guest, over 9p, slowly
 
     guest_env["CCTEST_GIT_COMMIT"] = git_commit() or ""
+    guest_env.update(extra_env or {})
     command_file = None
     if rwdirs:  # one file per VM: VMs in parallel share one output directory
         fd, name = tempfile.mkstemp(prefix=".guest-command-", suffix=".sh", dir=rwdirs[0])

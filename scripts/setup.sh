@@ -69,6 +69,10 @@ if [ ! -x .venv/bin/actionlint ]; then
   fi
   GOBIN="$PWD/.venv/bin" "$go" install github.com/rhysd/actionlint/cmd/actionlint@v1.7.7
 fi
+# The UML engine's kernel (cctest run --vm --engine uml): Debian's linux-source-6.1 built for
+# ARCH=um with time travel, cached per source version and config fragment (a no-op when cached;
+# about 10 min on 2 cores otherwise).
+bash scripts/uml-kernel.sh
 # The container test builds the Dockerfile FROM debian:bookworm-slim; without a registry, make that
 # image locally from the Debian mirror (skipped when an engine already has it).
 bash scripts/container-base.sh

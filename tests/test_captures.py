@@ -79,8 +79,8 @@ def test_raw_names_per_flow():
     flows = [{"flow": 0}, {"flow": 1}]
     names = captures.raw_names(flows)
     assert {"iperf3-0.json", "iperf3-1.json", "ping-0.txt", "ping-1.txt", "ss.jsonl", "qdisc.log",
-            "bpftrace.log", "cpu.jsonl"} == set(names)
-    assert len(names) == len(set(names))  # bpftrace.log, read by two captures, once
+            "bpftrace.log", "tracefs.log", "cpu.jsonl"} == set(names)
+    assert len(names) == len(set(names))  # bpftrace.log and tracefs.log, each read by two captures, once
 
 
 @pytest.mark.parametrize("capture", captures.REGISTRY, ids=lambda c: c.name)

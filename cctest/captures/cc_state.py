@@ -1,5 +1,5 @@
 """Module state: a project module's `<cc>:state` tracepoint, recorded by the tcp_probe capture's
-bpftrace process (one process, one raw file: raw/bpftrace.log's S lines) -> the cc_state table."""
+tracer (raw/bpftrace.log's S lines, or raw/tracefs.log's `state` events) -> the cc_state table."""
 
 from __future__ import annotations
 
@@ -57,18 +57,53 @@ def parse_cc_state(text: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["t_ns", "cc", "sport", "dport", "key", "value"])
 
 
+def parse_tracefs_state(text: str) -> pd.DataFrame:
+    """The modules' `state` events of a tracefs log -> parse_cc_state's long format, with cc empty:
+    trace lines name the event (`state`), not its system (the module), so the cc is the flow's,
+    filled in once the ports name the flow."""
+    rows = []
+    for line in text.splitlines():
+        parsed = tracefs.parse_line(line)
+        if parsed is None or parsed[1] != "state":
+            continue
+        t_ns, _, body = parsed
+        values = tracefs.fields(body)
+        try:
+            sport, dport = int(values.pop("sport")), int(values.pop("dport"))
+        except (KeyError, ValueError):
+            continue
+        for key, value in values.items():
+            try:
+                number = int(value)
+            except ValueError:
+                continue
+            if key.endswith(_X1000) and len(key) > len(_X1000):
+                key, val = key[: -len(_X1000)], number / 1000.0
+            else:
+                val = float(number)
+            rows.append({"t_ns": t_ns, "cc": None, "sport": sport, "dport": dport, "key": key, "value": val})
+    return pd.DataFrame(rows, columns=["t_ns", "cc", "sport", "dport", "key", "value"])
+
+
 class ModuleState(Capture):
     name = "cc_state"
-    raw_files = ("bpftrace.log",)
+    raw_files = ("bpftrace.log", "tracefs.log")
     tables = {"cc_state": ("run_id", "flow", "t_s", "cc", "key", "value")}
     starts = None  # its probes are part of the tcp_probe capture's bpftrace script
 
     def parse(self, raw: dict[str, str | None], run: RunView) -> dict[str, pd.DataFrame]:
-        if raw.get("bpftrace.log") is None:
+        from_tracefs = raw.get("tracefs.log") is not None
+        if from_tracefs:
+            state = parse_tracefs_state(raw["tracefs.log"])
+        elif raw.get("bpftrace.log") is not None:
+            state = parse_cc_state(raw["bpftrace.log"])
+        else:
             return {}
-        state = parse_cc_state(raw["bpftrace.log"])
         if state.empty:
             return {}
         state = map_by_ports(state, run, "sport", "dport")
+        if from_tracefs:
+            cc_of = {int(f["flow"]): f["cc"] for f in run.flows}
+            state["cc"] = state["flow"].map(cc_of)
         state["t_s"] = run.t_s(state["t_ns"])
         return {"cc_state": self.finish("cc_state", state, run, strings=("cc", "key"))}

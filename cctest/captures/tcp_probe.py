@@ -1,13 +1,24 @@
 """tcp_probe: the kernel's `tcp:tcp_probe` tracepoint per data connection, at most one line per
-socket per 10 ms, from a bpftrace process that also records the modules' state (cc_state.py)
--> raw/bpftrace.log's P lines -> the tcp_probe table."""
+socket per 10 ms, recorded with the modules' state (cc_state.py) by one of two tracers:
+
+- bpftrace (raw/bpftrace.log's P and S lines): thins in the kernel, so its log stays small; it
+  needs BPF with perf events, which the UML engine's kernel lacks, and 8-20 s to attach under QEMU;
+- tracefs (raw/tracefs.log, `trace_pipe` of an instance of our own with a port filter on each event
+  and the `mono` clock): needs nothing but tracefs; every event is logged and thinned at ingest.
+
+The UML engine always uses tracefs; elsewhere bpftrace where it is installed, else tracefs.
+CCTEST_TRACER=tracefs|bpftrace chooses.
+"""
 
 from __future__ import annotations
 
 import math
+import os
 
+import numpy as np
 import pandas as pd
 
+from .. import tracefs
 from ..vmtime import stretch
 from .base import TRACING, US_PER_MS, Capture, RunView, StartContext, map_by_ports
 from .cc_state import state_fields
@@ -42,6 +53,62 @@ def bpftrace_script(ports: list[int], state_ccs: dict[str, list[tuple[str, str]]
     return "\n".join(lines) + "\n"
 
 
+TRACERS = ("bpftrace", "tracefs")
+
+
+def choose_tracer(bpftrace_installed: bool, environ: dict[str, str] | None = None) -> str | None:
+    """Which tracer records tcp_probe and module state here, or None when none can."""
+    env = os.environ if environ is None else environ
+    forced = env.get("CCTEST_TRACER", "")
+    if forced and forced not in TRACERS:
+        from ..errors import BadInput
+
+        raise BadInput(f"CCTEST_TRACER={forced}: allowed values are {', '.join(TRACERS)}")
+    if forced:
+        return forced
+    if env.get("CCTEST_VM_ENGINE") == "uml" or not bpftrace_installed:
+        return "tracefs"  # the runner mounts tracefs if it is absent; a kernel without it fails at start
+    return "bpftrace"
+
+
+def tracefs_events(ports: list[int], state_ccs: list[str]) -> list[tuple[str, str, str]]:
+    """The events the tracefs recorder enables, each filtered to the flows' server ports."""
+    low, high = min(ports), max(ports)
+    port_filter = f"dport >= {low} && dport <= {high}"
+    return [("tcp", "tcp_probe", port_filter)] + [(cc, "state", port_filter) for cc in state_ccs]
+
+
+def parse_tracefs_probe(text: str, min_gap_ns: int = TCP_PROBE_MIN_GAP_NS) -> pd.DataFrame:
+    """tcp_probe events of a tracefs log, thinned as bpftrace does it in the kernel: a socket's
+    event is kept when at least `min_gap_ns` after the last kept one of the same source port.
+    Same columns as parse_tcp_probe."""
+    rows = []
+    last: dict[int, int] = {}
+    for line in text.splitlines():
+        parsed = tracefs.parse_line(line)
+        if parsed is None or parsed[1] != "tcp_probe":
+            continue
+        t_ns, _, body = parsed
+        f = tracefs.fields(body)
+        try:
+            sport = int(f["src"].rpartition(":")[2])
+            dport = int(f["dest"].rpartition(":")[2])
+            values = [int(f["snd_cwnd"]), int(f["ssthresh"]), int(f["srtt"]), int(f["snd_wnd"]), int(f["rcv_wnd"])]
+        except (KeyError, ValueError):
+            continue
+        if sport in last and t_ns - last[sport] < min_gap_ns:
+            continue
+        last[sport] = t_ns
+        rows.append((t_ns, sport, dport, *values))
+    cols = ["t_ns", "sport", "dport", "snd_cwnd", "ssthresh", "srtt_us", "snd_wnd", "rcv_wnd"]
+    df = pd.DataFrame(rows, columns=cols)
+    for c in ["snd_cwnd", "ssthresh", "srtt_us", "snd_wnd", "rcv_wnd"]:
+        df[c] = df[c].astype("float64")
+    df["srtt_ms"] = df.pop("srtt_us") / US_PER_MS
+    df.loc[df["ssthresh"] >= TCP_INFINITE_SSTHRESH, "ssthresh"] = np.nan  # as ss: unset until set
+    return df[["t_ns", "sport", "dport", "snd_cwnd", "ssthresh", "srtt_ms", "snd_wnd", "rcv_wnd"]]
+
+
 def parse_tcp_probe(text: str) -> pd.DataFrame:
     """``P <t_ns> <sport> <dport> <snd_cwnd> <ssthresh> <srtt_us> <snd_wnd> <rcv_wnd>`` lines.
 
@@ -70,18 +137,22 @@ def parse_tcp_probe(text: str) -> pd.DataFrame:
 
 class TcpProbe(Capture):
     name = "tcp_probe"
-    raw_files = ("bpftrace.log",)
+    raw_files = ("bpftrace.log", "tracefs.log")
     other_files = ("capture.bt",)
     tables = {"tcp_probe": ("run_id", "flow", "t_s", "snd_cwnd", "ssthresh", "srtt_ms", "snd_wnd",
                             "rcv_wnd")}
     starts = TRACING
-    warm_up_phase = "warm-up: wait for bpftrace"
+    warm_up_phase = "warm-up: wait for the tracer"  # bpftrace attaching; tracefs records at once
 
-    def start(self, ctx: StartContext, undo) -> ProcessCapture | None:
-        if not ctx.with_bpftrace:
+    def start(self, ctx: StartContext, undo) -> "ProcessCapture | tracefs.Recorder | None":
+        if not ctx.with_bpftrace:  # i.e. no tracer here (session: tcp_probe.choose_tracer)
             return None
         ports = [flow.server_port for flow in ctx.spec.flows]
         state_ccs = {cc: fields for cc in ctx.spec.modules if (fields := state_fields(cc))}
+        from ..doctor import which
+
+        if choose_tracer(which("bpftrace") is not None) == "tracefs":
+            return self._start_tracefs(ctx, undo, ports, list(state_ccs))
         script = ctx.raw / "capture.bt"
         script.write_text(bpftrace_script(ports, state_ccs))
         tracer = ProcessCapture("bpftrace", ["bpftrace", str(script)], ctx.raw / "bpftrace.log")
@@ -89,13 +160,42 @@ class TcpProbe(Capture):
         undo.callback(tracer.stop)
         return tracer
 
-    def warm_up(self, ctx: StartContext, tracer: ProcessCapture) -> None:
+    def _start_tracefs(self, ctx: StartContext, undo, ports: list[int], state_ccs: list[str]):
+        root = tracefs.mounted()
+        if root is None:
+            ctx.warnings.append("no tracefs mounted; no tcp_probe or module state traces")
+            return None
+        recorder = tracefs.Recorder(root, tracefs_events(ports, state_ccs), ctx.raw / "tracefs.log")
+        try:
+            recorder.start()
+        except tracefs.TracefsError as error:
+            ctx.warnings.append(f"{error}; no tcp_probe or module state traces")
+            return None
+        ctx.journal.add_process(recorder.pid, "cat trace_pipe")
+
+        def stop():
+            lost = recorder.stop(stretch(tracefs.DRAIN_TIMEOUT_S))
+            if lost:
+                ctx.warnings.append(f"tracefs: {lost} events lost (buffer overrun): tcp_probe has gaps")
+
+        undo.callback(stop)
+        return recorder
+
+    def warm_up(self, ctx: StartContext, tracer: "ProcessCapture | tracefs.Recorder") -> None:
+        if isinstance(tracer, tracefs.Recorder):
+            if not tracer.alive():
+                ctx.warnings.append("the tracefs reader ended at once; no tcp_probe or module state traces")
+            return  # recording from the moment its events were enabled
         if not tracer.wait_for("Attaching", stretch(BPFTRACE_ATTACH_TIMEOUT_S)):
             ctx.warnings.append("bpftrace did not attach; no tcp_probe or module state traces")
 
     def parse(self, raw: dict[str, str | None], run: RunView) -> dict[str, pd.DataFrame]:
-        if raw.get("bpftrace.log") is None:
+        if raw.get("tracefs.log") is not None:
+            probe = parse_tracefs_probe(raw["tracefs.log"])
+        elif raw.get("bpftrace.log") is not None:
+            probe = parse_tcp_probe(raw["bpftrace.log"])
+        else:
             return {}
-        probe = map_by_ports(parse_tcp_probe(raw["bpftrace.log"]), run, "sport", "dport")
+        probe = map_by_ports(probe, run, "sport", "dport")
         probe["t_s"] = run.t_s(probe["t_ns"])
         return {"tcp_probe": self.finish("tcp_probe", probe, run)}

@@ -1,0 +1,144 @@
+"""The emulation engines `cctest run --vm` can boot, behind one small interface.
+
+- qemu: a stock distro kernel in a virtme-ng VM on QEMU's instruction-counted clock (cctest/vm.py).
+- uml: this project's User-Mode Linux build of the same 6.1 source in time-travel mode
+  (cctest/uml.py, cctest/umlkernel.py): no hypervisor, boots in about a second, cheaper per guest
+  second; not the stock kernel (HZ 100, one CPU, infinite CPU speed), and no bpftrace (captures
+  read tracefs).
+
+Each engine says which kernel release the guest runs and where the project's modules build for it,
+boots a guest that runs one command (`cctest run --native --in-vm ...`) and stops it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Protocol
+
+from . import uml, umlkernel, vm
+
+ENGINES = ("qemu", "uml")
+DEFAULT_ENGINE = "qemu"
+
+
+class Guest(Protocol):
+    """A booted guest: its command's exit code, as subprocess.Popen gives one."""
+
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+class Engine(Protocol):
+    name: str
+
+    def describe(self) -> str: ...
+    def release(self) -> str: ...
+    def module_build(self) -> tuple[Path | None, tuple[str, ...]]: ...
+    def meta(self) -> dict: ...
+    def start(self, guest_cmd: list[str], out: Path, index: int, log: Path | None) -> Guest: ...
+    def stop_all(self, guests: list[Guest]) -> None: ...
+    def problems(self, guests: list[Guest]) -> list[str]: ...
+
+
+class QemuEngine:
+    name = "qemu"
+
+    def __init__(self, kernel: Path, clock: vm.VMClock):
+        self.kernel = kernel
+        self.clock = clock
+
+    def describe(self) -> str:
+        return f"{self.kernel.name} in virtme-ng VM(s), {self.clock.describe()}"
+
+    def release(self) -> str:
+        return vm.guest_release(self.kernel)
+
+    def module_build(self) -> tuple[Path | None, tuple[str, ...]]:
+        return None, ()  # the distro's headers for the release (cctest/kmod.py)
+
+    def meta(self) -> dict:
+        return {"name": self.name, "kernel": {"image": str(self.kernel), "release": self.release()},
+                "clock": self.clock.kind, "icount_shift": self.clock.shift if self.clock.kind == "virtual" else None}
+
+    def start(self, guest_cmd: list[str], out: Path, index: int, log: Path | None) -> Guest:
+        # vm.start hands the guest its clock settings; the engine's own record comes as one more variable.
+        return vm.start(self.kernel, guest_cmd, [out], self.clock, log=log,
+                        extra_env={"CCTEST_ENGINE_META": json.dumps(self.meta())})
+
+    def stop_all(self, guests: list[Guest]) -> None:
+        for guest in guests:  # Ctrl-C reached each VM's guest through the terminal or the signal
+            vm.stop(guest)
+
+    def problems(self, guests: list[Guest]) -> list[str]:
+        return []  # vng keeps no guest kernel log; the VM tests read the guest's dmesg themselves
+
+
+class UmlEngine:
+    name = "uml"
+
+    def __init__(self, build: umlkernel.KernelBuild):
+        self.build = build
+
+    def describe(self) -> str:
+        return (f"User-Mode Linux {self.build.release} (time-travel={uml.TIME_TRAVEL}: guest time advances only "
+                "through timers; one CPU; each instance pinned to its own host CPU)")
+
+    def release(self) -> str:
+        return self.build.release
+
+    def module_build(self) -> tuple[Path | None, tuple[str, ...]]:
+        return self.build.tree, ("ARCH=um",)
+
+    def meta(self) -> dict:
+        return {"name": self.name, "kernel": self.build.meta(), "time_travel": uml.TIME_TRAVEL}
+
+    def guest_env(self, guest: uml.Instance | None = None, cpu: int | None = None) -> dict[str, str]:
+        meta = {**self.meta(), "host_cpu": cpu}
+        return {"CCTEST_VM_CLOCK": "virtual", "CCTEST_VM_ICOUNT_SHIFT": "", "CCTEST_VM_VCPUS": "1",
+                "CCTEST_VM_KVM": "0", "CCTEST_VM_ENGINE": self.name, "CCTEST_ENGINE_META": json.dumps(meta)}
+
+    def start(self, guest_cmd: list[str], out: Path, index: int, log: Path | None) -> Guest:
+        out = out.resolve()
+        cpu = uml.cpu_for(index)
+        env = {"PATH": vm.guest_path(), **self.guest_env(cpu=cpu), **vm.host_clock_env(out)}
+        from .rundir import git_commit  # the host reads its checkout fast
+
+        env["CCTEST_GIT_COMMIT"] = git_commit() or ""
+        return uml.start(self.build, guest_cmd, out, env, index=index, cpu=cpu, log=log or out / f".vm-{index}.log",
+                         echo=log is None)
+
+    def stop_all(self, guests: list[Guest]) -> None:
+        for guest in guests:  # all asked first: they tear down in parallel
+            guest.request_stop()
+        for guest in guests:
+            guest.stop()
+
+    def problems(self, guests: list[Guest]) -> list[str]:
+        """Each guest's kernel log (kept as out/.uml-dmesg-<k>.txt) checked for warnings and oopses."""
+        said = []
+        for guest in guests:
+            bad = guest.dmesg_problems()
+            if bad is None:
+                said.append(f"guest {guest.index} left no kernel log ({guest.dmesg_file})")
+            elif bad:
+                said.append(f"guest {guest.index}'s kernel log has {len(bad)} bad line(s), e.g. {bad[0].strip()!r} "
+                            f"({guest.dmesg_file})")
+        return said
+
+
+def choose(name: str, kernel: str | None, clock: vm.VMClock) -> Engine:
+    """The engine `--engine` names, ready to boot (its kernel found), or bad input."""
+    if name == "uml":
+        if kernel:
+            raise vm.VMOptionError("--kernel is for --engine qemu; the UML engine boots its own build "
+                                   "(scripts/uml-kernel.sh)")
+        if clock.kind != "virtual" or clock.kvm or clock.shift != vm.DEFAULT_ICOUNT_SHIFT:
+            raise vm.VMOptionError("--clock, --icount-shift and --kvm are QEMU's; the UML engine always runs on "
+                                   "its time-travel clock")
+        return UmlEngine(umlkernel.require())
+    if name == "qemu":
+        return QemuEngine(vm.pick_kernel(kernel), clock)
+    raise vm.VMOptionError(f"--engine {name}: allowed values are {', '.join(ENGINES)}")

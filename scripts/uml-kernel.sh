@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Builds cctest's User-Mode Linux kernel (ARCH=um, time travel) from Debian's linux-source-6.1 with
+# the config fragment scripts/uml/cctest.config, and caches the binary plus the tree that
+# out-of-tree modules build against under
+#   ${CCTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cctest}/uml/<source version>-<fragment hash>/
+# (cctest/umlkernel.py finds it by the same rule). A no-op when that directory is complete.
+# Debian's own user-mode-linux package cannot serve: it has no time travel.
+#
+#   scripts/uml-kernel.sh            build (installs linux-source-6.1 when missing; root for that)
+#   scripts/uml-kernel.sh --print    print the cache directory this checkout wants, build nothing
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+series=6.1
+package=linux-source-$series
+fragment=scripts/uml/cctest.config
+jobs=${CCTEST_UML_JOBS:-$(nproc)}
+
+source_version() { dpkg-query -W -f='${Version}' "$package" 2>/dev/null || true; }
+fragment_hash() { sha256sum "$fragment" | cut -c1-12; }
+cache_root="${CCTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cctest}/uml"
+
+if [ "${1:-}" = --print ]; then
+  version=$(source_version)
+  [ -n "$version" ] || { echo "scripts/uml-kernel.sh: $package is not installed" >&2; exit 2; }
+  echo "$cache_root/$version-$(fragment_hash)"
+  exit 0
+fi
+
+if [ -z "$(source_version)" ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "scripts/uml-kernel.sh: $package is not installed (run as root, or apt-get install $package)" >&2
+    exit 2
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "$package" flex bison bc xz-utils make gcc libc6-dev >/dev/null
+fi
+version=$(source_version)
+dest="$cache_root/$version-$(fragment_hash)"
+if [ -x "$dest/linux" ] && [ -f "$dest/tree/Module.symvers" ]; then
+  echo "UML kernel cached: $dest"
+  exit 0
+fi
+
+tarball=$(ls /usr/src/$package.tar.xz)
+mkdir -p "$cache_root"
+work=$(mktemp -d "$cache_root/.build-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+echo "UML kernel: building $package $version with $fragment in $work (about 10 min on 2 cores)"
+tar -xJf "$tarball" -C "$work"
+tree="$work/tree"
+mv "$work/$package" "$tree"
+
+make -s -C "$tree" ARCH=um defconfig
+# Later assignments override earlier ones in kconfig: the fragment wins over defconfig.
+cat "$fragment" >> "$tree/.config"
+make -s -C "$tree" ARCH=um olddefconfig
+
+# Every option the fragment asks for must have survived olddefconfig (a missing dependency
+# silently drops it otherwise); "=n" is satisfied by an absent option too.
+bad=0
+while IFS='=' read -r opt want; do
+  got=$(grep -E "^$opt=" "$tree/.config" | cut -d= -f2- || true)
+  if [ "$want" = n ]; then
+    [ -z "$got" ] || { echo "  $opt: wanted n, got $got" >&2; bad=1; }
+  elif [ "$got" != "$want" ]; then
+    echo "  $opt: wanted $want, got ${got:-unset}" >&2; bad=1
+  fi
+done < <(grep -E '^CONFIG_[A-Z0-9_]+=' "$fragment")
+if [ $bad != 0 ]; then
+  echo "scripts/uml-kernel.sh: $fragment does not apply to $package $version (above)" >&2
+  exit 1
+fi
+
+nice -n 10 make -s -C "$tree" ARCH=um -j"$jobs" all
+test -f "$tree/Module.symvers"
+cp "$tree/linux" "$work/linux"
+strip "$work/linux"
+# Keep what `make ARCH=um -C tree M=dir modules` needs (headers, .config, Module.symvers, the
+# built scripts), not the 1 GB of objects.
+find "$tree" -name '*.o' -not -path "$tree/scripts/*" -delete
+rm -f "$tree/vmlinux" "$tree/linux" "$tree"/vmlinux.* "$tree"/*.tar*
+{
+  echo "version=$version"
+  echo "fragment_sha256=$(sha256sum "$fragment" | cut -d' ' -f1)"
+  echo "release=$(make -s -C "$tree" ARCH=um kernelrelease)"
+  echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+} > "$work/build.env"
+rm -rf "$dest"
+mv "$work" "$dest"
+trap - EXIT
+echo "UML kernel built: $dest"

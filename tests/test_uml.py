@@ -1,0 +1,242 @@
+"""The UML engine without booting it: the kernel cache's rule (shared by scripts/uml-kernel.sh and
+cctest/umlkernel.py), the boot command line, the engine choice, and the tracefs tracer's parsing of
+a recorded trace (tests/fixtures/tracefs/)."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cctest import engines, tracefs, uml, umlkernel, vm
+from cctest.captures import RunView
+from cctest.captures.cc_state import ModuleState, parse_tracefs_state
+from cctest.captures.tcp_probe import (TCP_PROBE_MIN_GAP_NS, TcpProbe, choose_tracer, parse_tracefs_probe,
+                                       tracefs_events)
+from cctest.errors import BadInput
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).parent / "fixtures" / "tracefs"
+
+
+# -- the kernel cache -------------------------------------------------------------------------------
+
+def test_cache_root_follows_cctest_cache_then_xdg_then_home():
+    assert umlkernel.cache_root({"CCTEST_CACHE": "/c", "XDG_CACHE_HOME": "/x", "HOME": "/h"}) == Path("/c/uml")
+    assert umlkernel.cache_root({"XDG_CACHE_HOME": "/x", "HOME": "/h"}) == Path("/x/cctest/uml")
+    assert umlkernel.cache_root({"HOME": "/h"}) == Path("/h/.cache/cctest/uml")
+
+
+def test_the_cache_key_changes_with_the_fragment(tmp_path):
+    fragment = tmp_path / "f.config"
+    fragment.write_text("CONFIG_UML_TIME_TRAVEL_SUPPORT=y\n")
+    first = umlkernel.cache_key("6.1.192-2", umlkernel.fragment_sha256(fragment))
+    fragment.write_text("CONFIG_UML_TIME_TRAVEL_SUPPORT=y\nCONFIG_NET_SCH_CAKE=y\n")
+    second = umlkernel.cache_key("6.1.192-2", umlkernel.fragment_sha256(fragment))
+    assert first != second and first.startswith("6.1.192-2-") and len(first.rsplit("-", 1)[1]) == 12
+
+
+def _fake_build(directory: Path, version: str, sha256: str, complete: bool = True) -> None:
+    (directory / "tree").mkdir(parents=True)
+    (directory / "linux").write_bytes(b"\x7fELF")
+    if complete:
+        (directory / "tree" / "Module.symvers").write_text("")
+    (directory / "build.env").write_text(f"version={version}\nfragment_sha256={sha256}\nrelease=6.1.192\n")
+
+
+def test_find_takes_only_a_complete_build_of_this_fragment(tmp_path):
+    env = {"CCTEST_CACHE": str(tmp_path)}
+    sha = umlkernel.fragment_sha256()
+    assert umlkernel.find(env, version="6.1.192-2") is None
+    _fake_build(tmp_path / "uml" / umlkernel.cache_key("6.1.192-2", "0" * 64), "6.1.192-2", "0" * 64)
+    assert umlkernel.find(env, version="6.1.192-2") is None  # another fragment's build
+    target = tmp_path / "uml" / umlkernel.cache_key("6.1.192-2", sha)
+    _fake_build(target, "6.1.192-2", sha, complete=False)
+    assert umlkernel.find(env, version="6.1.192-2") is None  # no Module.symvers: interrupted
+    (target / "tree" / "Module.symvers").write_text("")
+    build = umlkernel.find(env, version="6.1.192-2")
+    assert build is not None and build.dir == target and build.release == "6.1.192"
+    assert build.meta()["config_fragment_sha256"] == sha
+
+
+@pytest.mark.skipif(umlkernel.source_version() is None, reason="linux-source-6.1 not installed")
+def test_the_build_script_and_python_agree_on_the_cache_directory(tmp_path):
+    env = {**os.environ, "CCTEST_CACHE": str(tmp_path)}
+    printed = subprocess.run(["bash", str(REPO / "scripts" / "uml-kernel.sh"), "--print"], env=env,
+                             capture_output=True, text=True, check=True).stdout.strip()
+    expected = umlkernel.cache_root({"CCTEST_CACHE": str(tmp_path)}) / umlkernel.cache_key(
+        umlkernel.source_version(), umlkernel.fragment_sha256())
+    assert Path(printed) == expected
+
+
+def test_the_fragment_asks_for_what_the_engine_relies_on():
+    options = dict(line.split("=", 1) for line in umlkernel.FRAGMENT.read_text().splitlines()
+                   if line.startswith("CONFIG_"))
+    for needed in ("UML_TIME_TRAVEL_SUPPORT", "HOSTFS", "BLOCK", "MODULES", "NET_NS", "VETH", "BRIDGE",
+                   "NET_SCH_NETEM", "NET_SCH_TBF", "NET_SCH_HTB", "NET_SCH_FQ", "NET_SCH_FQ_CODEL",
+                   "NET_SCH_CODEL", "NET_SCH_PIE", "NET_SCH_RED", "TCP_CONG_BBR", "EVENT_TRACING", "DEVTMPFS"):
+        assert options.get(f"CONFIG_{needed}") == "y", needed
+    assert options["CONFIG_RAID6_PQ_BENCHMARK"] == "n"  # busy-loops: hangs time-travel=inf-cpu
+
+
+def test_require_says_how_to_build_when_nothing_is_cached(tmp_path):
+    with pytest.raises(umlkernel.UMLKernelError, match="scripts/uml-kernel.sh"):
+        umlkernel.require({"CCTEST_CACHE": str(tmp_path)})
+
+
+# -- the boot command line --------------------------------------------------------------------------
+
+def _build(tmp_path) -> umlkernel.KernelBuild:
+    return umlkernel.KernelBuild(tmp_path / "k", "6.1.192-2", "a" * 64, "6.1.192")
+
+
+def test_kernel_command_pins_boots_time_travel_with_the_host_root_read_only(tmp_path):
+    out = tmp_path / "out"
+    cmd = uml.kernel_command(_build(tmp_path), out, out / "c.sh", 1, 3)
+    assert cmd[:4] == ["taskset", "-c", "3", str(tmp_path / "k" / "linux")]
+    for word in ("time-travel=inf-cpu", "rootfstype=hostfs", "rootflags=/", "hostfs=/", "ro", "con0=fd:0,fd:1",
+                 f"init={REPO / 'scripts' / 'uml' / 'init.sh'}", f"CCTEST_UML_OUT={out}",
+                 f"CCTEST_UML_COMMAND={out / 'c.sh'}", "CCTEST_UML_ID=1"):
+        assert word in cmd, word
+    assert "rw" not in cmd
+
+
+@pytest.mark.parametrize("bad", ["/tmp/a b", "/tmp/a,b", "/tmp/a'b", "/tmp/a\"b"])
+def test_an_output_path_the_kernel_command_line_cannot_carry_is_refused(tmp_path, bad):
+    with pytest.raises(uml.UMLError, match="--out"):
+        uml.kernel_command(_build(tmp_path), Path(bad), tmp_path / "c.sh", 0, 0)
+
+
+def test_the_command_file_execs_the_command_with_its_environment():
+    text = uml.command_file_text(["python3", "-m", "cctest", "run", "a b"], {"X": "1 2", "CCTEST_VM_ENGINE": "uml"})
+    assert text.startswith(f"cd {REPO} && exec env X='1 2' CCTEST_VM_ENGINE=uml python3 -m cctest run 'a b'")
+
+
+def test_instances_get_distinct_cpus_while_there_are_cpus():
+    assert [uml.cpu_for(k, [0, 1]) for k in range(3)] == [0, 1, 0]
+    assert uml.cpu_for(0, [2, 5]) == 2
+    assert uml.cpu_for(1) in os.sched_getaffinity(0)
+
+
+def test_the_init_script_waits_mounts_and_powers_off():
+    init = (REPO / "scripts" / "uml" / "init.sh").read_text()
+    assert os.access(REPO / "scripts" / "uml" / "init.sh", os.X_OK)
+    for needed in ("sleep 1.5", "-t tracefs", "-t devtmpfs", "-t devpts", "tmpfs /tmp",
+                   'mount -t hostfs -o "$CCTEST_UML_OUT"', "dmesg >", "poweroff -f"):
+        assert needed in init, needed
+    assert subprocess.run(["sh", "-n", str(REPO / "scripts" / "uml" / "init.sh")]).returncode == 0
+
+
+def test_a_guest_that_wrote_no_exit_code_never_counts_as_success(tmp_path):
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    assert uml.Instance(proc, tmp_path, 0, 0, tmp_path / "log").returncode == 1
+    (tmp_path / ".uml-exit-0").write_text("3\n")
+    instance = uml.Instance(proc, tmp_path, 0, 0, tmp_path / "log")
+    assert instance.returncode == 3
+    assert not (tmp_path / ".uml-exit-0").exists()  # read once, then removed
+
+
+# -- choosing the engine -----------------------------------------------------------------------------
+
+def test_uml_refuses_qemu_options():
+    with pytest.raises(vm.VMOptionError, match="--kernel"):
+        engines.choose("uml", "/boot/vmlinuz", vm.VMClock())
+    with pytest.raises(vm.VMOptionError, match="time-travel"):
+        engines.choose("uml", None, vm.VMClock("wall"))
+    with pytest.raises(vm.VMOptionError, match="allowed values are qemu, uml"):
+        engines.choose("bochs", None, vm.VMClock())
+
+
+def test_the_uml_guest_is_told_its_engine_and_kernel_build(tmp_path):
+    engine = engines.UmlEngine(_build(tmp_path))
+    env = engine.guest_env(cpu=1)
+    assert env["CCTEST_VM_ENGINE"] == "uml" and env["CCTEST_VM_VCPUS"] == "1"
+    meta = json.loads(env["CCTEST_ENGINE_META"])
+    assert meta["name"] == "uml" and meta["host_cpu"] == 1 and meta["kernel"]["release"] == "6.1.192"
+    assert meta["kernel"]["config_fragment_sha256"] == "a" * 64
+    assert engine.module_build() == (tmp_path / "k" / "tree", ("ARCH=um",))
+
+
+def test_meta_json_records_the_engine(monkeypatch):
+    from cctest.rundir import engine_meta
+
+    monkeypatch.delenv("CCTEST_ENGINE_META", raising=False)
+    assert engine_meta("native") == {"name": "native"}
+    monkeypatch.setenv("CCTEST_ENGINE_META", json.dumps({"name": "uml", "time_travel": "inf-cpu"}))
+    assert engine_meta("vm")["name"] == "uml"
+
+
+# -- the tracer and its parsing --------------------------------------------------------------------
+
+def test_uml_always_traces_through_tracefs():
+    assert choose_tracer(True, {"CCTEST_VM_ENGINE": "uml"}) == "tracefs"
+    assert choose_tracer(True, {}) == "bpftrace"
+    assert choose_tracer(False, {}) == "tracefs"
+    assert choose_tracer(True, {"CCTEST_TRACER": "tracefs"}) == "tracefs"
+    with pytest.raises(BadInput, match="CCTEST_TRACER=perf: allowed values are bpftrace, tracefs"):
+        choose_tracer(True, {"CCTEST_TRACER": "perf"})
+
+
+def test_tracefs_events_filter_every_event_to_the_flows_ports():
+    events = tracefs_events([5202, 5201, 5204], ["bbr_cws"])
+    assert events == [("tcp", "tcp_probe", "dport >= 5201 && dport <= 5204"),
+                      ("bbr_cws", "state", "dport >= 5201 && dport <= 5204")]
+
+
+def test_parse_line_reads_the_mono_clock_in_nanoseconds():
+    line = "   python3-12 [000] ..s2.    12.000345: tcp_probe: family=AF_INET src=10.0.0.1:40000 dest=10.0.0.2:5201"
+    t_ns, event, body = tracefs.parse_line(line)
+    assert (t_ns, event) == (12_000_345_000, "tcp_probe") and body.startswith("family=")
+    assert tracefs.parse_line("# tracer: nop") is None
+    assert tracefs.parse_line("CPU:0 [LOST 12 EVENTS]") is None
+
+
+def test_thinning_keeps_one_event_per_socket_per_10_ms():
+    def line(t_us, sport, cwnd):
+        return (f" iperf3-1 [000] ..s1. {t_us // 1_000_000}.{t_us % 1_000_000:06d}: tcp_probe: family=AF_INET "
+                f"src=10.0.0.1:{sport} dest=10.0.0.2:5201 mark=0x0 data_len=0 snd_nxt=0x1 snd_una=0x1 "
+                f"snd_cwnd={cwnd} ssthresh=2147483647 snd_wnd=1000 srtt=20000 rcv_wnd=1000 sock_cookie=1")
+    text = "\n".join([line(1_000_000, 40000, 10), line(1_005_000, 40000, 11), line(1_006_000, 40001, 5),
+                      line(1_010_000, 40000, 12), line(1_019_999, 40000, 13), line(1_020_000, 40000, 14)])
+    df = parse_tracefs_probe(text)
+    assert list(zip(df["sport"], df["snd_cwnd"])) == [(40000, 10), (40001, 5), (40000, 12), (40000, 14)]
+    assert df["srtt_ms"].iloc[0] == 20.0 and df["ssthresh"].isna().all()
+    assert TCP_PROBE_MIN_GAP_NS == 10_000_000
+
+
+@pytest.mark.skipif(not (FIXTURES / "trace.log").exists(), reason="no recorded trace")
+def test_a_recorded_uml_trace_gives_the_tcp_probe_and_cc_state_tables():
+    """tests/fixtures/tracefs/: a trace recorded in the UML guest (one bbr_cws and one cubic flow)
+    with the meta.json and port map of its run."""
+    text = (FIXTURES / "trace.log").read_text()
+    info = json.loads((FIXTURES / "run.json").read_text())
+    run = RunView.of(info["meta"])
+    run.ports = {int(k): v for k, v in info["ports"].items()}
+    probe = TcpProbe().parse({"tracefs.log": text}, run)["tcp_probe"]
+    assert set(probe["flow"]) == set(run.ports)
+    for _, per_flow in probe.groupby("flow"):
+        gaps = per_flow["t_s"].diff().dropna()
+        assert (gaps >= 0.010 - 1e-9).all()  # thinned
+        assert per_flow["srtt_ms"].max() > info["meta"]["link"]["rtt_ms"] * 0.9  # a real path's RTT
+    assert (probe["snd_cwnd"] > 0).all()
+    state = ModuleState().parse({"tracefs.log": text}, run)["cc_state"]
+    module_flows = {f["flow"] for f in info["meta"]["flows"] if f["cc"] == "bbr_cws"}
+    assert set(state["flow"]) == module_flows and set(state["cc"]) == {"bbr_cws"}
+    assert {"mode", "bw_bps", "min_rtt_us", "pacing_gain", "cwnd_gain", "cwnd"} <= set(state["key"])
+    assert set(parse_tracefs_state(text)["sport"]) >= {run.ports[f] for f in module_flows}
+
+
+def test_console_phases_time_each_run_by_the_host_stamped_lines():
+    log = "\n".join([
+        "[    0.010]   node   0: [mem 0x0-0x8b418fff]",  # boot noise before any run
+        "[    1.200] \x1b[92m──── \x1b[0mdemo base repetition \x1b[1;36m0\x1b[0m ────",
+        "[    1.300]   load modules", "[    2.000]   build topology", "[    2.100] ccs1: port 1 entered forwarding",
+        "[    4.000]   warm-up: base RTT", "[    5.000]   flows", "[   25.000]   teardown",
+        "[   26.000] ──── demo base repetition 1 ────", "[   26.500]   flows", "[   40.000]   teardown",
+    ])
+    runs = uml.console_phases(log)
+    assert len(runs) == 2
+    assert runs[0]["teardown"] - runs[0]["flows"] == 20.0 and runs[0]["warm-up: base RTT"] == 4.0
+    assert runs[1] == {"flows": 26.5, "teardown": 40.0}
