@@ -159,7 +159,11 @@ def _expand(text: str, macros: dict[str, tuple[list[str], str]]) -> str:
                 return word
             if word.startswith("#"):
                 name = word[1:].strip()
-                return '"' + values[name].replace('"', '\\"') + '"' if name in values else word
+                if name not in values:
+                    return word
+                # C stringifies the tokens as written: our line markers and the line breaks are not part of them
+                spelled = " ".join(re.sub(r"\x01[^\x02]*\x02", " ", values[name]).split())
+                return '"' + spelled.replace('"', '\\"') + '"'
             return values.get(word, word)
 
         body = re.sub(_STRING + r"|#\s*\w+|\b\w+\b", substitute, body)
