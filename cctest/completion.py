@@ -1,7 +1,7 @@
 """Shell completion of scenario names and tags (Click calls these while the user presses Tab).
 
-They read experiments.yaml with PyYAML alone, never validating it: completion must answer fast and
-never print an error into the user's shell line. A file that cannot be read completes nothing."""
+They read experiments.yaml with the bounded loader alone, never validating it: completion must answer
+fast and never print an error into the user's shell line. A file that cannot be read completes nothing."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ DEFAULT_EXPERIMENTS = "experiments.yaml"
 
 def _scenarios(ctx) -> dict:
     path = Path((ctx.params or {}).get("experiments_file") or DEFAULT_EXPERIMENTS)
-    try:
-        import yaml
+    from .limits import MAX_EXPERIMENTS_BYTES
+    from .safeload import load_yaml_file
 
-        document = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    try:
+        document = load_yaml_file(path, MAX_EXPERIMENTS_BYTES, "an experiments file")
     except Exception:  # noqa: BLE001 - completion offers nothing rather than an error
         return {}
     scenarios = document.get("scenarios") if isinstance(document, dict) else None

@@ -21,6 +21,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints
 from . import safeload
 from .claims import ClaimError
 from .errors import BadInput
+from .limits import MAX_EXPERIMENTS_BYTES
 from .claims import parse as parse_claim
 from .projectccs import project_ccs
 
@@ -33,7 +34,7 @@ KNOWN_CCS = KERNEL_CCS + PROJECT_CCS
 MAX_FLOWS = 253  # flow i's hosts are 10.0.1.(i+1) and 10.0.2.(i+1)
 MAX_BUFFER_BYTES = 1 << 30  # 1 GiB: far beyond any emulated path, and netem's limit stays in range
 MAX_PARAM = 2**32 - 1  # module parameters are uint
-MAX_FILE_BYTES = 1 << 20
+MAX_FILE_BYTES = MAX_EXPERIMENTS_BYTES
 MAX_NESTING = safeload.MAX_NESTING
 ETHERNET_HEADER_BYTES = 14  # what the shaper counts on top of the IP packet
 MTU_BYTES = 1500  # the interfaces' default, which the topology keeps

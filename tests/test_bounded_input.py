@@ -286,3 +286,16 @@ def test_a_fifo_as_the_kernel_is_one_line_exit_2(tmp_path):
                                        str(tmp_path / "vmlinuz-6.1.0-56-amd64"), "--dry-run"])
     assert result.exit_code == 2, result.output
     assert len(result.stderr.splitlines()) == 1 and "is a fifo, not a regular file" in result.stderr
+
+
+def test_a_run_directorys_scenario_yaml_is_read_bounded_for_its_tags(tmp_path):
+    """The report's provenance (scenario_tags) reads a run directory's scenario.yaml with the same
+    bounded loader as experiments.yaml: an alias bomb there gives no tags, at once."""
+    from cctest.report.provenance import scenario_tags
+
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 10) + "]\n" for i in range(8))
+    (tmp_path / "scenario.yaml").write_text("tags: [paper-000]\n" + bomb)
+    assert scenario_tags(tmp_path) == []
+    (tmp_path / "scenario.yaml").write_text("tags: [paper-000]\n")
+    assert scenario_tags(tmp_path) == ["paper-000"]

@@ -167,7 +167,14 @@ def check_command(paths, output, skip_s, markdown, experiments_file, readme, no_
                 found += load_runs([path], skipped)
             except ReportInputError as error:
                 skipped.append(str(error))
-        loaded = found
+        # only runs of a paper suite (their scenario.yaml carries a paper-00N tag): a targeted or
+        # ad-hoc run that shares a suite scenario's name (results/targeted/) is not that suite's run
+        from .provenance import scenario_tags
+
+        loaded = [run for run in found if paper_of(scenario_tags(run.path))]
+        if len(loaded) < len(found):
+            skipped.append(f"{len(found) - len(loaded)} run(s) without a paper-00N tag in their scenario.yaml "
+                           "left out of the reproduction page")
     else:
         loaded = load_runs(paths, skipped)
     runs, res, summary = analyse(loaded, Options(skip_s=skip_s), skipped)

@@ -95,15 +95,16 @@ def scenario_yaml(run_path: Path) -> str | None:
 
 
 def scenario_tags(run_path: Path) -> list[str]:
-    """The tags of the scenario as run (its scenario.yaml), or none when it cannot be read."""
+    """The tags of the scenario as run (its scenario.yaml), or none when it cannot be read. Read
+    with the bounded loader: a run directory may come from anywhere (an alias bomb stays harmless)."""
     text = scenario_yaml(run_path)
     if not text:
         return []
-    try:
-        import yaml
+    from ..safeload import Refused, load_yaml
 
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except Exception:  # noqa: BLE001 - a run's tags are a nicety of its figures' notes
+    try:
+        data = load_yaml(text)
+    except Refused:
         return []
     tags = data.get("tags") if isinstance(data, dict) else None
     return [str(t) for t in tags] if isinstance(tags, list) else []
