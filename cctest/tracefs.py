@@ -187,3 +187,11 @@ def fields(body: str) -> dict[str, str]:
         if sep and key:
             out[key] = value
     return out
+
+
+def events(text: str, name: str):
+    """(t_ns, fields) of each `name` event in a trace log, in order."""
+    for line in text.splitlines():
+        parsed = parse_line(line)
+        if parsed is not None and parsed[1] == name:
+            yield parsed[0], fields(parsed[2])

@@ -62,12 +62,7 @@ def parse_tracefs_state(text: str) -> pd.DataFrame:
     trace lines name the event (`state`), not its system (the module), so the cc is the flow's,
     filled in once the ports name the flow."""
     rows = []
-    for line in text.splitlines():
-        parsed = tracefs.parse_line(line)
-        if parsed is None or parsed[1] != "state":
-            continue
-        t_ns, _, body = parsed
-        values = tracefs.fields(body)
+    for t_ns, values in tracefs.events(text, "state"):
         try:
             sport, dport = int(values.pop("sport")), int(values.pop("dport"))
         except (KeyError, ValueError):

@@ -84,12 +84,7 @@ def parse_tracefs_probe(text: str, min_gap_ns: int = TCP_PROBE_MIN_GAP_NS) -> pd
     Same columns as parse_tcp_probe."""
     rows = []
     last: dict[int, int] = {}
-    for line in text.splitlines():
-        parsed = tracefs.parse_line(line)
-        if parsed is None or parsed[1] != "tcp_probe":
-            continue
-        t_ns, _, body = parsed
-        f = tracefs.fields(body)
+    for t_ns, f in tracefs.events(text, "tcp_probe"):
         try:
             sport = int(f["src"].rpartition(":")[2])
             dport = int(f["dest"].rpartition(":")[2])
