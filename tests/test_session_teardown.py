@@ -95,22 +95,24 @@ def test_a_guest_crash_is_reported_naming_the_oops_and_its_console_kept(tmp_path
     run_dir.mkdir(parents=True)
     real_start = vm.start
 
-    def start_and_record(kernel, cmd, rwdirs, clock, log=None):
+    def start_and_record(kernel, cmd, rwdirs, clock, log=None, **kw):
         manifest = Path(cmd[cmd.index("--manifest") + 1])
         manifest.write_text(f"{run_dir}\n")  # the guest records its run directory before the run
-        return real_start(kernel, cmd, rwdirs, clock, log)
+        return real_start(kernel, cmd, rwdirs, clock, log, **kw)
 
     monkeypatch.setattr(vm, "start", start_and_record)
     monkeypatch.setattr(session, "finalize_each", lambda dirs, console, failures: None)
     opts = session.RunOptions(Path("experiments.yaml"), ["s"], None, out, "vm", None, False, True, False, None,
                               vm.VMClock(), 1, False)
+    from cctest import engines
     from cctest.plan import expand
     from cctest.scenario import parse_experiments
 
     specs = expand(parse_experiments("scenarios:\n  s:\n    link: {rate_mbps: 10, rtt_ms: 10, buffer_bdp: 1}\n"
                                      "    flows: [{cc: cubic}]\n    duration_s: 5\n", "exp.yaml"), "s")
     with pytest.raises(session.SessionError) as caught:
-        session._boot_and_ingest(specs, opts, Console(file=open(os.devnull, "w")), Path("/boot/vmlinuz-fake"))
+        engine = engines.QemuEngine(Path("/boot/vmlinuz-fake"), vm.VMClock())
+        session._boot_and_ingest(specs, opts, Console(file=open(os.devnull, "w")), engine)
     message = str(caught.value)
     assert message.startswith("the guest kernel crashed: BUG: kernel NULL pointer dereference"), message
     assert "guest-console.log" in message
