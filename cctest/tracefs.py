@@ -114,20 +114,20 @@ class Recorder:
     def alive(self) -> bool:
         return self.reader is not None and self.reader.poll() is None
 
-    def unread_entries(self) -> int:
+    def _stats_total(self, field: str) -> int:
+        """A counter of the instance's per-CPU stats files, summed over the CPUs."""
         total = 0
         for stats in self.dir.glob("per_cpu/cpu*/stats"):
-            match = re.search(r"^entries:\s*(\d+)", stats.read_text(), re.M)
+            match = re.search(rf"^{field}:\s*(\d+)", stats.read_text(), re.M)
             total += int(match[1]) if match else 0
         return total
 
+    def unread_entries(self) -> int:
+        return self._stats_total("entries")
+
     def overruns(self) -> int:
         """Events lost because the buffer filled before the reader took them."""
-        total = 0
-        for stats in self.dir.glob("per_cpu/cpu*/stats"):
-            match = re.search(r"^overrun:\s*(\d+)", stats.read_text(), re.M)
-            total += int(match[1]) if match else 0
-        return total
+        return self._stats_total("overrun")
 
     def stop(self, timeout_s: float = DRAIN_TIMEOUT_S) -> int:
         """Stop recording, let the reader take what is still buffered, end it and remove the

@@ -16,6 +16,20 @@ DMESG_BAD = ("BUG:", "WARNING:", "Oops", "general protection fault", "Call Trace
              "UBSAN:", "KASAN:", "kernel panic")
 
 
+def build_c_harness(tmp_path_factory, source: str, what: str) -> Path:
+    """tests/c/<source>.c compiled against modules/bbr3's headers into a fresh tmp directory."""
+    import shutil
+    import subprocess
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.fail(f"no C compiler (cc/gcc): needed to build the {what} harness")
+    binary = tmp_path_factory.mktemp(source) / source
+    subprocess.run([cc, "-Wall", "-Werror", "-O1", f"-I{REPO / 'modules' / 'bbr3'}", "-o", str(binary),
+                    str(REPO / "tests" / "c" / f"{source}.c")], check=True)
+    return binary
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "vm_jobs(*jobs): jobs of tests/vm/guest.py this test asserts on")
 

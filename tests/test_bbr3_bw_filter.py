@@ -1,7 +1,6 @@
 """bbr3's max_bw filter (modules/bbr3/bbr3_bw_filter.h), compiled on its own and driven step by step:
 the same header the module includes, so what passes here is what the kernel runs."""
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -9,18 +8,14 @@ import random
 
 import pytest
 
+from conftest import build_c_harness
+
 REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def filter_binary(tmp_path_factory) -> Path:
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.fail("no C compiler (cc/gcc): needed to build the filter harness")
-    binary = tmp_path_factory.mktemp("bw_filter") / "bw_filter"
-    subprocess.run([cc, "-Wall", "-Werror", "-O1", f"-I{REPO / 'modules' / 'bbr3'}", "-o", str(binary),
-                    str(REPO / "tests" / "c" / "bbr3_bw_filter_test.c")], check=True)
-    return binary
+    return build_c_harness(tmp_path_factory, "bbr3_bw_filter_test", "filter")
 
 
 def drive(binary: Path, ops: list[str]) -> list[int]:

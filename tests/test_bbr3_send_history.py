@@ -10,7 +10,6 @@ real loss. `old_estimates` below is that approximation, kept here to show the te
 from __future__ import annotations
 
 import random
-import shutil
 import statistics
 import subprocess
 from collections import deque
@@ -19,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import build_c_harness
+
 REPO = Path(__file__).resolve().parent.parent
 U32 = 2**32
 LOSS_THRESH = 0.02  # the draft's BBR.LossThresh
@@ -26,13 +27,7 @@ LOSS_THRESH = 0.02  # the draft's BBR.LossThresh
 
 @pytest.fixture(scope="module")
 def history_binary(tmp_path_factory) -> Path:
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.fail("no C compiler (cc/gcc): needed to build the send-history harness")
-    binary = tmp_path_factory.mktemp("send_history") / "send_history"
-    subprocess.run([cc, "-Wall", "-Werror", "-O1", f"-I{REPO / 'modules' / 'bbr3'}", "-o", str(binary),
-                    str(REPO / "tests" / "c" / "bbr3_send_history_test.c")], check=True)
-    return binary
+    return build_c_harness(tmp_path_factory, "bbr3_send_history_test", "send-history")
 
 
 @dataclass
