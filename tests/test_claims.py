@@ -481,6 +481,7 @@ def test_the_reproduction_page_shows_measured_claims_with_their_status_and_triag
     shutil.copytree(FIXTURES / DEMO, run)
     meta = json.loads((run / "meta.json").read_text())
     meta["scenario"], meta["matrix"] = "modest-vs-bbr", {}
+    meta["engine"] = {"name": "uml"}  # measured on the UML engine: the page says so and how to redo it
     (run / "meta.json").write_text(json.dumps(meta))
     # a suite's run records its scenario's tags; a copy without them (a targeted run that shares the
     # scenario's name, as under results/targeted/) is left out of the page
@@ -504,6 +505,10 @@ def test_the_reproduction_page_shows_measured_claims_with_their_status_and_triag
     assert "| 0.93 | share(bbr) = 0.544 | 1 | known fail | scale | a test reason |" in known  # n = 1: the untagged copy left out
     assert "1 run(s) without a paper-00N tag" in result.output
     assert "untriaged" in rows["| `modest-vs-bbr`: `0.4 < share(bbr_modest) < 0.5`"]
+    text = page.read_text()
+    assert "Measured on: uml" in text
+    assert "`cctest run --vm --engine uml -j 1 -n 3 --tag paper-002 --out results/paper-002`" in text
+    assert "`cctest run --vm -j 2 -n 3 --tag paper-000 --out results/paper-000`" in text  # not run: the default
 
 
 def test_the_committed_reproduction_page_and_readme_agree_with_experiments_yaml():

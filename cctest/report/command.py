@@ -199,7 +199,11 @@ def check_command(paths, output, skip_s, markdown, experiments_file, readme, no_
         command = f"cctest check {' '.join(shown_paths)} --markdown {markdown.as_posix()}" + \
             (f" --readme {readme.as_posix()}" if readme else "")
         per_claim = results(verdicts)
-        reproduction.write(markdown, reproduction.render(per_claim, len(runs), shown_paths, command))
+        engines: dict[str, set[str]] = {}
+        for run in loaded:
+            engines.setdefault(reproduction.paper_of(scenario_tags(run.path)), set()).add(
+                reproduction.engine_of(run.meta))
+        reproduction.write(markdown, reproduction.render(per_claim, len(runs), shown_paths, command, engines))
         click.echo(f"wrote {markdown}: {reproduction.score(per_claim)}", err=as_json)
         if readme and not reproduction.update_readme(readme, markdown, per_claim):
             raise BadInput(f"{readme}: no line with {reproduction.SCORE_MARK} to put the score on")

@@ -75,7 +75,26 @@ def _reason(r: ClaimResult) -> str:
     return r.reason
 
 
-def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], command: str) -> str:
+def engine_of(meta: dict) -> str:
+    """How a run was measured, as the page names it: the emulator (and its clock), or the host."""
+    engine = (meta.get("engine") or {}).get("name")
+    if engine:
+        return engine
+    vm = meta.get("vm")
+    return "qemu" if vm else "native"
+
+
+def run_command(tag: str, engines: set[str]) -> str:
+    """The command that made a suite's runs: its engine as the runs record it (UML's is named)."""
+    engine = " --engine uml" if engines == {"uml"} else ""
+    jobs = "1" if engine else "2"  # UML instances add no throughput on 2 cores (docs/uml.md)
+    return f"cctest run --vm{engine} -j {jobs} -n 3 --tag {tag} --out results/{tag}"
+
+
+def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], command: str,
+           engines: dict[str, set[str]] | None = None) -> str:
+    """`engines`: per paper tag, the engines its runs were measured on."""
+    engines = engines or {}
     by_paper: dict[str, list[ClaimResult]] = {tag: [] for tag in PAPERS}
     for r in claim_results:
         by_paper.setdefault(paper_of(r.expectation.tags) or "other", []).append(r)
@@ -92,8 +111,11 @@ def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], comma
         if not rows:
             continue
         title = PAPERS.get(tag, "Other claims")
+        measured_on = sorted(engines.get(tag, ()))
         out += [f"## {title}", "", f"Score: {score(rows)}.", "",
-                f"Reproduce: `cctest run --vm -j 2 -n 3 --tag {tag} --out results/{tag}`, then `{REGENERATE}` "
+                (f"Measured on: {', '.join(measured_on)} (docs/uml.md says how the engines differ). "
+                 if measured_on else "") +
+                f"Reproduce: `{run_command(tag, set(measured_on))}`, then `{REGENERATE}` "
                 "(README, \"Paper suites\").", "",
                 "| claim | source | paper | ours (mean ± 95 % CI) | n | status | triage | reason |",
                 "|---|---|---|---|---|---|---|---|"]
