@@ -245,9 +245,10 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 @click.option("--out", default="reports", show_default=True, type=click.Path(file_okay=False), help="where run directories go")
 @click.option("--vm", "mode", flag_value="vm", help="run inside a virtme-ng VM on a stock kernel")
 @click.option("--native", "mode", flag_value="native", help="run on this host's kernel")
-@click.option("--engine", type=click.Choice(["qemu", "uml"]), default="qemu", show_default=True,
-              help="--vm's emulator: qemu (a stock distro kernel on QEMU's instruction counter) or uml (this "
-                   "project's User-Mode Linux build in time-travel mode: cheaper, not the stock kernel; docs/uml.md)")
+@click.option("--engine", type=click.Choice(["auto", "qemu", "uml"]), default="auto", show_default=True,
+              help="--vm's emulator: uml (this project's User-Mode Linux build in time-travel mode: 3-5x cheaper, "
+                   "not the stock kernel; docs/uml.md), qemu (a stock distro kernel on QEMU's instruction counter), "
+                   "or auto: uml where its kernel is built (scripts/uml-kernel.sh), else qemu")
 @click.option("--kernel", type=click.Path(), help="kernel image for --vm (default: the one linux-image-amd64 points to, else the newest /boot/vmlinuz-*)")
 @click.option("--kvm", is_flag=True, help="use KVM for --vm instead of software emulation (wall clock)")
 @click.option("--clock", type=click.Choice(["virtual", "wall"]), default=None,
@@ -287,9 +288,9 @@ def run(scenarios, experiments_file, tags, repetitions, out, mode, engine, kerne
     specs = [spec for name in scenarios for spec in expand(experiments, name, repetitions, force=force)]
     check_declared_params(specs, experiments_file)  # what insmod would refuse, before anything is built
     vm_clock = vm.VMClock.choose(clock, icount_shift, kvm)
-    if kernel and engine == "qemu":
+    if kernel and engine != "uml":
         vm.pick_kernel(kernel)  # a path that is no kernel image is bad input, found before anything is set up
-    if engine != "qemu" and mode != "vm":
+    if engine == "uml" and mode != "vm":
         raise BadInput(f"--engine {engine} is for --vm runs; add --vm")
     if only_runs:
         try:
@@ -367,7 +368,7 @@ def doctor_command(ctx: click.Context, as_json: bool) -> None:
     mode = verdict.split(":", 1)[0]  # native | vm | none
     if as_json:
         print_json({"mode": mode, "verdict": verdict, "checks": [dataclasses.asdict(c) for c in results],
-                    "vm_clock": doctor.vm_clock_verdict() if mode == "native" else None})
+                    "vm_clock": doctor.vm_clock_verdict(results) if mode == "native" else None})
     else:
         from rich.table import Table
 
@@ -378,7 +379,7 @@ def doctor_command(ctx: click.Context, as_json: bool) -> None:
         console.print(table)
         console.print(f"[bold]mode:[/] {verdict}")
         if mode == "native":
-            console.print(f"[bold]with --vm:[/] {doctor.vm_clock_verdict()}")
+            console.print(f"[bold]with --vm:[/] {doctor.vm_clock_verdict(results)}")
     if mode == "none":
         ctx.exit(errors.FAILED)
 

@@ -145,8 +145,19 @@ def test_uml_refuses_qemu_options():
         engines.choose("uml", "/boot/vmlinuz", vm.VMClock())
     with pytest.raises(vm.VMOptionError, match="time-travel"):
         engines.choose("uml", None, vm.VMClock("wall"))
-    with pytest.raises(vm.VMOptionError, match="allowed values are qemu, uml"):
+    with pytest.raises(vm.VMOptionError, match="allowed values are auto, qemu, uml"):
         engines.choose("bochs", None, vm.VMClock())
+
+
+def test_auto_is_uml_where_its_kernel_is_built_and_no_qemu_option_is_given(tmp_path, monkeypatch):
+    monkeypatch.setattr(umlkernel, "find", lambda: _build(tmp_path))
+    assert engines.resolve("auto", None, vm.VMClock()) == "uml"
+    assert engines.resolve("auto", "/boot/vmlinuz", vm.VMClock()) == "qemu"  # --kernel is QEMU's
+    assert engines.resolve("auto", None, vm.VMClock("wall")) == "qemu"
+    assert engines.resolve("auto", None, vm.VMClock(shift=3)) == "qemu"
+    assert engines.resolve("qemu", None, vm.VMClock()) == "qemu"  # named: as named
+    monkeypatch.setattr(umlkernel, "find", lambda: None)
+    assert engines.resolve("auto", None, vm.VMClock()) == "qemu"  # nothing built: QEMU needs nothing
 
 
 def test_the_uml_guest_is_told_its_engine_and_kernel_build(tmp_path):
