@@ -30,7 +30,9 @@ def per_run(label: str, root: str) -> pd.DataFrame:
         flows = pd.DataFrame(res["flows"])
         groups = {g["cc"]: g for g in res["groups"]}
         delivered = flows["bytes_received"].sum() / MSS
-        row = {"label": label, "scenario": run.meta.get("scenario"), "rep": run.meta.get("repetition"),
+        point = ",".join(f"{k}={v}" for k, v in sorted((run.meta.get("matrix") or {}).items()))
+        scenario = run.meta.get("scenario") + (f" [{point}]" if point else "")  # one row per matrix point
+        row = {"label": label, "scenario": scenario, "rep": run.meta.get("repetition"),
                "short_rtt_share": r.get("short_rtt_flow_share"), "jain": r.get("jain"),
                "jain_steady": r.get("jain_steady"), "loss_rate": r.get("bottleneck_loss_rate"),
                "retrans_per_delivered": flows["retransmits"].sum() / delivered if delivered else np.nan,
