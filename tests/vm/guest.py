@@ -51,6 +51,7 @@ def system_leftovers() -> dict:
         "netns_shells": sh("pgrep -f '[m]ininet:cc' || true").split(),
         "iperf3": sh("pgrep -x iperf3 || true").split(),
         "bpftrace": sh("pgrep -x bpftrace || true").split(),
+        "tracefs_readers": sh("pgrep -f '^cat .*/trace_pipe$' || true").split(),  # the tracer where no bpftrace
         "tcpdump": sh("pgrep -x tcpdump || true").split(),
         "qdiscs": [line for line in sh("tc qdisc show").splitlines() if " dev cc" in line],
         "journal_left": (STATE_DIR / "active.json").exists(),
