@@ -1,4 +1,4 @@
-"""The engine, for real, inside a stock-kernel VM: Mininet, qdiscs, iperf3, captures, teardown."""
+"""The engine, for real, inside a UML or QEMU guest: Mininet, qdiscs, iperf3, captures, teardown."""
 
 from __future__ import annotations
 

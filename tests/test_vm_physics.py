@@ -1,4 +1,4 @@
-"""Known physics at the papers' rates, for real in a stock-kernel VM on the virtual clock.
+"""Known physics at the papers' rates, for real in a UML or QEMU guest on a virtual clock.
 
 If the emulated link were not faithful these would fail first: the wall clock gave 82 % of a
 20 Mbit/s link and perfect fairness between CUBIC and BBR in a shallow buffer, where the papers

@@ -7,8 +7,8 @@ A job is a scenario name in tests/vm/scenarios.yaml (run to completion; all of t
 `interrupt:<scenario>` (SIGINT once flows are running, then record what is left on the system), or
 `kill9:<scenario>` (SIGKILL mid-flow, try a second run, then `cctest clean`), or
 `kill9all:<scenario>` (SIGKILL the run's whole cgroup mid-flow, iperf3 included, then `cctest
-clean`). They start with
-tracefs unmounted (virtme-ng mounts it), so that the run mounts it itself, and mount it back after.
+clean`). They start with tracefs unmounted (virtme-ng and the UML engine's init mount it), so
+that the run mounts it itself, and mount it back after.
 Writes OUT_DIR/results.json and OUT_DIR/dmesg.txt. Tables are made on the host afterwards.
 """
 
