@@ -14,8 +14,9 @@ demo: setup-demo
 	.venv/bin/cctest report reports/demo -o reports/demo.html
 	@echo "report: reports/demo.html"
 
-# Unit tests, the Dockerfile built and run (podman), then the real stack inside a stock-kernel VM
-# (CCTEST_REQUIRE_VM=1, CCTEST_REQUIRE_CONTAINER=1: no silent skips).
+# Unit tests, the Dockerfile built and run (podman), then the real stack in User-Mode Linux guests
+# with a cross-check in stock-kernel QEMU VMs (tests/conftest.py; CCTEST_ENGINE=qemu|uml chooses;
+# CCTEST_REQUIRE_VM=1, CCTEST_REQUIRE_CONTAINER=1: no silent skips).
 test: setup
 	CCTEST_REQUIRE_VM=1 CCTEST_REQUIRE_CONTAINER=1 .venv/bin/pytest -v -rs
 

@@ -1,4 +1,4 @@
-"""BBRv3, BBRv3+ and the BBRv2 approximation (modules/bbr3), for real in a stock-kernel VM."""
+"""BBRv3, BBRv3+ and the BBRv2 approximation (modules/bbr3), for real in a UML or QEMU guest."""
 
 from __future__ import annotations
 

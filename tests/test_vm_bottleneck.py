@@ -1,4 +1,4 @@
-"""The composable bottleneck for real in a stock-kernel VM: AQMs keep CUBIC's queue short, mark
+"""The composable bottleneck for real in a UML or QEMU guest: AQMs keep CUBIC's queue short, mark
 with ECN when the hosts negotiate it, the link's rate steps mid-run, and an outage delivers nothing
 (tests/vm/scenarios.yaml aqm-vs-fifo, aqm-ecn, rate-step, cws-outage)."""
 

@@ -1,4 +1,4 @@
-"""The engine, for real, inside a stock-kernel VM: Mininet, qdiscs, iperf3, captures, teardown."""
+"""The engine, for real, inside a UML or QEMU guest: Mininet, qdiscs, iperf3, captures, teardown."""
 
 from __future__ import annotations
 
@@ -174,6 +174,7 @@ def test_sigint_mid_flow_tears_everything_down_and_keeps_data(vm_results):
     left = entry["leftovers"]
     assert left["links"] == [] and left["netns_shells"] == [] and left["iperf3"] == []
     assert left["bpftrace"] == [] and left["qdiscs"] == [] and not left["journal_left"]
+    assert left.get("tracefs_readers", []) == []
     assert "tcp_bbr" not in left["lsmod"].split()
     assert left["tcpdump"] == []
     first, path = (Path(p) for p in entry["run_dirs"])
@@ -186,17 +187,23 @@ def test_sigint_mid_flow_tears_everything_down_and_keeps_data(vm_results):
     assert len(ss) > 0 and ss["t_s"].max() < 60
     assert (table(path, "flows")["bytes_sent"] > 0).all()
     # the run made its own cgroup and tracefs mount (the guest's was unmounted first) and removed both
-    assert_run_cgroup(entry["during"], entry["pid"])
+    assert_run_cgroup(entry["during"], entry["pid"], tracer_process(path))
     assert entry["unmounted"] and entry["during"]["tracefs_mounts"] == ["/sys/kernel/tracing"]
     assert left["cgroups"] == {} and left["tracefs_mounts"] == []
     assert meta["tracefs"] == "mounted at /sys/kernel/tracing for this run, unmounted at its end"
 
 
-def assert_run_cgroup(during: dict, pid: int) -> None:
+def tracer_process(run_dir: Path) -> str:
+    """The command name of the run's tcp_probe tracer: bpftrace, or `cat` reading tracefs's
+    trace_pipe (the UML engine has no bpftrace: cctest/tracefs.py)."""
+    return "cat" if (run_dir / "raw" / "tracefs.log").exists() else "bpftrace"
+
+
+def assert_run_cgroup(during: dict, pid: int, tracer: str) -> None:
     """One cgroup, the run's, holding cctest itself and everything it started."""
     (path, inside), = during["cgroups"].items()
     assert path.endswith(f"/cctest-run-{pid}") and pid in inside["pids"]
-    assert {"iperf3", "tcpdump", "bpftrace", "bash"} <= set(inside["names"]), inside
+    assert {"iperf3", "tcpdump", tracer, "bash"} <= set(inside["names"]), inside
 
 
 @pytest.mark.vm_jobs("delay-deep", "cubic-bbr-shallow", "interrupt:interrupt-me", "kill9:interrupt-me")
@@ -218,13 +225,15 @@ def test_clean_removes_what_a_sigkilled_run_left(vm_results):
     left = entry["leftovers"]
     assert left["links"] == [] and left["netns_shells"] == [] and left["iperf3"] == []
     assert left["bpftrace"] == [] and left["qdiscs"] == [] and not left["journal_left"]
+    assert left.get("tracefs_readers", []) == []
     assert left.get("tcpdump") == []
     assert "tcp_bbr" not in left["lsmod"].split()
     # the cgroup outlived the SIGKILL with what was in it (the host shells end by themselves when their
     # terminal, held by cctest, closes); `clean` killed it whole and removed it
-    assert_run_cgroup(entry["during"], entry["pid"])
+    tracer = tracer_process(Path(entry["run_dirs"][-1]))
+    assert_run_cgroup(entry["during"], entry["pid"], tracer)
     (path, inside), = before["cgroups"].items()
-    assert {"iperf3", "tcpdump", "bpftrace"} <= set(inside["names"]) and entry["pid"] not in inside["pids"]
+    assert {"iperf3", "tcpdump", tracer} <= set(inside["names"]) and entry["pid"] not in inside["pids"]
     assert f"killed {len(inside['pids'])} process(es) in the run's cgroup and removed {path}" in \
         entry["clean_output"].splitlines()
     assert left["cgroups"] == {}

@@ -1,4 +1,4 @@
-"""This project's kernel modules, for real in a stock-kernel VM: build, load, carry flows, unload,
+"""This project's kernel modules, for real in a UML or QEMU guest: build, load, carry flows, unload,
 behave as their papers say, and leave the kernel log clean."""
 
 from __future__ import annotations

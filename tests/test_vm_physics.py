@@ -1,4 +1,4 @@
-"""Known physics at the papers' rates, for real in a stock-kernel VM on the virtual clock.
+"""Known physics at the papers' rates, for real in a UML or QEMU guest on a virtual clock.
 
 If the emulated link were not faithful these would fail first: the wall clock gave 82 % of a
 20 Mbit/s link and perfect fairness between CUBIC and BBR in a shallow buffer, where the papers
@@ -8,6 +8,7 @@ If the emulated link were not faithful these would fail first: the wall clock ga
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -72,15 +73,25 @@ def test_cws_shares_fairly_with_cubic_in_half_a_bdp(vm_results):
 @pytest.mark.vm_jobs("cubic-fills-the-link", "cubic-bbr-shallow", "variants-vs-cubic")
 def test_the_guest_cpu_had_slack(vm_results):
     # the health check that tells a CPU-bound run from a link-bound one: none of these is CPU-bound
+    on_qemu = 0
     for job in ("cubic-fills-the-link", "cubic-bbr-shallow", "variants-vs-cubic"):
         for path in vm_results[job]["run_dirs"]:
             checks = json.loads((Path(path) / "checks.json").read_text())
             cpu = next(c for c in checks["checks"] if c["name"] == "cpu_busy")
-            assert cpu["ok"] and 0.02 < cpu["measured"] < 0.95, (path, cpu)
             meta = json.loads((Path(path) / "meta.json").read_text())
+            # On UML's time-travel clock CPU work takes no guest time (infinite CPU): the busy share
+            # is near zero by construction (0.0068 measured on cubic-fills-the-link at 20 Mbit/s),
+            # so the sampler's lower bound holds only on QEMU, where make test keeps
+            # cubic-fills-the-link and cubic-bbr-shallow (tests/conftest.py QEMU_CROSS_CHECK).
+            if meta.get("engine", {"name": "qemu"})["name"] == "qemu":  # runs from before engines were QEMU
+                on_qemu += 1
+                assert cpu["ok"] and 0.02 < cpu["measured"] < 0.95, (path, cpu)
+            else:
+                assert cpu["ok"] and 0 <= cpu["measured"] < 0.95, (path, cpu)
             assert meta["vm"]["clock"] == "virtual" and meta["vm"]["vcpus"] == 1
             assert meta["vm"]["phases"]["flows"]["guest_s"] >= meta["duration_s"]
             assert meta["vm"]["phases"]["flows"]["wall_s"] > 0
+    assert on_qemu or os.environ.get("CCTEST_ENGINE") == "uml", "no run on QEMU: its CPU check went unchecked"
 
 
 @pytest.mark.vm_jobs("cubic-fills-the-link", "cubic-bbr-shallow")

@@ -29,15 +29,17 @@ unset CCTEST_UML_OUT CCTEST_UML_ID
 
 # The host asks for an orderly stop (Ctrl-C) by creating .uml-stop-<id>: looked for by listing the
 # directory (a glob reads it from the host each time; a cached negative lookup would not). The run
-# gets SIGTERM, which cctest's runner turns into an interrupt (a background job of a
-# non-interactive shell ignores SIGINT).
+# gets SIGTERM, which cctest's runner turns into an interrupt.
 stop_requested() {
   for f in "$out"/.uml-stop-"$id"*; do [ -e "$f" ] && return 0; done
   return 1
 }
 
 sleep 1.5
-sh "$CCTEST_UML_COMMAND" &
+# A background job of a non-interactive shell starts with SIGINT and SIGQUIT ignored, and Python
+# keeps an ignored SIGINT ignored: the command gets them back, so that a SIGINT sent inside the guest
+# interrupts a run as on a terminal (the VM suite's interrupt job does; under virtme-ng it did).
+env --default-signal=INT,QUIT sh "$CCTEST_UML_COMMAND" &
 pid=$!
 (while kill -0 "$pid" 2>/dev/null; do
    if stop_requested; then kill -TERM "$pid"; break; fi

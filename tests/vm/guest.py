@@ -7,8 +7,8 @@ A job is a scenario name in tests/vm/scenarios.yaml (run to completion; all of t
 `interrupt:<scenario>` (SIGINT once flows are running, then record what is left on the system), or
 `kill9:<scenario>` (SIGKILL mid-flow, try a second run, then `cctest clean`), or
 `kill9all:<scenario>` (SIGKILL the run's whole cgroup mid-flow, iperf3 included, then `cctest
-clean`). They start with
-tracefs unmounted (virtme-ng mounts it), so that the run mounts it itself, and mount it back after.
+clean`). They start with tracefs unmounted (virtme-ng and the UML engine's init mount it), so
+that the run mounts it itself, and mount it back after.
 Writes OUT_DIR/results.json and OUT_DIR/dmesg.txt. Tables are made on the host afterwards.
 """
 
@@ -51,6 +51,7 @@ def system_leftovers() -> dict:
         "netns_shells": sh("pgrep -f '[m]ininet:cc' || true").split(),
         "iperf3": sh("pgrep -x iperf3 || true").split(),
         "bpftrace": sh("pgrep -x bpftrace || true").split(),
+        "tracefs_readers": sh("pgrep -f '^cat .*/trace_pipe$' || true").split(),  # the tracer where no bpftrace
         "tcpdump": sh("pgrep -x tcpdump || true").split(),
         "qdiscs": [line for line in sh("tc qdisc show").splitlines() if " dev cc" in line],
         "journal_left": (STATE_DIR / "active.json").exists(),
