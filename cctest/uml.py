@@ -32,6 +32,9 @@ from .umlkernel import REPO_ROOT, KernelBuild
 INIT = REPO_ROOT / "scripts" / "uml" / "init.sh"
 MEMORY_MB = 1536  # the guest's RAM, a sparse host file: Mininet, python3 and six iperf3 pairs fit
 TIME_TRAVEL = "inf-cpu"
+# A seeded guest's calendar starts here (2000-01-01T00:00:00Z), whatever the host's date: random.c
+# mixes the calendar time into the generator at boot, and TCP's initial sequence numbers count it.
+SEEDED_CALENDAR_START_S = 946_684_800
 STOP_GRACE_S = 60.0  # an orderly teardown inside the guest (host seconds)
 # A kernel command-line word the host's init passes on as an environment variable must not hold
 # spaces or quotes; everything else travels in the command file.
@@ -70,13 +73,18 @@ def _checked_word(name: str, value: str) -> str:
 
 
 def kernel_command(build: KernelBuild, out: Path, command_file: Path, index: int, cpu: int,
-                   memory_mb: int = MEMORY_MB) -> list[str]:
+                   memory_mb: int = MEMORY_MB, seed: int | None = None) -> list[str]:
     """The host command that boots one instance: pinned to `cpu`, the host's root read-only over
     hostfs (BLOCK=y: 6.1 mounts a hostfs root only through the block path), the console on the
-    process's stdout (stdin is /dev/null: a terminal would be put in raw mode), init.sh as PID 1."""
+    process's stdout (stdin is /dev/null: a terminal would be put in raw mode), init.sh as PID 1.
+    With `seed`, the guest's randomness comes from it instead of the host's entropy (`rng-seed=`,
+    scripts/uml/patches/rng-seed.patch) and its calendar starts at a fixed date: the kernel mixes
+    every word of this line into its generator, so a run repeats given the same seed and words
+    (docs/uml.md, "Determinism")."""
+    seeded = [] if seed is None else [f"rng-seed={seed}", f"time-travel-start={SEEDED_CALENDAR_START_S * 10**9}"]
     return [
         "taskset", "-c", str(cpu), str(build.binary),
-        f"mem={memory_mb}M", f"time-travel={TIME_TRAVEL}",
+        f"mem={memory_mb}M", f"time-travel={TIME_TRAVEL}", *seeded,
         "root=none", "hostfs=/", "rootfstype=hostfs", "rootflags=/", "ro",
         "con0=fd:0,fd:1", "con=null",
         f"init={INIT}",
@@ -180,17 +188,19 @@ class Instance:
 
 
 def start(build: KernelBuild, guest_cmd: list[str], out: Path, env: dict[str, str], index: int = 0,
-          cpu: int | None = None, log: Path | None = None, echo: bool = False) -> Instance:
+          cpu: int | None = None, log: Path | None = None, echo: bool = False, seed: int | None = None) -> Instance:
     """Boot one instance that runs guest_cmd with `env` and powers off. Its console goes to `log`
-    (default out/.vm-<index>.log), and with `echo` to this terminal too."""
+    (default out/.vm-<index>.log), and with `echo` to this terminal too. `seed`: kernel_command."""
     out = out.resolve()
     cpu = cpu_for(index) if cpu is None else cpu
     log = log or out / f".vm-{index}.log"
     for stale in (out / f".uml-exit-{index}", out / f".uml-stop-{index}", out / f".uml-dmesg-{index}.txt"):
         stale.unlink(missing_ok=True)
-    command_file = out / f".guest-command-uml-{os.getpid()}-{index}.sh"
+    # Named by the instance alone (one session per --out: session.out_dir_lock), not by our pid:
+    # its path is a word of the kernel command line, which seeds the guest's generator.
+    command_file = out / f".guest-command-uml-{index}.sh"
     command_file.write_text(command_file_text(guest_cmd, env))
-    cmd = kernel_command(build, out, command_file, index, cpu)
+    cmd = kernel_command(build, out, command_file, index, cpu, seed=seed)
     # Its own session: a Ctrl-C on our terminal is ours to hand on (as a stop request), since a
     # SIGINT would end the UML process at once, with the guest's unwritten pages.
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
