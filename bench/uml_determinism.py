@@ -6,9 +6,11 @@ which tables are identical and where the first difference is.
                                                            [--reuse]
 
 Scenarios: one CUBIC flow, and 3 CUBIC + 3 BBR (20 Mbit/s, 20 ms, 2 BDP, ss and qdisc sampled every
-100 ms, tcp_probe traced). Each seed's runs go into one --out directory (<out>/<scenario>/seed<n>),
-as a user's reruns would: the kernel mixes its command line, which names --out, into its random
-number generator (docs/uml.md, "Determinism"). --reuse compares the run directories already there.
+100 ms, tcp_probe traced). Every run goes into the same, empty --out (<out>/<scenario>/run), which
+is then renamed to <out>/<scenario>/seed<n>-<copy>: the kernel mixes its command line, which names
+--out, into its random number generator, and what the guest finds there changes how many of its
+system calls fail, each of which costs guest time (docs/uml.md, "Determinism"). --reuse compares
+the run directories already there.
 """
 
 from __future__ import annotations
@@ -87,15 +89,16 @@ def main() -> None:
     for name in SCENARIOS:
         runs = {}
         for seed, copy in RUNS:
-            where = out / name / f"seed{seed}"
+            kept = out / name / f"seed{seed}-{copy}"
             if not args.reuse:
-                if copy == "a" and where.exists() and run_dirs(where):
-                    raise SystemExit(f"{where} holds runs already: remove it, or --reuse")
+                if kept.exists():
+                    raise SystemExit(f"{kept} exists: remove {out}, or --reuse")
+                where = out / name / "run"
                 cctest_run(experiments(seed, args.duration), [name], where, ["--engine", "uml", "-j", "1"])
-            dirs = run_dirs(where)
-            index = ord(copy) - ord("a")
-            if index < len(dirs):
-                runs[(seed, copy)] = dirs[index]
+                where.rename(kept)
+            dirs = run_dirs(kept)
+            if dirs:
+                runs[(seed, copy)] = dirs[0]
         print(f"{name}:")
         compare(runs)
 

@@ -234,7 +234,8 @@ def checks() -> list[Check]:
 
 def uml_checks() -> list[Check]:
     """What `--vm --engine uml` needs: its own kernel build (cached per source version, config
-    fragment and patches), busybox (its init powers off with it), taskset (each instance is pinned to a CPU)."""
+    fragment and patches), busybox (its init powers off with it), taskset (each instance is pinned to a CPU),
+    setarch (it boots without address-space randomisation)."""
     from . import umlkernel
 
     version = umlkernel.source_version()
@@ -249,7 +250,7 @@ def uml_checks() -> list[Check]:
                f"sha256 {umlkernel.inputs_sha256()[:umlkernel.HASH_CHARS]} (cache: {umlkernel.cache_root()})")
         kernel = Check("UML kernel", False, why, "scripts/uml-kernel.sh (about 10 min on 2 cores)", "uml")
     result = [kernel]
-    for name, package in (("busybox", "busybox-static"), ("taskset", "util-linux")):
+    for name, package in (("busybox", "busybox-static"), ("taskset", "util-linux"), ("setarch", "util-linux")):
         result.append(_tool(name, package, "uml"))
     return result
 

@@ -76,14 +76,17 @@ def kernel_command(build: KernelBuild, out: Path, command_file: Path, index: int
                    memory_mb: int = MEMORY_MB, seed: int | None = None) -> list[str]:
     """The host command that boots one instance: pinned to `cpu`, the host's root read-only over
     hostfs (BLOCK=y: 6.1 mounts a hostfs root only through the block path), the console on the
-    process's stdout (stdin is /dev/null: a terminal would be put in raw mode), init.sh as PID 1.
-    With `seed`, the guest's randomness comes from it instead of the host's entropy (`rng-seed=`,
+    process's stdout (stdin is /dev/null: a terminal would be put in raw mode), init.sh as PID 1,
+    without the host's address-space randomisation (`setarch -R`): UML sizes and lays out the
+    guest's physical memory from where the host put its heap (the "exec-shield gap"), which
+    otherwise moves from boot to boot (1.86-2.00 GB, so hash-table sizes and TCP's memory limits
+    moved with it). With `seed`, the guest's randomness comes from it instead of the host's entropy (`rng-seed=`,
     scripts/uml/patches/rng-seed.patch) and its calendar starts at a fixed date: the kernel mixes
     every word of this line into its generator, so a run repeats given the same seed and words
     (docs/uml.md, "Determinism")."""
     seeded = [] if seed is None else [f"rng-seed={seed}", f"time-travel-start={SEEDED_CALENDAR_START_S * 10**9}"]
     return [
-        "taskset", "-c", str(cpu), str(build.binary),
+        "taskset", "-c", str(cpu), "setarch", "-R", str(build.binary),
         f"mem={memory_mb}M", f"time-travel={TIME_TRAVEL}", *seeded,
         "root=none", "hostfs=/", "rootfstype=hostfs", "rootflags=/", "ro",
         "con0=fd:0,fd:1", "con=null",
@@ -125,6 +128,10 @@ class Instance:
         return self.out / f".uml-stop-{self.index}"
 
     @property
+    def console_file(self) -> Path:
+        return console_file(self.out, self.index)
+
+    @property
     def dmesg_file(self) -> Path:
         return self.out / f".uml-dmesg-{self.index}.txt"
 
@@ -154,7 +161,7 @@ class Instance:
     def cleanup(self) -> None:
         """Remove the instance's files on the share once it has ended (its dmesg stays: the guest's
         kernel log, for whoever checks it)."""
-        for path in (self.exit_file, self.stop_file, self.command_file):
+        for path in (self.exit_file, self.stop_file, self.command_file, self.console_file):
             if path is not None:
                 path.unlink(missing_ok=True)
 
@@ -201,29 +208,53 @@ def start(build: KernelBuild, guest_cmd: list[str], out: Path, env: dict[str, st
     command_file = out / f".guest-command-uml-{index}.sh"
     command_file.write_text(command_file_text(guest_cmd, env))
     cmd = kernel_command(build, out, command_file, index, cpu, seed=seed)
+    # The console goes to a regular file, not a pipe: the kernel cannot ask for SIGIO on a file, so
+    # it takes no console-write interrupt. On a pipe it took one whenever our reader drained it, at
+    # a moment only the host's scheduling decided, and an interrupt's time and address go into the
+    # guest's random number generator: seeded boots then drew one of two streams by chance.
+    console = console_file(out, index)
     # Its own session: a Ctrl-C on our terminal is ours to hand on (as a stop request), since a
     # SIGINT would end the UML process at once, with the guest's unwritten pages.
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    with open(console, "wb") as sink:
+        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=sink,
+                                stderr=subprocess.STDOUT, start_new_session=True)
     instance = Instance(proc, out, index, cpu, log, command_file)
-    instance._pump = threading.Thread(target=_pump, args=(proc, log, echo), daemon=True)
+    instance._pump = threading.Thread(target=_pump, args=(proc, console, log, echo), daemon=True)
     instance._pump.start()
     return instance
 
 
-def _pump(proc: subprocess.Popen, log: Path, echo: bool) -> None:
-    """Copy the console to the log (and the terminal), line by line as it comes. Each logged line
-    starts with the host seconds since boot, `[   12.345] `: the guest reads the host's clock
-    through hostfs only to the second (hostfs passes no nanoseconds), so bench/engines.py times
-    phases by the console lines that announce them."""
+def console_file(out: Path, index: int) -> Path:
+    return out / f".uml-console-{index}.raw"
+
+
+PUMP_POLL_S = 0.05
+
+
+def _pump(proc: subprocess.Popen, console: Path, log: Path, echo: bool) -> None:
+    """Follow the console file into the log (and the terminal), line by line as it grows, until the
+    guest has ended. Each logged line starts with the host seconds since boot, `[   12.345] ` (to
+    PUMP_POLL_S): the guest reads the host's clock through hostfs only to the second (hostfs passes
+    no nanoseconds), so bench/engines.py times phases by the console lines that announce them."""
     started = time.monotonic()
-    with open(log, "wb") as sink:
-        for line in proc.stdout:
-            sink.write(f"[{time.monotonic() - started:9.3f}] ".encode() + line)
+    pending = b""
+    with open(console, "rb") as source, open(log, "wb") as sink:
+        while True:
+            ended = proc.poll() is not None  # read once more after the end: what it wrote last
+            pending += source.read()
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                sink.write(f"[{time.monotonic() - started:9.3f}] ".encode() + line + b"\n")
+                if echo:
+                    sys.stdout.buffer.write(line + b"\n")
             sink.flush()
             if echo:
-                sys.stdout.buffer.write(line)
                 sys.stdout.flush()
+            if ended:
+                break
+            time.sleep(PUMP_POLL_S)
+        if pending:
+            sink.write(f"[{time.monotonic() - started:9.3f}] ".encode() + pending + b"\n")
 
 
 _STAMP = re.compile(r"^\[\s*(\d+\.\d+)\] (.*)$")

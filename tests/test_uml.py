@@ -101,7 +101,7 @@ def _build(tmp_path) -> umlkernel.KernelBuild:
 def test_kernel_command_pins_boots_time_travel_with_the_host_root_read_only(tmp_path):
     out = tmp_path / "out"
     cmd = uml.kernel_command(_build(tmp_path), out, out / "c.sh", 1, 3)
-    assert cmd[:4] == ["taskset", "-c", "3", str(tmp_path / "k" / "linux")]
+    assert cmd[:6] == ["taskset", "-c", "3", "setarch", "-R", str(tmp_path / "k" / "linux")]
     for word in ("time-travel=inf-cpu", "rootfstype=hostfs", "rootflags=/", "hostfs=/", "ro", "con0=fd:0,fd:1",
                  f"init={REPO / 'scripts' / 'uml' / 'init.sh'}", f"CCTEST_UML_OUT={out}",
                  f"CCTEST_UML_COMMAND={out / 'c.sh'}", "CCTEST_UML_ID=1"):

@@ -1,5 +1,5 @@
-"""A seeded UML run repeats exactly: the same scenario and seed, run twice into the same --out,
-give the same per-flow bytes and retransmissions, the same ss samples and the same per-ACK
+"""A seeded UML run repeats exactly: the same scenario and seed, run twice into the same empty
+--out, give the same per-flow bytes and retransmissions, the same ss samples and the same per-ACK
 tcp_probe table (docs/uml.md, "Determinism"). CUBIC against BBR: two flows, so fq's flow hashing,
 the ephemeral ports and BBR's random cycle phase all take part."""
 
@@ -36,18 +36,22 @@ def two_runs():
         if os.environ.get("CCTEST_REQUIRE_VM") == "1":
             pytest.fail(reason)
         pytest.skip(reason)
-    # One --out for both, as a user's rerun: the kernel's command line (which names it) seeds too.
-    out = REPO / "build" / "vm-tests-uml-determinism" / time.strftime("%Y%m%d-%H%M%S")
-    out.mkdir(parents=True)
-    experiments = out / "experiments.yaml"
+    # The same --out path for both, empty each time: the kernel's command line (which names it) seeds
+    # the generator too, and what the guest finds there decides which of its system calls fail.
+    root = REPO / "build" / "vm-tests-uml-determinism" / time.strftime("%Y%m%d-%H%M%S")
+    root.mkdir(parents=True)
+    experiments = root / "experiments.yaml"
     experiments.write_text(yaml.safe_dump(EXPERIMENTS))
-    for _ in range(2):
+    runs = []
+    for copy in ("a", "b"):
+        out = root / "out"
         result = subprocess.run([sys.executable, "-m", "cctest", "run", "uml-repeat", "-f", str(experiments),
                                  "--vm", "--engine", "uml", "--out", str(out)], cwd=REPO, capture_output=True,
                                 text=True)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    runs = sorted(p.parent for p in out.rglob("meta.json"))
-    assert len(runs) == 2
+        out.rename(root / copy)
+        (run,) = [p.parent for p in (root / copy).rglob("meta.json")]
+        runs.append(run)
     return runs
 
 
