@@ -280,3 +280,61 @@ def test_console_phases_time_each_run_by_the_host_stamped_lines():
     assert len(runs) == 2
     assert runs[0]["teardown"] - runs[0]["flows"] == 20.0 and runs[0]["warm-up: base RTT"] == 4.0
     assert runs[1] == {"flows": 26.5, "teardown": 40.0}
+
+
+def test_the_console_pump_follows_the_file_and_stamps_each_line(tmp_path):
+    console, log = tmp_path / "c.raw", tmp_path / "c.log"
+    console.write_bytes(b"one\ntwo\npart")
+
+    class Ended:  # the guest has ended: the pump reads what is there once more, then stops
+        def poll(self):
+            return 0
+
+    uml._pump(Ended(), console, log, echo=False)
+    lines = log.read_text().splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == ["one", "two", "part"]
+    assert all(line.startswith("[") and line[1:10].strip().replace(".", "").isdigit() for line in lines)
+
+
+def test_each_guest_boots_with_the_seed_of_its_first_run(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from cctest import session
+    from cctest.plan import expand
+    from cctest.scenario import parse_experiments
+
+    class Done:
+        returncode = 0
+
+        def poll(self):
+            return 0
+
+    class Recording:
+        name = "uml"
+        seeds: list = []
+
+        def describe(self):
+            return "recording"
+
+        def start(self, guest_cmd, out, index, log, seed=None):
+            self.seeds.append(seed)
+            return Done()
+
+        def stop_all(self, guests):
+            pass
+
+        def problems(self, guests):
+            return []
+
+    specs = expand(parse_experiments("scenarios:\n  s:\n    link: {rate_mbps: 10, rtt_ms: 10, buffer_bdp: 1}\n"
+                                     "    flows: [{cc: cubic}]\n    duration_s: 5\n    seed: 40\n"
+                                     "    repetitions: 4\n", "exp.yaml"), "s")
+    monkeypatch.setattr(session, "finalize_each", lambda dirs, console, failures: None)
+    monkeypatch.setattr(session, "_available_memory_gb", lambda: 64.0)
+    engine = Recording()
+    opts = session.RunOptions(Path("experiments.yaml"), ["s"], None, tmp_path, "vm", None, False, True, False, None,
+                              vm.VMClock(), 2, False, "uml")
+    session._boot_and_ingest(specs, opts, Console(file=open(os.devnull, "w")), engine)
+    parts = session.split_for_vms(specs, 2)
+    assert engine.seeds == [specs[part[0]].seed for part in parts] and len(set(engine.seeds)) == 2
+    assert set(engine.seeds) <= {40, 41, 42, 43}
