@@ -76,14 +76,14 @@ def kernel_command(build: KernelBuild, out: Path, command_file: Path, index: int
                    memory_mb: int = MEMORY_MB, seed: int | None = None) -> list[str]:
     """The host command that boots one instance: pinned to `cpu`, the host's root read-only over
     hostfs (BLOCK=y: 6.1 mounts a hostfs root only through the block path), the console on the
-    process's stdout (stdin is /dev/null: a terminal would be put in raw mode), init.sh as PID 1,
-    without the host's address-space randomisation (`setarch -R`): UML sizes and lays out the
-    guest's physical memory from where the host put its heap (the "exec-shield gap"), which
-    otherwise moves from boot to boot (1.86-2.00 GB, so hash-table sizes and TCP's memory limits
-    moved with it). With `seed`, the guest's randomness comes from it instead of the host's entropy (`rng-seed=`,
-    scripts/uml/patches/rng-seed.patch) and its calendar starts at a fixed date: the kernel mixes
-    every word of this line into its generator, so a run repeats given the same seed and words
-    (docs/uml.md, "Determinism")."""
+    process's stdout (a file, start(); stdin is /dev/null: a terminal would be put in raw mode),
+    init.sh as PID 1, without the host's address-space randomisation (`setarch -R`): UML sizes and
+    lays out the guest's physical memory from where the host put its heap (the "exec-shield gap"),
+    which otherwise moved from boot to boot (1.86-2.00 GB, and hash-table sizes and TCP's memory
+    limits with it). With `seed`, the guest's randomness comes from it instead of the host's
+    entropy (`rng-seed=`, scripts/uml/patches/rng-seed.patch) and its calendar starts at a fixed
+    date: the kernel mixes every word of this line into its generator, so a run repeats given the
+    same seed and words (docs/uml.md, "Determinism")."""
     seeded = [] if seed is None else [f"rng-seed={seed}", f"time-travel-start={SEEDED_CALENDAR_START_S * 10**9}"]
     return [
         "taskset", "-c", str(cpu), "setarch", "-R", str(build.binary),
