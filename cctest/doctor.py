@@ -233,23 +233,24 @@ def checks() -> list[Check]:
 
 
 def uml_checks() -> list[Check]:
-    """What `--vm --engine uml` needs: its own kernel build (cached per source version and config
-    fragment), busybox (its init powers off with it), taskset (each instance is pinned to a CPU)."""
+    """What `--vm --engine uml` needs: its own kernel build (cached per source version, config
+    fragment and patches), busybox (its init powers off with it), taskset (each instance is pinned
+    to a CPU), setarch (it boots without address-space randomisation)."""
     from . import umlkernel
 
     version = umlkernel.source_version()
     build = umlkernel.find()
     if build is not None:
         kernel = Check("UML kernel", True, f"{build.release} from {umlkernel.SOURCE_PACKAGE} {build.version}, config "
-                       f"fragment sha256 {build.fragment_sha256[:umlkernel.HASH_CHARS]}, cached at {build.dir}",
-                       needed_for="uml")
+                       f"fragment and patches sha256 {build.inputs_sha256[:umlkernel.HASH_CHARS]}, "
+                       f"cached at {build.dir}", needed_for="uml")
     else:
         why = (f"{umlkernel.SOURCE_PACKAGE} not installed" if version is None else
-               f"not built for {umlkernel.SOURCE_PACKAGE} {version} with config fragment sha256 "
-               f"{umlkernel.fragment_sha256()[:umlkernel.HASH_CHARS]} (cache: {umlkernel.cache_root()})")
+               f"not built for {umlkernel.SOURCE_PACKAGE} {version} with config fragment and patches "
+               f"sha256 {umlkernel.inputs_sha256()[:umlkernel.HASH_CHARS]} (cache: {umlkernel.cache_root()})")
         kernel = Check("UML kernel", False, why, "scripts/uml-kernel.sh (about 10 min on 2 cores)", "uml")
     result = [kernel]
-    for name, package in (("busybox", "busybox-static"), ("taskset", "util-linux")):
+    for name, package in (("busybox", "busybox-static"), ("taskset", "util-linux"), ("setarch", "util-linux")):
         result.append(_tool(name, package, "uml"))
     return result
 

@@ -41,7 +41,8 @@ class Engine(Protocol):
     def release(self) -> str: ...
     def module_build(self) -> tuple[Path | None, tuple[str, ...]]: ...
     def meta(self) -> dict: ...
-    def start(self, guest_cmd: list[str], out: Path, index: int, log: Path | None) -> Guest: ...
+    def start(self, guest_cmd: list[str], out: Path, index: int, log: Path | None,
+              seed: int | None = None) -> Guest: ...
     def stop_all(self, guests: list[Guest]) -> None: ...
     def problems(self, guests: list[Guest]) -> list[str]: ...
 
@@ -66,7 +67,9 @@ class QemuEngine:
         return {"name": self.name, "kernel": {"image": str(self.kernel), "release": self.release()},
                 "clock": self.clock.kind, "icount_shift": self.clock.shift if self.clock.kind == "virtual" else None}
 
-    def start(self, guest_cmd: list[str], out: Path, index: int, log: Path | None) -> Guest:
+    def start(self, guest_cmd: list[str], out: Path, index: int, log: Path | None,
+              seed: int | None = None) -> Guest:
+        # `seed` is not used: the stock kernel takes its randomness from the VM's devices and CPU.
         # vm.start hands the guest its clock settings; the engine's own record comes as one more variable.
         return vm.start(self.kernel, guest_cmd, [out], self.clock, log=log,
                         extra_env={"CCTEST_ENGINE_META": json.dumps(self.meta())})
@@ -98,20 +101,27 @@ class UmlEngine:
     def meta(self) -> dict:
         return {"name": self.name, "kernel": self.build.meta(), "time_travel": uml.TIME_TRAVEL}
 
-    def guest_env(self, guest: uml.Instance | None = None, cpu: int | None = None) -> dict[str, str]:
-        meta = {**self.meta(), "host_cpu": cpu}
-        return {"CCTEST_VM_CLOCK": "virtual", "CCTEST_VM_ICOUNT_SHIFT": "", "CCTEST_VM_VCPUS": "1",
-                "CCTEST_VM_KVM": "0", "CCTEST_VM_ENGINE": self.name, "CCTEST_ENGINE_META": json.dumps(meta)}
+    def guest_env(self, cpu: int | None = None, seed: int | None = None) -> dict[str, str]:
+        """What the guest's cctest is told. `rng_seed`: the seed the guest's kernel booted with
+        (None: the host's entropy); a seeded guest's calendar stays at its fixed start
+        (CCTEST_VM_FIXED_CALENDAR: vmtime.sync_realtime)."""
+        meta = {**self.meta(), "host_cpu": cpu, "rng_seed": seed}
+        env = {"CCTEST_VM_CLOCK": "virtual", "CCTEST_VM_ICOUNT_SHIFT": "", "CCTEST_VM_VCPUS": "1",
+               "CCTEST_VM_KVM": "0", "CCTEST_VM_ENGINE": self.name, "CCTEST_ENGINE_META": json.dumps(meta)}
+        if seed is not None:
+            env["CCTEST_VM_FIXED_CALENDAR"] = "1"
+        return env
 
-    def start(self, guest_cmd: list[str], out: Path, index: int, log: Path | None) -> Guest:
+    def start(self, guest_cmd: list[str], out: Path, index: int, log: Path | None,
+              seed: int | None = None) -> Guest:
         out = out.resolve()
         cpu = uml.cpu_for(index)
-        env = {"PATH": vm.guest_path(), **self.guest_env(cpu=cpu), **vm.host_clock_env(out)}
+        env = {"PATH": vm.guest_path(), **self.guest_env(cpu=cpu, seed=seed), **vm.host_clock_env(out)}
         from .rundir import git_commit  # the host reads its checkout fast
 
         env["CCTEST_GIT_COMMIT"] = git_commit() or ""
         return uml.start(self.build, guest_cmd, out, env, index=index, cpu=cpu, log=log or out / f".vm-{index}.log",
-                         echo=log is None)
+                         echo=log is None, seed=seed)
 
     def stop_all(self, guests: list[Guest]) -> None:
         for guest in guests:  # all asked first: they tear down in parallel

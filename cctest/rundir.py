@@ -14,7 +14,7 @@ import yaml
 
 from . import __version__, atomic
 from .kmod import REPO_ROOT
-from .vmtime import stretch
+from .vmtime import calendar_now, stretch
 from .net import bottleneck
 from .plan import RunSpec
 from .scenario import MTU_BYTES
@@ -31,7 +31,7 @@ TOOL_VERSION_COMMANDS = {
 
 
 def new_run_dir(out_root: Path, run: RunSpec) -> Path:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.fromtimestamp(calendar_now()).strftime("%Y%m%d-%H%M%S")
     base = out_root / run.scenario.name / f"{stamp}-{run.label}-r{run.repetition}"
     base.parent.mkdir(parents=True, exist_ok=True)
     path, n = base, 1
@@ -48,7 +48,7 @@ def new_run_dir(out_root: Path, run: RunSpec) -> Path:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(calendar_now(), timezone.utc).isoformat(timespec="milliseconds")
 
 
 @functools.cache  # the same for every run of a session; each probe is a process start

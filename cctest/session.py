@@ -288,7 +288,8 @@ def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, e
             cmd += ["--only-runs", ",".join(map(str, part))]
         if opts.force:
             cmd += ["--force"]
-        guests.append((cmd, manifest, len(part)))
+        # the guest's kernel is seeded with its first run's seed; its later runs continue that stream
+        guests.append((cmd, manifest, len(part), specs[part[0]].seed))
     console.print(f"booting {len(parts)} guest(s): {engine.describe()}")
     codes: list[int] = []
     crashes: dict[int, str] = {}
@@ -297,7 +298,7 @@ def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, e
         codes = _run_parallel(engine, guests, out, console)
     finally:
         run_dirs = []
-        for k, (_, manifest, _) in enumerate(guests):
+        for k, (_, manifest, _, _) in enumerate(guests):
             mine = read_manifest(manifest)
             run_dirs += mine
             manifest.unlink(missing_ok=True)
@@ -349,11 +350,11 @@ def read_manifest(manifest: Path) -> list[Path]:
 def _run_parallel(engine: "engines.Engine", guests: list, out: Path, console: Console) -> list[int]:
     """Boot one VM per part at once, each with its console in out/.vm-<k>.log; say which run each
     is on as its manifest grows."""
-    procs = [engine.start(cmd, out, k, out / f".vm-{k}.log") for k, (cmd, _, _) in enumerate(guests)]
+    procs = [engine.start(cmd, out, k, out / f".vm-{k}.log", seed=seed) for k, (cmd, _, _, seed) in enumerate(guests)]
     seen = [0] * len(procs)
     try:
         while True:
-            for k, (_, manifest, total) in enumerate(guests):
+            for k, (_, manifest, total, _) in enumerate(guests):
                 dirs = read_manifest(manifest)
                 for n, line in enumerate(dirs[seen[k]:], start=seen[k] + 1):
                     console.print(f"VM {k}: run {n}/{total} {Path(line).parent.name}/{Path(line).name}", highlight=False)

@@ -32,6 +32,9 @@ from .umlkernel import REPO_ROOT, KernelBuild
 INIT = REPO_ROOT / "scripts" / "uml" / "init.sh"
 MEMORY_MB = 1536  # the guest's RAM, a sparse host file: Mininet, python3 and six iperf3 pairs fit
 TIME_TRAVEL = "inf-cpu"
+# A seeded guest's calendar starts here (2000-01-01T00:00:00Z), whatever the host's date: random.c
+# mixes the calendar time into the generator at boot, and TCP's initial sequence numbers count it.
+SEEDED_CALENDAR_START_S = 946_684_800
 STOP_GRACE_S = 60.0  # an orderly teardown inside the guest (host seconds)
 # A kernel command-line word the host's init passes on as an environment variable must not hold
 # spaces or quotes; everything else travels in the command file.
@@ -70,13 +73,21 @@ def _checked_word(name: str, value: str) -> str:
 
 
 def kernel_command(build: KernelBuild, out: Path, command_file: Path, index: int, cpu: int,
-                   memory_mb: int = MEMORY_MB) -> list[str]:
+                   memory_mb: int = MEMORY_MB, seed: int | None = None) -> list[str]:
     """The host command that boots one instance: pinned to `cpu`, the host's root read-only over
     hostfs (BLOCK=y: 6.1 mounts a hostfs root only through the block path), the console on the
-    process's stdout (stdin is /dev/null: a terminal would be put in raw mode), init.sh as PID 1."""
+    process's stdout (a file, start(); stdin is /dev/null: a terminal would be put in raw mode),
+    init.sh as PID 1, without the host's address-space randomisation (`setarch -R`): UML sizes and
+    lays out the guest's physical memory from where the host put its heap (the "exec-shield gap"),
+    which otherwise moved from boot to boot (1.86-2.00 GB, and hash-table sizes and TCP's memory
+    limits with it). With `seed`, the guest's randomness comes from it instead of the host's
+    entropy (`rng-seed=`, scripts/uml/patches/rng-seed.patch) and its calendar starts at a fixed
+    date: the kernel mixes every word of this line into its generator, so a run repeats given the
+    same seed and words (docs/uml.md, "Determinism")."""
+    seeded = [] if seed is None else [f"rng-seed={seed}", f"time-travel-start={SEEDED_CALENDAR_START_S * 10**9}"]
     return [
-        "taskset", "-c", str(cpu), str(build.binary),
-        f"mem={memory_mb}M", f"time-travel={TIME_TRAVEL}",
+        "taskset", "-c", str(cpu), "setarch", "-R", str(build.binary),
+        f"mem={memory_mb}M", f"time-travel={TIME_TRAVEL}", *seeded,
         "root=none", "hostfs=/", "rootfstype=hostfs", "rootflags=/", "ro",
         "con0=fd:0,fd:1", "con=null",
         f"init={INIT}",
@@ -117,6 +128,10 @@ class Instance:
         return self.out / f".uml-stop-{self.index}"
 
     @property
+    def console_file(self) -> Path:
+        return console_file(self.out, self.index)
+
+    @property
     def dmesg_file(self) -> Path:
         return self.out / f".uml-dmesg-{self.index}.txt"
 
@@ -146,7 +161,7 @@ class Instance:
     def cleanup(self) -> None:
         """Remove the instance's files on the share once it has ended (its dmesg stays: the guest's
         kernel log, for whoever checks it)."""
-        for path in (self.exit_file, self.stop_file, self.command_file):
+        for path in (self.exit_file, self.stop_file, self.command_file, self.console_file):
             if path is not None:
                 path.unlink(missing_ok=True)
 
@@ -180,40 +195,66 @@ class Instance:
 
 
 def start(build: KernelBuild, guest_cmd: list[str], out: Path, env: dict[str, str], index: int = 0,
-          cpu: int | None = None, log: Path | None = None, echo: bool = False) -> Instance:
+          cpu: int | None = None, log: Path | None = None, echo: bool = False, seed: int | None = None) -> Instance:
     """Boot one instance that runs guest_cmd with `env` and powers off. Its console goes to `log`
-    (default out/.vm-<index>.log), and with `echo` to this terminal too."""
+    (default out/.vm-<index>.log), and with `echo` to this terminal too. `seed`: kernel_command."""
     out = out.resolve()
     cpu = cpu_for(index) if cpu is None else cpu
     log = log or out / f".vm-{index}.log"
     for stale in (out / f".uml-exit-{index}", out / f".uml-stop-{index}", out / f".uml-dmesg-{index}.txt"):
         stale.unlink(missing_ok=True)
-    command_file = out / f".guest-command-uml-{os.getpid()}-{index}.sh"
+    # Named by the instance alone (one session per --out: session.out_dir_lock), not by our pid:
+    # its path is a word of the kernel command line, which seeds the guest's generator.
+    command_file = out / f".guest-command-uml-{index}.sh"
     command_file.write_text(command_file_text(guest_cmd, env))
-    cmd = kernel_command(build, out, command_file, index, cpu)
+    cmd = kernel_command(build, out, command_file, index, cpu, seed=seed)
+    # The console goes to a regular file, not a pipe: the kernel cannot ask for SIGIO on a file, so
+    # it takes no console-write interrupt. On a pipe it took one whenever our reader drained it, at
+    # a moment only the host's scheduling decided, and an interrupt's time and address go into the
+    # guest's random number generator: seeded boots then drew one of two streams by chance.
+    console = console_file(out, index)
     # Its own session: a Ctrl-C on our terminal is ours to hand on (as a stop request), since a
     # SIGINT would end the UML process at once, with the guest's unwritten pages.
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    with open(console, "wb") as sink:
+        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=sink,
+                                stderr=subprocess.STDOUT, start_new_session=True)
     instance = Instance(proc, out, index, cpu, log, command_file)
-    instance._pump = threading.Thread(target=_pump, args=(proc, log, echo), daemon=True)
+    instance._pump = threading.Thread(target=_pump, args=(proc, console, log, echo), daemon=True)
     instance._pump.start()
     return instance
 
 
-def _pump(proc: subprocess.Popen, log: Path, echo: bool) -> None:
-    """Copy the console to the log (and the terminal), line by line as it comes. Each logged line
-    starts with the host seconds since boot, `[   12.345] `: the guest reads the host's clock
-    through hostfs only to the second (hostfs passes no nanoseconds), so bench/engines.py times
-    phases by the console lines that announce them."""
+def console_file(out: Path, index: int) -> Path:
+    return out / f".uml-console-{index}.raw"
+
+
+PUMP_POLL_S = 0.05
+
+
+def _pump(proc: subprocess.Popen, console: Path, log: Path, echo: bool) -> None:
+    """Follow the console file into the log (and the terminal), line by line as it grows, until the
+    guest has ended. Each logged line starts with the host seconds since boot, `[   12.345] ` (to
+    PUMP_POLL_S): the guest reads the host's clock through hostfs only to the second (hostfs passes
+    no nanoseconds), so bench/engines.py times phases by the console lines that announce them."""
     started = time.monotonic()
-    with open(log, "wb") as sink:
-        for line in proc.stdout:
-            sink.write(f"[{time.monotonic() - started:9.3f}] ".encode() + line)
+    pending = b""
+    with open(console, "rb") as source, open(log, "wb") as sink:
+        while True:
+            ended = proc.poll() is not None  # read once more after the end: what it wrote last
+            pending += source.read()
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                sink.write(f"[{time.monotonic() - started:9.3f}] ".encode() + line + b"\n")
+                if echo:
+                    sys.stdout.buffer.write(line + b"\n")
             sink.flush()
             if echo:
-                sys.stdout.buffer.write(line)
                 sys.stdout.flush()
+            if ended:
+                break
+            time.sleep(PUMP_POLL_S)
+        if pending:
+            sink.write(f"[{time.monotonic() - started:9.3f}] ".encode() + pending + b"\n")
 
 
 _STAMP = re.compile(r"^\[\s*(\d+\.\d+)\] (.*)$")

@@ -1,11 +1,12 @@
 """The User-Mode Linux kernel the UML engine boots: where scripts/uml-kernel.sh caches it and what
 it was built from.
 
-The cache directory is `<cache root>/uml/<linux-source version>-<first 12 hex of the fragment's
-sha256>/`, the cache root being $CCTEST_CACHE, else $XDG_CACHE_HOME/cctest, else ~/.cache/cctest
-(the same rule as the script). It holds `linux` (the kernel, an ordinary host executable),
-`tree/` (the configured source with Module.symvers: out-of-tree modules build against it) and
-`build.env` (version, fragment hash, kernel release, build time).
+The cache directory is `<cache root>/uml/<linux-source version>-<first 12 hex of the inputs'
+sha256>/`, the inputs being the config fragment followed by the patches (scripts/uml/patches/, in
+name order), the cache root $CCTEST_CACHE, else $XDG_CACHE_HOME/cctest, else ~/.cache/cctest (the
+same rule as the script). It holds `linux` (the kernel, an ordinary host executable), `tree/` (the
+configured source with Module.symvers: out-of-tree modules build against it) and `build.env`
+(version, inputs hash, kernel release, build time).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .errors import CctestError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FRAGMENT = REPO_ROOT / "scripts" / "uml" / "cctest.config"
+PATCHES = REPO_ROOT / "scripts" / "uml" / "patches"
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "uml-kernel.sh"
 SOURCE_PACKAGE = "linux-source-6.1"
 HASH_CHARS = 12
@@ -37,8 +39,18 @@ def cache_root(environ: dict[str, str] | None = None) -> Path:
     return base / "cctest" / "uml"
 
 
-def fragment_sha256(fragment: Path = FRAGMENT) -> str:
-    return hashlib.sha256(fragment.read_bytes()).hexdigest()
+def inputs(fragment: Path = FRAGMENT, patches: Path = PATCHES) -> list[Path]:
+    """What a build is made from besides the source: the fragment, then the patches by name."""
+    return [fragment, *sorted(patches.glob("*.patch"))]
+
+
+def inputs_sha256(fragment: Path = FRAGMENT, patches: Path = PATCHES) -> str:
+    """The sha256 of the inputs' bytes one after another (the script's `cat fragment patches |
+    sha256sum`)."""
+    digest = hashlib.sha256()
+    for path in inputs(fragment, patches):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def source_version() -> str | None:
@@ -60,7 +72,7 @@ class KernelBuild:
 
     dir: Path
     version: str
-    fragment_sha256: str
+    inputs_sha256: str
     release: str
 
     @property
@@ -73,7 +85,8 @@ class KernelBuild:
 
     def meta(self) -> dict:
         return {"source": f"{SOURCE_PACKAGE} {self.version}", "release": self.release,
-                "config_fragment_sha256": self.fragment_sha256, "binary": str(self.binary)}
+                "inputs_sha256": self.inputs_sha256, "patches": [p.name for p in inputs()[1:]],
+                "binary": str(self.binary)}
 
 
 def read_build(directory: Path) -> KernelBuild | None:
@@ -83,24 +96,26 @@ def read_build(directory: Path) -> KernelBuild | None:
         return None
     fields = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
     try:
-        return KernelBuild(directory, fields["version"], fields["fragment_sha256"], fields["release"])
+        # builds before the patches hashed the fragment alone, as fragment_sha256
+        inputs_hash = fields.get("inputs_sha256") or fields["fragment_sha256"]
+        return KernelBuild(directory, fields["version"], inputs_hash, fields["release"])
     except KeyError:
         return None
 
 
 def find(environ: dict[str, str] | None = None, version: str | None = None,
          sha256: str | None = None) -> KernelBuild | None:
-    """The cached build for the installed source and this checkout's fragment, or None."""
+    """The cached build for the installed source and this checkout's fragment and patches, or None."""
     version = version or source_version()
     if version is None:
         return None
-    sha256 = sha256 or fragment_sha256()
+    sha256 = sha256 or inputs_sha256()
     build = read_build(cache_root(environ) / cache_key(version, sha256))
-    return build if build is not None and build.fragment_sha256 == sha256 else None
+    return build if build is not None and build.inputs_sha256 == sha256 else None
 
 
 def stale_builds(environ: dict[str, str] | None = None) -> list[Path]:
-    """Cached builds of other fragments or source versions (doctor mentions them: disk space)."""
+    """Cached builds of other inputs or source versions (doctor mentions them: disk space)."""
     root = cache_root(environ)
     current = find(environ)
     return sorted(p for p in root.glob("*-*") if p.is_dir() and read_build(p) is not None
@@ -113,6 +128,7 @@ def require(environ: dict[str, str] | None = None) -> KernelBuild:
         return build
     why = (f"{SOURCE_PACKAGE} is not installed" if source_version() is None
            else f"no build for {SOURCE_PACKAGE} {source_version()} with this checkout's "
-                f"{FRAGMENT.relative_to(REPO_ROOT)} (sha256 {fragment_sha256()[:HASH_CHARS]}) under {cache_root(environ)}")
+                f"{FRAGMENT.relative_to(REPO_ROOT)} and {PATCHES.relative_to(REPO_ROOT)}/ (sha256 "
+                f"{inputs_sha256()[:HASH_CHARS]}) under {cache_root(environ)}")
     raise UMLKernelError(f"the UML engine's kernel is not built: {why}; run "
                          f"{BUILD_SCRIPT.relative_to(REPO_ROOT)} (about 10 min on 2 cores), or use --engine qemu")

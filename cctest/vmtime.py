@@ -115,9 +115,24 @@ def stretch(timeout_s: float) -> float:
     return timeout_s * HOST_IO_TIMEOUT_SCALE if env and env["clock"] == "virtual" else timeout_s
 
 
+def fixed_calendar() -> bool:
+    """A seeded UML guest: its calendar starts at a fixed date and must stay a function of the seed
+    (setting the clock mixes the time into the kernel's random number generator)."""
+    return os.environ.get("CCTEST_VM_FIXED_CALENDAR") == "1"
+
+
+def calendar_now() -> float:
+    """Now, for run ids and timestamps: the host's time where the guest's calendar is fixed."""
+    host = host_wall_time() if fixed_calendar() else None
+    return time.time() if host is None else host
+
+
 def sync_realtime() -> None:
     """Set the guest's calendar clock from the host's, so run ids and timestamps read as host time
-    (the virtual clock's idle jumps put a guest minutes ahead during boot alone)."""
+    (the virtual clock's idle jumps put a guest minutes ahead during boot alone); not where the
+    calendar is fixed (calendar_now reads the host's instead)."""
+    if fixed_calendar():
+        return
     host = host_wall_time()
     if host is not None:
         try:

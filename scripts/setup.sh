@@ -70,7 +70,7 @@ if [ ! -x .venv/bin/actionlint ]; then
   GOBIN="$PWD/.venv/bin" "$go" install github.com/rhysd/actionlint/cmd/actionlint@v1.7.7
 fi
 # The UML engine's kernel (cctest run --vm --engine uml): Debian's linux-source-6.1 built for
-# ARCH=um with time travel, cached per source version and config fragment (a no-op when cached;
+# ARCH=um with time travel, cached per source version, config fragment and patches (a no-op when cached;
 # about 10 min on 2 cores otherwise).
 bash scripts/uml-kernel.sh
 # The container test builds the Dockerfile FROM debian:bookworm-slim; without a registry, make that

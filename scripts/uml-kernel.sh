@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds cctest's User-Mode Linux kernel (ARCH=um, time travel) from Debian's linux-source-6.1 with
-# the config fragment scripts/uml/cctest.config, and caches the binary plus the tree that
-# out-of-tree modules build against under
-#   ${CCTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cctest}/uml/<source version>-<fragment hash>/
+# the patches scripts/uml/patches/*.patch and the config fragment scripts/uml/cctest.config, and
+# caches the binary plus the tree that out-of-tree modules build against under
+#   ${CCTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cctest}/uml/<source version>-<inputs hash>/
+# where the inputs hash covers the fragment and the patches (any edit of either builds anew).
 # (cctest/umlkernel.py finds it by the same rule). A no-op when that directory is complete.
 # Debian's own user-mode-linux package cannot serve: it has no time travel.
 #
@@ -14,10 +15,14 @@ cd "$(dirname "$0")/.."
 series=6.1
 package=linux-source-$series
 fragment=scripts/uml/cctest.config
+# C collation: the same order as cctest/umlkernel.py's sorted(), which hashes the same bytes
+patches=$(LC_ALL=C ls scripts/uml/patches/*.patch 2>/dev/null || true)
 jobs=${CCTEST_UML_JOBS:-$(nproc)}
 
 source_version() { dpkg-query -W -f='${Version}' "$package" 2>/dev/null || true; }
-fragment_hash() { sha256sum "$fragment" | cut -c1-12; }
+# shellcheck disable=SC2086  # one word per patch file
+inputs_sha256() { cat "$fragment" $patches | sha256sum | cut -d' ' -f1; }
+fragment_hash() { inputs_sha256 | cut -c1-12; }
 cache_root="${CCTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cctest}/uml"
 
 if [ "${1:-}" = --print ]; then
@@ -46,10 +51,13 @@ tarball=$(ls /usr/src/$package.tar.xz)
 mkdir -p "$cache_root"
 work=$(mktemp -d "$cache_root/.build-XXXXXX")
 trap 'rm -rf "$work"' EXIT
-echo "UML kernel: building $package $version with $fragment in $work (about 10 min on 2 cores)"
+echo "UML kernel: building $package $version with $fragment and ${patches:-no patches} in $work (about 10 min on 2 cores)"
 tar -xJf "$tarball" -C "$work"
 tree="$work/tree"
 mv "$work/$package" "$tree"
+for p in $patches; do
+  patch -s -p1 -d "$tree" < "$p"
+done
 
 make -s -C "$tree" ARCH=um defconfig
 # Later assignments override earlier ones in kconfig: the fragment wins over defconfig.
@@ -82,7 +90,7 @@ find "$tree" -name '*.o' -not -path "$tree/scripts/*" -delete
 rm -f "$tree/vmlinux" "$tree/linux" "$tree"/vmlinux.* "$tree"/*.tar*
 {
   echo "version=$version"
-  echo "fragment_sha256=$(sha256sum "$fragment" | cut -d' ' -f1)"
+  echo "inputs_sha256=$(inputs_sha256)"
   echo "release=$(make -s -C "$tree" ARCH=um kernelrelease)"
   echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 } > "$work/build.env"

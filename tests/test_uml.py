@@ -28,13 +28,20 @@ def test_cache_root_follows_cctest_cache_then_xdg_then_home():
     assert umlkernel.cache_root({"HOME": "/h"}) == Path("/h/.cache/cctest/uml")
 
 
-def test_the_cache_key_changes_with_the_fragment(tmp_path):
-    fragment = tmp_path / "f.config"
+def test_the_cache_key_changes_with_the_fragment_and_with_the_patches(tmp_path):
+    fragment, patches = tmp_path / "f.config", tmp_path / "patches"
+    patches.mkdir()
     fragment.write_text("CONFIG_UML_TIME_TRAVEL_SUPPORT=y\n")
-    first = umlkernel.cache_key("6.1.192-2", umlkernel.fragment_sha256(fragment))
+    keys = [umlkernel.cache_key("6.1.192-2", umlkernel.inputs_sha256(fragment, patches))]
     fragment.write_text("CONFIG_UML_TIME_TRAVEL_SUPPORT=y\nCONFIG_NET_SCH_CAKE=y\n")
-    second = umlkernel.cache_key("6.1.192-2", umlkernel.fragment_sha256(fragment))
-    assert first != second and first.startswith("6.1.192-2-") and len(first.rsplit("-", 1)[1]) == 12
+    keys.append(umlkernel.cache_key("6.1.192-2", umlkernel.inputs_sha256(fragment, patches)))
+    (patches / "a.patch").write_text("--- a/x\n+++ b/x\n")
+    keys.append(umlkernel.cache_key("6.1.192-2", umlkernel.inputs_sha256(fragment, patches)))
+    (patches / "a.patch").write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n")
+    keys.append(umlkernel.cache_key("6.1.192-2", umlkernel.inputs_sha256(fragment, patches)))
+    assert len(set(keys)) == 4
+    assert all(k.startswith("6.1.192-2-") and len(k.rsplit("-", 1)[1]) == 12 for k in keys)
+    assert umlkernel.inputs(fragment, patches) == [fragment, patches / "a.patch"]
 
 
 def _fake_build(directory: Path, version: str, sha256: str, complete: bool = True) -> None:
@@ -42,12 +49,12 @@ def _fake_build(directory: Path, version: str, sha256: str, complete: bool = Tru
     (directory / "linux").write_bytes(b"\x7fELF")
     if complete:
         (directory / "tree" / "Module.symvers").write_text("")
-    (directory / "build.env").write_text(f"version={version}\nfragment_sha256={sha256}\nrelease=6.1.192\n")
+    (directory / "build.env").write_text(f"version={version}\ninputs_sha256={sha256}\nrelease=6.1.192\n")
 
 
-def test_find_takes_only_a_complete_build_of_this_fragment(tmp_path):
+def test_find_takes_only_a_complete_build_of_this_fragment_and_patches(tmp_path):
     env = {"CCTEST_CACHE": str(tmp_path)}
-    sha = umlkernel.fragment_sha256()
+    sha = umlkernel.inputs_sha256()
     assert umlkernel.find(env, version="6.1.192-2") is None
     _fake_build(tmp_path / "uml" / umlkernel.cache_key("6.1.192-2", "0" * 64), "6.1.192-2", "0" * 64)
     assert umlkernel.find(env, version="6.1.192-2") is None  # another fragment's build
@@ -57,7 +64,7 @@ def test_find_takes_only_a_complete_build_of_this_fragment(tmp_path):
     (target / "tree" / "Module.symvers").write_text("")
     build = umlkernel.find(env, version="6.1.192-2")
     assert build is not None and build.dir == target and build.release == "6.1.192"
-    assert build.meta()["config_fragment_sha256"] == sha
+    assert build.meta()["inputs_sha256"] == sha and build.meta()["patches"] == ["rng-seed.patch"]
 
 
 @pytest.mark.skipif(umlkernel.source_version() is None, reason="linux-source-6.1 not installed")
@@ -66,7 +73,7 @@ def test_the_build_script_and_python_agree_on_the_cache_directory(tmp_path):
     printed = subprocess.run(["bash", str(REPO / "scripts" / "uml-kernel.sh"), "--print"], env=env,
                              capture_output=True, text=True, check=True).stdout.strip()
     expected = umlkernel.cache_root({"CCTEST_CACHE": str(tmp_path)}) / umlkernel.cache_key(
-        umlkernel.source_version(), umlkernel.fragment_sha256())
+        umlkernel.source_version(), umlkernel.inputs_sha256())
     assert Path(printed) == expected
 
 
@@ -94,12 +101,29 @@ def _build(tmp_path) -> umlkernel.KernelBuild:
 def test_kernel_command_pins_boots_time_travel_with_the_host_root_read_only(tmp_path):
     out = tmp_path / "out"
     cmd = uml.kernel_command(_build(tmp_path), out, out / "c.sh", 1, 3)
-    assert cmd[:4] == ["taskset", "-c", "3", str(tmp_path / "k" / "linux")]
+    assert cmd[:6] == ["taskset", "-c", "3", "setarch", "-R", str(tmp_path / "k" / "linux")]
     for word in ("time-travel=inf-cpu", "rootfstype=hostfs", "rootflags=/", "hostfs=/", "ro", "con0=fd:0,fd:1",
                  f"init={REPO / 'scripts' / 'uml' / 'init.sh'}", f"CCTEST_UML_OUT={out}",
                  f"CCTEST_UML_COMMAND={out / 'c.sh'}", "CCTEST_UML_ID=1"):
         assert word in cmd, word
     assert "rw" not in cmd
+
+
+def test_a_seed_replaces_the_hosts_entropy_and_fixes_the_calendar(tmp_path):
+    out = tmp_path / "out"
+    unseeded = uml.kernel_command(_build(tmp_path), out, out / "c.sh", 0, 0)
+    assert not any(w.startswith(("rng-seed=", "time-travel-start=")) for w in unseeded)
+    seeded = uml.kernel_command(_build(tmp_path), out, out / "c.sh", 0, 0, seed=7)
+    assert "rng-seed=7" in seeded and "time-travel-start=946684800000000000" in seeded
+    # the words the kernel mixes into its generator hold nothing of this host process (its pid)
+    assert uml.kernel_command(_build(tmp_path), out, out / "c.sh", 0, 0, seed=7) == seeded
+
+
+def test_the_rng_seed_patch_reads_the_parameter_and_shuts_out_the_hosts_entropy():
+    patch = (umlkernel.PATCHES / "rng-seed.patch").read_text()
+    for touched in ("arch/um/kernel/um_arch.c", "arch/um/include/asm/archrandom.h", "arch/um/drivers/random.c"):
+        assert f"+++ b/{touched}" in patch, touched
+    assert '__uml_setup("rng-seed="' in patch and "+	if (uml_rng_seeded)" in patch
 
 
 @pytest.mark.parametrize("bad", ["/tmp/a b", "/tmp/a,b", "/tmp/a'b", "/tmp/a\"b"])
@@ -166,8 +190,24 @@ def test_the_uml_guest_is_told_its_engine_and_kernel_build(tmp_path):
     assert env["CCTEST_VM_ENGINE"] == "uml" and env["CCTEST_VM_VCPUS"] == "1"
     meta = json.loads(env["CCTEST_ENGINE_META"])
     assert meta["name"] == "uml" and meta["host_cpu"] == 1 and meta["kernel"]["release"] == "6.1.192"
-    assert meta["kernel"]["config_fragment_sha256"] == "a" * 64
+    assert meta["kernel"]["inputs_sha256"] == "a" * 64
     assert engine.module_build() == (tmp_path / "k" / "tree", ("ARCH=um",))
+
+
+def test_a_seeded_guest_records_its_seed_and_keeps_its_calendar(tmp_path, monkeypatch):
+    from cctest import vmtime
+
+    env = engines.UmlEngine(_build(tmp_path)).guest_env(cpu=1, seed=5)
+    assert json.loads(env["CCTEST_ENGINE_META"])["rng_seed"] == 5 and env["CCTEST_VM_FIXED_CALENDAR"] == "1"
+    assert "CCTEST_VM_FIXED_CALENDAR" not in engines.UmlEngine(_build(tmp_path)).guest_env(cpu=1)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("CCTEST_HOST_CLOCK_FILE", str(tmp_path / ".host-clock"))
+    monkeypatch.setattr(vmtime.time, "clock_settime", lambda *a: pytest.fail("set the fixed calendar"))
+    vmtime.sync_realtime()
+    # run ids and timestamps come from the host's clock (a file's time on the share) instead
+    monkeypatch.setattr(vmtime, "host_wall_time", lambda: 1_700_000_000.5)
+    assert vmtime.calendar_now() == 1_700_000_000.5
 
 
 def test_meta_json_records_the_engine(monkeypatch):
@@ -251,3 +291,61 @@ def test_console_phases_time_each_run_by_the_host_stamped_lines():
     assert len(runs) == 2
     assert runs[0]["teardown"] - runs[0]["flows"] == 20.0 and runs[0]["warm-up: base RTT"] == 4.0
     assert runs[1] == {"flows": 26.5, "teardown": 40.0}
+
+
+def test_the_console_pump_follows_the_file_and_stamps_each_line(tmp_path):
+    console, log = tmp_path / "c.raw", tmp_path / "c.log"
+    console.write_bytes(b"one\ntwo\npart")
+
+    class Ended:  # the guest has ended: the pump reads what is there once more, then stops
+        def poll(self):
+            return 0
+
+    uml._pump(Ended(), console, log, echo=False)
+    lines = log.read_text().splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == ["one", "two", "part"]
+    assert all(line.startswith("[") and line[1:10].strip().replace(".", "").isdigit() for line in lines)
+
+
+def test_each_guest_boots_with_the_seed_of_its_first_run(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from cctest import session
+    from cctest.plan import expand
+    from cctest.scenario import parse_experiments
+
+    class Done:
+        returncode = 0
+
+        def poll(self):
+            return 0
+
+    class Recording:
+        name = "uml"
+        seeds: list = []
+
+        def describe(self):
+            return "recording"
+
+        def start(self, guest_cmd, out, index, log, seed=None):
+            self.seeds.append(seed)
+            return Done()
+
+        def stop_all(self, guests):
+            pass
+
+        def problems(self, guests):
+            return []
+
+    specs = expand(parse_experiments("scenarios:\n  s:\n    link: {rate_mbps: 10, rtt_ms: 10, buffer_bdp: 1}\n"
+                                     "    flows: [{cc: cubic}]\n    duration_s: 5\n    seed: 40\n"
+                                     "    repetitions: 4\n", "exp.yaml"), "s")
+    monkeypatch.setattr(session, "finalize_each", lambda dirs, console, failures: None)
+    monkeypatch.setattr(session, "_available_memory_gb", lambda: 64.0)
+    engine = Recording()
+    opts = session.RunOptions(Path("experiments.yaml"), ["s"], None, tmp_path, "vm", None, False, True, False, None,
+                              vm.VMClock(), 2, False, "uml")
+    session._boot_and_ingest(specs, opts, Console(file=open(os.devnull, "w")), engine)
+    parts = session.split_for_vms(specs, 2)
+    assert engine.seeds == [specs[part[0]].seed for part in parts] and len(set(engine.seeds)) == 2
+    assert set(engine.seeds) <= {40, 41, 42, 43}

@@ -43,7 +43,7 @@ def test_the_run_went_through_uml_with_this_checkouts_kernel(uml_run):
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["status"] == "ok", meta["error"]
     assert meta["engine"]["name"] == "uml" and meta["engine"]["time_travel"] == "inf-cpu"
-    assert meta["engine"]["kernel"]["config_fragment_sha256"] == umlkernel.fragment_sha256()
+    assert meta["engine"]["kernel"]["inputs_sha256"] == umlkernel.inputs_sha256()
     assert meta["vm"]["clock"] == "virtual" and meta["vm"]["vcpus"] == 1
     assert [m["name"] for m in meta["modules"]] == ["bbr_cws", "cubic"]
     assert not any("trace" in w for w in meta["warnings"]), meta["warnings"]

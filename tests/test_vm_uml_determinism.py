@@ -1,0 +1,80 @@
+"""A seeded UML run repeats exactly: the same scenario and seed, run twice into the same empty
+--out, give the same per-flow bytes and retransmissions, the same ss samples and the same per-ACK
+tcp_probe table (docs/uml.md, "Determinism"). CUBIC against BBR: two flows, so fq's flow hashing,
+the ephemeral ports and BBR's random cycle phase all take part."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from cctest import umlkernel
+
+pytestmark = pytest.mark.vm
+
+REPO = Path(__file__).resolve().parent.parent
+SEED = 11
+EXPERIMENTS = {
+    "defaults": {"link": {"rate_mbps": 20, "rtt_ms": 20, "buffer_bdp": 2}, "duration_s": 6, "seed": SEED,
+                 "capture": {"ss_interval_ms": 100, "qdisc_interval_ms": 100, "tcp_probe": True, "pcap": False}},
+    "scenarios": {"uml-repeat": {"flows": [{"cc": "cubic"}, {"cc": "bbr"}]}},
+}
+
+
+@pytest.fixture(scope="module")
+def two_runs():
+    if umlkernel.find() is None:
+        reason = "the UML engine's kernel is not built (scripts/uml-kernel.sh)"
+        if os.environ.get("CCTEST_REQUIRE_VM") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    # The same --out path for both, empty each time: the kernel's command line (which names it) seeds
+    # the generator too, and what the guest finds there decides which of its system calls fail.
+    root = REPO / "build" / "vm-tests-uml-determinism" / time.strftime("%Y%m%d-%H%M%S")
+    root.mkdir(parents=True)
+    experiments = root / "experiments.yaml"
+    experiments.write_text(yaml.safe_dump(EXPERIMENTS))
+    runs = []
+    for copy in ("a", "b"):
+        out = root / "out"
+        result = subprocess.run([sys.executable, "-m", "cctest", "run", "uml-repeat", "-f", str(experiments),
+                                 "--vm", "--engine", "uml", "--out", str(out)], cwd=REPO, capture_output=True,
+                                text=True)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        out.rename(root / copy)
+        (run,) = [p.parent for p in (root / copy).rglob("meta.json")]
+        runs.append(run)
+    return runs
+
+
+def _table(run: Path, name: str) -> pd.DataFrame:
+    return pd.read_parquet(run / f"{name}.parquet").drop(columns="run_id")
+
+
+def test_both_guests_booted_with_the_scenarios_seed(two_runs):
+    for run in two_runs:
+        meta = json.loads((run / "meta.json").read_text())
+        assert meta["status"] == "ok", meta["error"]
+        assert meta["seed"] == SEED and meta["engine"]["rng_seed"] == SEED
+
+
+def test_per_flow_bytes_retransmissions_and_ports_repeat(two_runs):
+    first, second = (_table(run, "flows") for run in two_runs)
+    columns = ["flow", "cc", "local_port", "bytes_sent", "bytes_received", "retransmits", "max_snd_cwnd_bytes"]
+    pd.testing.assert_frame_equal(first[columns], second[columns])
+    assert (first["bytes_received"] > 0).all()
+
+
+def test_the_ss_and_tcp_probe_tables_repeat(two_runs):
+    for name in ("ss", "tcp_probe"):
+        first, second = (_table(run, name) for run in two_runs)
+        assert len(first) > 50, name
+        pd.testing.assert_frame_equal(first, second, obj=name)
