@@ -45,7 +45,7 @@ class UMLError(CctestError):
     pass
 
 
-# What in a guest's kernel log means the kernel misbehaved (the VM tests' list, tests/conftest.py).
+# What in a guest's kernel log means the kernel misbehaved (the engine's check and the VM tests' one).
 DMESG_BAD = ("BUG:", "WARNING:", "Oops", "general protection fault", "Call Trace:", "refcount_t:",
              "list_add corruption", "UBSAN:", "KASAN:", "Kernel panic", "kernel panic")
 
