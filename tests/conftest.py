@@ -30,6 +30,15 @@ def build_c_harness(tmp_path_factory, source: str, what: str) -> Path:
     return binary
 
 
+def require_uml_kernel() -> None:
+    """Skip (or, with CCTEST_REQUIRE_VM=1, fail) a UML test where the engine's kernel is not built."""
+    reason = _engine_unavailable("uml")
+    if reason:
+        if os.environ.get("CCTEST_REQUIRE_VM") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "vm_jobs(*jobs): jobs of tests/vm/guest.py this test asserts on")
 

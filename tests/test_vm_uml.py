@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import pandas as pd
 import pytest
 
 from cctest import umlkernel
+from conftest import require_uml_kernel
 from cctest.uml import dmesg_problems
 
 pytestmark = pytest.mark.vm
@@ -24,11 +24,7 @@ SCENARIOS = REPO / "tests" / "vm" / "uml.yaml"
 
 @pytest.fixture(scope="module")
 def uml_run():
-    if umlkernel.find() is None:
-        reason = "the UML engine's kernel is not built (scripts/uml-kernel.sh)"
-        if os.environ.get("CCTEST_REQUIRE_VM") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_uml_kernel()
     out = REPO / "build" / "vm-tests-uml" / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
     result = subprocess.run([sys.executable, "-m", "cctest", "run", "uml-cws-vs-cubic", "-f", str(SCENARIOS),

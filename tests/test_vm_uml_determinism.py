@@ -6,7 +6,6 @@ the ephemeral ports and BBR's random cycle phase all take part."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from cctest import umlkernel
+from conftest import require_uml_kernel
 
 pytestmark = pytest.mark.vm
 
@@ -31,11 +30,7 @@ EXPERIMENTS = {
 
 @pytest.fixture(scope="module")
 def two_runs():
-    if umlkernel.find() is None:
-        reason = "the UML engine's kernel is not built (scripts/uml-kernel.sh)"
-        if os.environ.get("CCTEST_REQUIRE_VM") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_uml_kernel()
     # The same --out path for both, empty each time: the kernel's command line (which names it) seeds
     # the generator too, and what the guest finds there decides which of its system calls fail.
     root = REPO / "build" / "vm-tests-uml-determinism" / time.strftime("%Y%m%d-%H%M%S")
