@@ -213,6 +213,11 @@ def checks() -> list[Check]:
                                       ("ping", "iputils-ping", "native"), ("tcpdump", "tcpdump", "capture"),
                                       ("bpftrace", "bpftrace", "capture")):
         result.append(_tool(name, package, needed_for))
+    from .captures.base import pyroute2_installed
+
+    sampling = pyroute2_installed()
+    result.append(Check("pyroute2", sampling, "installed (ss and qdisc sampling)" if sampling else "not installed",
+                        "pip install 'cctest[run]'", "native"))
     result.append(_tool("qemu-system-x86_64", "qemu-system-x86", "vm"))
     vng = which("vng")
     result.append(Check("vng", vng is not None, vng or "not found", "pip install 'cctest[run]' (virtme-ng)", "vm"))

@@ -128,10 +128,20 @@ def check_module_params(specs: list[RunSpec], release: str, source: Path) -> Non
             kmod.check_params(cc, params, release, f"{source}: {spec.params_key(cc)}")
 
 
+def require_samplers() -> None:
+    """Refuse a run whose ss and qdisc samplers could not start: without pyroute2 they would fail in
+    their threads and the run would carry on with empty tables and a warning, measured but unjudgeable."""
+    from .captures.base import PYROUTE2_MISSING, pyroute2_installed
+
+    if not pyroute2_installed():
+        raise CctestError(PYROUTE2_MISSING)
+
+
 def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[Path]:
     from .net.topology import Topologies
     from .runner import Run
 
+    require_samplers()
     release = platform.release()
     journal = Journal()
     journal.acquire(f"pid {journal.data['pid']}: {', '.join(opts.names)}")
@@ -241,6 +251,7 @@ def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[
     if any(c in str(opts.out.resolve()) for c in "=,"):
         # vng reads `--rwdir GUEST=HOST` and splits lists on commas: such a path shares the wrong place.
         raise BadInput(f"--out {opts.out}: with --vm the path may not contain '=' or ','")
+    require_samplers()  # the guest runs this same Python environment
     engine = engines.choose(opts.engine, opts.kernel, opts.clock or vm.VMClock.choose(None, None, opts.kvm))
     release = engine.release()
     with contextlib.ExitStack() as held:

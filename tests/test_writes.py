@@ -78,3 +78,21 @@ def test_tc_batch_runs_from_an_argument_list(tmp_path, monkeypatch):
     assert not (tmp_path / "pwned").exists()
     with pytest.raises(TopologyError, match="tc -b"):
         net._tc([(None, ["qdisc show dev cctest-no-such-iface"])])
+
+
+@pytest.mark.parametrize("mode", ["--vm", "--native"])
+def test_a_run_without_its_samplers_is_refused_before_anything_is_made(tmp_path, monkeypatch, mode):
+    """Without pyroute2 the ss and qdisc samplers cannot start: a run would carry on with empty tables
+    (paper-001's first suite run did). It is refused, naming the extra, before anything is set up."""
+    import cctest.captures.base as base
+
+    monkeypatch.setattr(base, "pyroute2_installed", lambda: False)
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(EXPERIMENTS)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["run", "s", "-f", str(exp), mode, "--out", str(out)])
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and result.exit_code in (1, 2), result.output
+    if lines != [f"error: {base.PYROUTE2_MISSING}"]:  # a host that cannot run natively says so first, naming it too
+        assert mode == "--native" and "cannot run natively" in lines[0] and "pyroute2: not installed" in lines[0]
+    assert not out.exists()

@@ -122,10 +122,20 @@ def map_by_ports(df: pd.DataFrame, run: RunView, sport: str, dport: str) -> pd.D
     return df[cols].merge(keys.astype("int64"), on=[sport, dport], how="inner")
 
 
+PYROUTE2_MISSING = "pyroute2 is not installed: `cctest run` needs the run extra (pip install 'cctest[run]')"
+
+
+def pyroute2_installed() -> bool:
+    """Whether the ss and qdisc samplers can run (they read netlink through pyroute2)."""
+    import importlib.util
+
+    return importlib.util.find_spec("pyroute2") is not None
+
+
 def require_pyroute2(cls):
     """A pyroute2 class a sampler needs, or a one-line error naming the extra that installs it."""
     if cls is None:
         from ..errors import CctestError
 
-        raise CctestError("pyroute2 is not installed: `cctest run` needs the run extra (pip install 'cctest[run]')")
+        raise CctestError(PYROUTE2_MISSING)
     return cls
