@@ -270,6 +270,9 @@ def watch_stop_file(poll_s: float = 0.5) -> None:
     path = os.environ.get(STOP_FILE_ENV)
     if not path:
         return
+    # The interrupt is this process's own SIGINT: it must reach Python even where a shell started
+    # the guest's command as a background job, with SIGINT ignored (called from the main thread).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def watch() -> None:
         while not os.path.exists(path):
