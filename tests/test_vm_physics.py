@@ -17,7 +17,7 @@ import pytest
 from cctest.derived import acked_within, payload_fraction
 from cctest.metrics import jain_index
 from test_vm_engine import run_dir
-from test_vm_modules import find, flows
+from test_vm_modules import find, flows, runs_of
 
 pytestmark = pytest.mark.vm
 
@@ -63,11 +63,16 @@ def test_cubic_keeps_its_part_in_five_bdp(vm_results):
     assert got["cubic"] / got.sum() >= 0.35, got.to_dict()
 
 
-@pytest.mark.vm_jobs("variants-vs-cubic")
+@pytest.mark.vm_jobs("variants-vs-cubic", "cws-fairness")
 def test_cws_shares_fairly_with_cubic_in_half_a_bdp(vm_results):
-    # 000 Fig. 13a: BBR-CWS brings Jain's index against CUBIC above 0.9 in shallow buffers
-    got = receiver_bytes(find(vm_results, "variants-vs-cubic", buffer_bdp=0.5, **{"flows.1.cc": "bbr_cws"}))
-    assert jain_index(got) >= 0.9, got.to_dict()
+    # 000 Fig. 13a: BBR-CWS brings Jain's index against CUBIC above 0.9 in shallow buffers. The
+    # paper's figure is a mean; single 15 s runs measured 0.897-0.997 (nine on UML, mean 0.952),
+    # so one run is judged against the bound only as part of the mean of four.
+    paths = [find(vm_results, "variants-vs-cubic", buffer_bdp=0.5, **{"flows.1.cc": "bbr_cws"}),
+             *runs_of(vm_results, "cws-fairness")]
+    assert len(paths) == 4, paths
+    indices = [jain_index(receiver_bytes(path)) for path in paths]
+    assert sum(indices) / len(indices) >= 0.9, indices
 
 
 @pytest.mark.vm_jobs("cubic-fills-the-link", "cubic-bbr-shallow", "variants-vs-cubic")
