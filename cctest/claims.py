@@ -38,37 +38,13 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from .metrics import mean_ci95
+from .limits import MAX_EXPERIMENTS_BYTES
+from .metric_table import CC_TERMS, RUN_TERMS, STEADY_CC_TERMS, STEADY_RUN_TERMS
+from .metrics import steady_window, window_mean_mbps
+from .projectccs import project_ccs
+from .safeload import Refused, load_yaml_file
+from .stats import jain_index, mean_ci95
 
-# Run-level terms: name in a claim -> column of the report's per-run table, and what it means.
-RUN_TERMS = {
-    "jain": ("jain", "Jain's index of the flows' mean throughputs, whole run"),
-    "jain_steady": ("jain_steady", "Jain's index in steady state"),
-    "utilisation": ("utilisation", "delivered bytes / link capacity (0-1)"),
-    "throughput_mbps": ("throughput_mbps", "aggregate goodput, Mbit/s"),
-    "retransmits_total": ("retransmits", "all flows' retransmitted segments"),
-    "loss_rate": ("bottleneck_loss_rate", "bottleneck drops / packets offered (0-1)"),
-    "drops": ("bottleneck_drops", "bottleneck drops, packets"),
-    "queue_delay_ms": ("mean_queue_delay_ms", "mean bottleneck queue delay (backlog / rate), ms"),
-    "p95_queue_delay_ms": ("p95_queue_delay_ms", "95th percentile bottleneck queue delay, ms"),
-    "queue_bdp": ("mean_queue_bdp", "mean bottleneck queue occupancy, BDP"),
-    "max_queue_bdp": ("max_queue_bdp", "largest bottleneck queue occupancy, BDP"),
-    "srtt_qdelay_ms": ("mean_srtt_qdelay_ms", "mean srtt minus min RTT over flows, ms"),
-    "short_rtt_share": ("short_rtt_flow_share", "steady share of the flow with the smallest RTT"),
-}
-# Terms measured over the steady window: `steady_from_s` re-measures these.
-STEADY_RUN_TERMS = ("jain_steady", "short_rtt_share")
-STEADY_CC_TERMS = ("steady_share",)
-# Per congestion-control terms: term(cc) -> (column of the per-run x cc table, how flows combine).
-CC_TERMS = {
-    "share": ("share", "fraction of all delivered bytes that cc's flows carried"),
-    "steady_share": ("steady_share", "that fraction in steady state"),
-    "throughput": ("throughput_mbps", "cc's flows' goodput together, Mbit/s"),
-    "retransmits": ("retransmits", "cc's flows' retransmitted segments together"),
-    "qdelay": ("mean_qdelay_ms", "mean queueing delay cc's flows saw (srtt - their min RTT), ms"),
-    "startup_s": ("startup_exit_s", "seconds from a flow's first byte to its module leaving Startup (this "
-                                    "project's modules only: they trace their mode), mean over cc's flows"),
-}
 COMPARISONS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 ARITHMETIC = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 MAX_CLAIM_CHARS = 300
@@ -148,8 +124,6 @@ def _check_satisfiable(claim: Claim) -> None:
     """Refuse a claim no measurement can pass, where that is decidable from its text: a constant
     that divides by zero, two constants of a chain in the wrong order (`jain < 1 < 0`,
     `0.6 < share(bbr) < 0.4`), a term the named control cannot have (`startup_s(cubic)`)."""
-    from .projectccs import project_ccs
-
     for operand in claim.operands:
         for node in ast.walk(operand):
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and not metric_nodes(node.right):
@@ -385,8 +359,6 @@ class RunSeries:
 def steady_from(series: RunSeries | None, t0: float) -> dict:
     """jain_steady, short_rtt_flow_share and each cc's steady_share over [t0, the report's steady
     end): metrics.steady_window with skip t0. Empty when the run has no series."""
-    from .metrics import jain_index, steady_window, window_mean_mbps
-
     if series is None or series.binned is None or series.binned.empty or not series.flows:
         return {}
     flows = pd.DataFrame(series.flows)
@@ -407,14 +379,14 @@ def steady_from(series: RunSeries | None, t0: float) -> dict:
 
 def _term_value(node: ast.expr, run: dict, cc_values: dict, steady: dict | None = None) -> float:
     if isinstance(node, ast.Name):
-        column = RUN_TERMS[node.id][0]
+        column = RUN_TERMS[node.id].column
         value = steady.get(column, math.nan) if steady is not None and node.id in STEADY_RUN_TERMS \
             else run.get(column)
     elif steady is not None and node.func.id in STEADY_CC_TERMS:
-        value = steady.get(CC_TERMS[node.func.id][0], {}).get(cc_of_call(node), math.nan)
+        value = steady.get(CC_TERMS[node.func.id].column, {}).get(cc_of_call(node), math.nan)
     else:
         entry = cc_values.get((run["run_id"], cc_of_call(node)))
-        value = None if entry is None else entry.get(CC_TERMS[node.func.id][0])
+        value = None if entry is None else entry.get(CC_TERMS[node.func.id].column)
     try:
         return float(value) if value is not None else math.nan
     except (TypeError, ValueError):
@@ -505,9 +477,6 @@ def _judged(e: Expectation, label: str, samples: list[Callable[[ast.expr], float
 def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
     """The expectations recorded with each scenario's runs (their scenario.yaml), once per scenario.
     Returns them and notes on any that could not be read."""
-    from .safeload import Refused, load_yaml_file
-    from .scenario import MAX_FILE_BYTES
-
     seen: dict[str, tuple[list, tuple]] = {}
     notes: list[str] = []
     for run in runs:
@@ -516,7 +485,7 @@ def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
             continue
         path = run.path / "scenario.yaml"
         try:  # the loader of experiments.yaml: a run directory may come from anywhere (a CI artifact)
-            resolved = load_yaml_file(path, MAX_FILE_BYTES, "a scenario.yaml") if path.exists() else {}
+            resolved = load_yaml_file(path, MAX_EXPERIMENTS_BYTES, "a scenario.yaml") if path.exists() else {}
         except Refused as error:
             notes.append(f"{error}; its claims are not judged")
             resolved = {}

@@ -25,8 +25,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from .aqm import AQMS
+from .wire import ETHERNET_HEADER_BYTES, IP_TCP_TIMESTAMP_HEADER_BYTES, MTU_BYTES
+
 MIN_BIN_S = 0.1  # throughput bins are never shorter than the samplers' default 100 ms interval
-IP_TCP_TIMESTAMP_HEADER_BYTES = 20 + 20 + 12
 
 # ---------------------------------------------------------------------------------------------
 # Link
@@ -69,14 +71,12 @@ def link_bytes_between(meta: dict, t0: float, t1: float) -> float:
 
 def payload_fraction(mtu: int) -> float:
     """TCP payload per byte the shaper counts: MSS (MTU - IP, TCP and timestamp headers) / frame."""
-    from .scenario import ETHERNET_HEADER_BYTES  # here: scenario imports (via claims) this module
     return (mtu - IP_TCP_TIMESTAMP_HEADER_BYTES) / (mtu + ETHERNET_HEADER_BYTES)
 
 
 def frame_bytes(meta: dict) -> int:
     """One MTU-sized packet as the shaper counts it."""
-    from .scenario import ETHERNET_HEADER_BYTES
-    return int((meta.get("link") or {}).get("mtu", 1500)) + ETHERNET_HEADER_BYTES
+    return int((meta.get("link") or {}).get("mtu", MTU_BYTES)) + ETHERNET_HEADER_BYTES
 
 
 def bdp_bytes(meta: dict) -> float:
@@ -121,10 +121,10 @@ def counter_growth(values) -> float:
     return float(counter_increments(values).sum())
 
 
-# Queueing disciplines that hold the packets themselves (the buffer), as opposed to shapers
-# (htb, tbf) whose counters aggregate their children's. netem is neither: as cctest's bottleneck
-# it is the root and holds the queue itself.
-BUFFER_KINDS = ("bfifo", "pfifo", "pfifo_fast", "fq_codel", "codel", "fq", "sfq", "pie", "red", "cake")
+# Queueing disciplines that hold the packets themselves (the buffer), as opposed to shapers (tbf)
+# whose counters aggregate their children's: the kernel's plain queues and every AQM cctest runs.
+# netem is neither: as cctest's fifo bottleneck it is the root and holds the queue itself.
+BUFFER_KINDS = ("bfifo", "pfifo", "pfifo_fast", "fq", "sfq") + tuple(kind for kind in AQMS if kind != "fifo")
 
 
 def bottleneck_samples(qdisc: pd.DataFrame | None) -> pd.DataFrame:
@@ -250,7 +250,7 @@ def link_fullness(meta: dict, tables: dict) -> dict:
         delivered += float(rx)
     intervals = list(by_flow.values())
     span_s = union_length(intervals)
-    mtu = int((meta.get("link") or {}).get("mtu", 1500))
+    mtu = int((meta.get("link") or {}).get("mtu", MTU_BYTES))
     capacity = sum(link_bytes_between(meta, s, e) for s, e in _merged(intervals)) * payload_fraction(mtu)
     fraction = delivered / capacity if capacity > 0 and delivered > 0 else math.nan
     return {"delivered_bytes": delivered, "span_s": span_s, "capacity_bytes": capacity,
@@ -347,7 +347,7 @@ def bbr_model_figures(meta: dict, ss: pd.DataFrame, flow: int = 0, settle_s: flo
     ProbeBW's up and down phases."""
     link = meta["link"]
     g = ss[(ss["flow"] == flow) & (ss["t_s"] > settle_s)].dropna(subset=["srtt_ms", "bbr_bw_bps"])
-    payload_bps = float(link["rate_mbps"]) * 1e6 * payload_fraction(int(link.get("mtu", 1500)))
+    payload_bps = float(link["rate_mbps"]) * 1e6 * payload_fraction(int(link.get("mtu", MTU_BYTES)))
     bdp_packets = payload_bps / 8 * float(link["rtt_ms"]) / 1e3 / g["mss"].median()
     bw = g["bbr_bw_bps"] / payload_bps
     gain = g["bbr_pacing_gain"]

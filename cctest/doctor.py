@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import platform
-import shutil
 import subprocess
-import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import aqm
+from .tools import which
 from .kmod import headers_dir
 
 
@@ -46,12 +46,9 @@ class QdiscNeed:
 QDISCS: tuple[QdiscNeed, ...] = (
     QdiscNeed("sch_netem", "netem delay 1ms", "native"),
     QdiscNeed("sch_fq", "fq", "capture"),
-    # link.aqm (cctest/net/bottleneck.py): the shaper under an AQM, and the AQMs themselves
-    QdiscNeed("sch_tbf", "tbf rate 10mbit burst 5kb latency 50ms", "aqm"),
-    QdiscNeed("sch_fq_codel", "fq_codel", "aqm"),
-    QdiscNeed("sch_codel", "codel", "aqm"),
-    QdiscNeed("sch_pie", "pie", "aqm"),
-    QdiscNeed("sch_red", "red limit 400000 min 30000 max 90000 avpkt 1000 burst 55 probability 0.02", "aqm"),
+    # link.aqm (cctest/aqm.py): the shaper under an AQM, and the AQMs themselves
+    QdiscNeed(aqm.SHAPER_MODULE, aqm.SHAPER_PROBE, "aqm"),
+    *(QdiscNeed(a.module, a.probe, "aqm") for a in aqm.REGISTRY.values() if a.module and a.probe),
 )
 
 
@@ -64,12 +61,6 @@ def probe_qdisc(spec: str) -> bool:
         return subprocess.run(cmd, capture_output=True).returncode == 0
     finally:
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-
-
-def which(tool: str) -> str | None:
-    # The venv's bin (where pip puts vng) may not be on PATH when cctest is called by its full path.
-    places = (f"/usr/sbin/{tool}", f"/sbin/{tool}", str(Path(sys.executable).with_name(tool)))
-    return shutil.which(tool) or next((p for p in places if os.path.exists(p)), None)
 
 
 def _tool(name: str, package: str, needed_for: str = "native") -> Check:

@@ -4,7 +4,7 @@
 
 Where each effect lives (docs/emulation.md: why they must not share a qdisc):
 - bottleneck rate + buffer: one netem with `rate` and a packet `limit`, on ccs1's port towards
-  ccs2 (data direction); with an AQM, a chain ending in it (cctest/net/bottleneck.py). The only place that should ever drop. netem gives each packet its
+  ccs2 (data direction); with an AQM, a chain ending in it (cctest/bottleneck.py). The only place that should ever drop. netem gives each packet its
   departure time on enqueue, from the previous packet's (a virtual link clock), so a late timer
   under a busy emulated CPU sends what is due at once and the link loses no capacity; htb's
   tokens instead cap what a late timer can catch up at its burst (measured under the same load:
@@ -30,9 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .net import bottleneck
+from . import bottleneck
 from .plan import FlowRun, LinkRun, RunSpec
-from .scenario import ETHERNET_FRAME_BYTES
 
 LEFT_SWITCH = "ccs1"
 RIGHT_SWITCH = "ccs2"
@@ -84,7 +83,7 @@ def links(run: RunSpec) -> list[LinkDef]:
 
 
 def bottleneck_tc(iface: str, link: LinkRun) -> tuple[str, ...]:
-    return bottleneck.chain(iface, link)  # fifo: one netem; an AQM: a chain (cctest/net/bottleneck.py)
+    return bottleneck.chain(iface, link)  # fifo: one netem; an AQM: a chain (cctest/bottleneck.py)
 
 
 def delay_tc(iface: str, rtt_ms: float, limit_pkts: int) -> tuple[str, ...]:

@@ -16,11 +16,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .net.bottleneck import aqm_settings
-from .scenario import ETHERNET_FRAME_BYTES, Experiments, Link, Scenario, ScenarioError, validate_scenario
+from .aqm import Queue, aqm_settings
+from .scenario import Experiments, Link, Scenario, ScenarioError, validate_scenario
+from .wire import ETHERNET_FRAME_BYTES
 
 LINK_FIELDS = tuple(Link.model_fields)
-MSS_WIRE_BYTES = ETHERNET_FRAME_BYTES
 
 
 @dataclass(frozen=True)
@@ -76,12 +76,16 @@ class LinkRun:
     @property
     def buffer_pkts(self) -> int:
         """Full frames the buffer holds, as a byte-sized FIFO of buffer_bytes would."""
-        return self.buffer_bytes // MSS_WIRE_BYTES
+        return self.buffer_bytes // ETHERNET_FRAME_BYTES
 
     @property
     def queue_limit_pkts(self) -> int:
         """The bottleneck netem's limit: the buffer plus the frame being serialised."""
         return self.buffer_pkts + 1
+
+    @property
+    def queue(self) -> Queue:
+        return Queue(self.buffer_bytes, self.rate_mbps, self.ecn)
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,7 @@ def link_run(link: Link, max_flow_rtt_ms: float) -> LinkRun:
     # netem must hold everything in flight on its path (BDP at the longest RTT + the bottleneck
     # buffer) with room to spare, or netem itself becomes a second bottleneck buffer.
     in_flight = int(link.rate_mbps * 1e6 / 8 * max_flow_rtt_ms / 1e3) + buffer
-    netem_limit = max(1000, 2 * in_flight // MSS_WIRE_BYTES + 100)
+    netem_limit = max(1000, 2 * in_flight // ETHERNET_FRAME_BYTES + 100)
     return LinkRun(
         rate_mbps=link.rate_mbps,
         rtt_ms=link.rtt_ms,
@@ -139,7 +143,7 @@ def link_run(link: Link, max_flow_rtt_ms: float) -> LinkRun:
         loss_pct=link.loss_pct,
         netem_limit_pkts=netem_limit,
         aqm=link.aqm,
-        aqm_params=aqm_settings(link).model_dump(),
+        aqm_params=aqm_settings(link.aqm, link.aqm_params, link.queue).model_dump(),
         ecn=link.ecn,
         rate_schedule=tuple((step.at_s, step.rate_mbps) for step in link.rate_schedule),
         outages=tuple((outage.at_s, outage.duration_s) for outage in link.outages),

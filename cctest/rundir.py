@@ -12,12 +12,11 @@ from pathlib import Path
 
 import yaml
 
-from . import __version__, atomic
+from . import __version__, atomic, bottleneck
 from .kmod import REPO_ROOT
 from .vmtime import calendar_now, stretch
-from .net import bottleneck
 from .plan import RunSpec
-from .scenario import MTU_BYTES
+from .wire import MTU_BYTES
 
 TOOL_VERSION_COMMANDS = {
     "iperf3": ["iperf3", "--version"],

@@ -17,11 +17,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from . import captures, dumbbell, kmod, tracefs, vmtime
+from . import bottleneck, captures, dumbbell, kmod, tracefs, vmtime
 from .captures import iperf3
 from .errors import CctestError
 from .journal import Journal
-from .net import bottleneck, traffic
+from .net import traffic
+from .net.schedule import LinkSchedule
 from .net.topology import Dumbbell, Topologies
 from .plan import RunSpec
 from .rundir import base_meta, new_run_dir, now_iso, write_meta
@@ -187,7 +188,7 @@ class Run:
         self.meta["sysctls"][bottleneck.ECN_SYSCTL] = {
             "old": old, "new": "1", "scope": "each sender's and receiver's network namespace (restored after the run)"}
 
-    def _prepare_link_schedule(self, undo: "Teardown") -> bottleneck.LinkSchedule | None:
+    def _prepare_link_schedule(self, undo: "Teardown") -> LinkSchedule | None:
         """The timed link changes' tc process (rate steps, outages), started before time zero; its
         undo ends it and records when each change took effect (meta.json rate_schedule_applied,
         outages_applied)."""
@@ -195,7 +196,7 @@ class Run:
         changes = bottleneck.timed_changes(link, dumbbell.BOTTLENECK_IFACE, dumbbell.loss_ifaces(self.spec))
         if not changes:
             return None
-        schedule = bottleneck.LinkSchedule(changes)
+        schedule = LinkSchedule(changes)
         self.journal.add_process(schedule.pid, "tc link schedule")
 
         def stop():

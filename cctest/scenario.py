@@ -11,19 +11,22 @@ import copy
 import difflib
 import math
 import re
-import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, StrictInt, StringConstraints, ValidationError,
+from pydantic import (BaseModel, Field, StrictInt, StringConstraints, ValidationError,
                       ValidationInfo, field_validator, model_validator)
 
 from . import safeload
-from .claims import ClaimError
+from .aqm import AQMS, Queue, aqm_settings
+from .claims import ClaimError, steady_terms
 from .errors import BadInput
 from .limits import MAX_EXPERIMENTS_BYTES
+from .metric_table import STEADY_CC_TERMS, STEADY_RUN_TERMS
 from .claims import parse as parse_claim
 from .projectccs import project_ccs
+from .strict import Strict
+from .wire import ETHERNET_FRAME_BYTES
 
 # Congestion controls the kernel ships (built in or as tcp_<name>.ko) and the ones this project
 # builds from modules/. Anything else is rejected before a run starts.
@@ -36,44 +39,16 @@ MAX_BUFFER_BYTES = 1 << 30  # 1 GiB: far beyond any emulated path, and netem's l
 MAX_PARAM = 2**32 - 1  # module parameters are uint
 MAX_FILE_BYTES = MAX_EXPERIMENTS_BYTES
 MAX_NESTING = safeload.MAX_NESTING
-ETHERNET_HEADER_BYTES = 14  # what the shaper counts on top of the IP packet
-MTU_BYTES = 1500  # the interfaces' default, which the topology keeps
-ETHERNET_FRAME_BYTES = MTU_BYTES + ETHERNET_HEADER_BYTES  # one MTU-sized packet on the wire, the smallest buffer
 
 
 class ScenarioError(BadInput):
     """A one-line, user-facing description of what is wrong with experiments.yaml."""
 
 
-def takes_bool(annotation) -> bool:
-    return annotation is bool or bool in typing.get_args(annotation)
-
-
-def no_booleans_for_numbers(model: type[BaseModel], data: Any) -> Any:
-    """pydantic reads true as 1 for a number (`rate_mbps: true` ran at 1 Mbit/s, `loss_pct: yes` at
-    1 %): a yes/no value is refused wherever the key does not take one."""
-    if isinstance(data, dict):
-        for name, info in model.model_fields.items():
-            if isinstance(data.get(name), bool) and not takes_bool(info.annotation):
-                raise ValueError(f"{name}: {str(data[name]).lower()} is a yes/no value, not a number")
-    return data
-
-
-class Strict(BaseModel):
-    # allow_inf_nan: YAML's .inf and .nan are numbers to PyYAML, never a rate, delay or buffer.
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
-
-    @model_validator(mode="before")
-    @classmethod
-    def no_booleans(cls, data: Any) -> Any:
-        return no_booleans_for_numbers(cls, data)
-
-
 ModuleParam = Annotated[StrictInt, Field(ge=0, le=MAX_PARAM)]
 
 
 MIN_RATE_MBPS, MAX_RATE_MBPS = 0.01, 100_000
-AQMS = ("fifo", "fq_codel", "codel", "pie", "red")
 
 
 # tc applies delays in whole microseconds (64 ns ticks, then rounded): a smaller or finer delay is
@@ -132,7 +107,7 @@ class Link(Strict):
     buffer_bytes: int | None = Field(default=None, gt=0, le=MAX_BUFFER_BYTES)
     loss_pct: float = Field(default=0.0, ge=0, lt=100)
     bdp_rtt_ms: float | None = Field(default=None, gt=0, le=10_000)
-    aqm: Literal[AQMS] = "fifo"  # the bottleneck's queue discipline (cctest/net/bottleneck.py)
+    aqm: Literal[AQMS] = "fifo"  # the bottleneck's queue discipline (cctest/aqm.py)
     aqm_params: dict[str, Any] = Field(default_factory=dict)  # checked against the aqm's own model
     ecn: bool = False  # senders and receivers negotiate ECN; the AQM marks instead of dropping
     rate_schedule: list[RateStep] = Field(default_factory=list, max_length=MAX_SCHEDULE_STEPS)
@@ -171,10 +146,7 @@ class Link(Strict):
 
     @model_validator(mode="after")
     def composable_bottleneck(self) -> "Link":
-        # Imported here: bottleneck.py builds on these models (the AQM parameter models live there).
-        from .net.bottleneck import aqm_settings
-
-        aqm_settings(self)  # raises "aqm_params.<key>: ..." naming what is allowed
+        aqm_settings(self.aqm, self.aqm_params, self.queue)  # raises "aqm_params.<key>: ..." naming what is allowed
         if self.ecn and self.aqm == "fifo":
             raise ValueError("ecn: a fifo only drops; set aqm to one of "
                              f"{', '.join(a for a in AQMS if a != 'fifo')} to mark packets")
@@ -203,6 +175,10 @@ class Link(Strict):
         if self.buffer_bytes is not None:
             return self.buffer_bytes
         return int(round(self.buffer_bdp * self.bdp_bytes))
+
+    @property
+    def queue(self) -> Queue:
+        return Queue(self.buffer_size_bytes, self.rate_mbps, self.ecn)
 
 
 class Flow(Strict):
@@ -269,8 +245,6 @@ class Expect(Strict):
 
     @model_validator(mode="after")
     def steady_from_needs_a_steady_term(self) -> "Expect":
-        from .claims import STEADY_CC_TERMS, STEADY_RUN_TERMS, steady_terms
-
         if self.steady_from_s is not None and not steady_terms(parse_claim(self.claim)):
             allowed = ", ".join([*STEADY_RUN_TERMS, *(f"{t}(cc)" for t in STEADY_CC_TERMS)])
             raise ValueError(f"steady_from_s: the claim names no steady-state term; it moves only {allowed}")

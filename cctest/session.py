@@ -24,6 +24,7 @@ from .journal import Journal
 from .safeload import read_bounded
 from .plan import RunSpec, split_for_vms
 from .rundir import write_meta
+from .tools import which
 
 
 @dataclass
@@ -163,7 +164,7 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
         # A tracer for tcp_probe and module state: bpftrace, or tracefs where it cannot run (UML)
         from .captures.tcp_probe import choose_tracer
 
-        with_bpftrace = choose_tracer(doctor.which("bpftrace") is not None) is not None
+        with_bpftrace = choose_tracer(which("bpftrace") is not None) is not None
         for spec in specs:
             console.rule(f"{spec.scenario.name} {spec.label} repetition {spec.repetition}")
             run = Run(spec, opts.out, "vm" if opts.in_vm else "native", journal, console, release, topologies,

@@ -12,7 +12,9 @@ from click.testing import CliRunner
 from cctest import dumbbell
 from cctest.cli import main
 from cctest import derived
-from cctest.net.bottleneck import LinkSchedule, aqm_counters, chain, rate_change, shaper_burst_bytes, timed_changes
+from cctest.aqm import aqm_counters
+from cctest.bottleneck import chain, rate_change, shaper_burst_bytes, timed_changes
+from cctest.net.schedule import LinkSchedule
 from cctest.plan import expand
 from cctest.rundir import base_meta
 from cctest.scenario import ScenarioError, parse_experiments

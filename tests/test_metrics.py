@@ -8,6 +8,7 @@ import pytest
 
 from cctest import derived as D
 from cctest import metrics as M
+from cctest import stats
 from report_fixtures import FlowSpec, RunSpec, make_run
 
 
@@ -18,29 +19,29 @@ def tp_table(rows):
 
 
 def test_jain_hand_cases():
-    assert M.jain_index([10, 10]) == 1.0
-    assert M.jain_index([10, 0]) == 0.5
-    assert M.jain_index([1, 2, 3]) == pytest.approx(36 / 42)
-    assert M.jain_index([5, 5, 5, 5]) == 1.0
-    assert M.jain_index([7, 0, 0, 0]) == 0.25
-    assert math.isnan(M.jain_index([]))
-    assert math.isnan(M.jain_index([0, 0]))
-    assert M.jain_index([10, float("nan"), 10]) == 1.0
+    assert stats.jain_index([10, 10]) == 1.0
+    assert stats.jain_index([10, 0]) == 0.5
+    assert stats.jain_index([1, 2, 3]) == pytest.approx(36 / 42)
+    assert stats.jain_index([5, 5, 5, 5]) == 1.0
+    assert stats.jain_index([7, 0, 0, 0]) == 0.25
+    assert math.isnan(stats.jain_index([]))
+    assert math.isnan(stats.jain_index([0, 0]))
+    assert stats.jain_index([10, float("nan"), 10]) == 1.0
 
 
 def test_t_quantile_and_ci_on_known_samples():
-    assert M.t_quantile_975(1) == 12.706
-    assert M.t_quantile_975(9) == 2.262
-    assert M.t_quantile_975(60) == pytest.approx(2.000, abs=2e-3)
-    assert M.t_quantile_975(120) == pytest.approx(1.980, abs=2e-3)
-    mean, hw, n = M.mean_ci95([1, 2, 3, 4, 5])
+    assert stats.t_quantile_975(1) == 12.706
+    assert stats.t_quantile_975(9) == 2.262
+    assert stats.t_quantile_975(60) == pytest.approx(2.000, abs=2e-3)
+    assert stats.t_quantile_975(120) == pytest.approx(1.980, abs=2e-3)
+    mean, hw, n = stats.mean_ci95([1, 2, 3, 4, 5])
     # s = sqrt(2.5); hw = 2.776 * s / sqrt(5)
     assert (mean, n) == (3.0, 5)
     assert hw == pytest.approx(2.776 * math.sqrt(2.5) / math.sqrt(5))
     assert hw == pytest.approx(1.9632, abs=1e-3)
-    mean, hw, n = M.mean_ci95([4.0, 4.0, 4.0])
+    mean, hw, n = stats.mean_ci95([4.0, 4.0, 4.0])
     assert (mean, hw, n) == (4.0, 0.0, 3)
-    mean, hw, n = M.mean_ci95([7.0])
+    mean, hw, n = stats.mean_ci95([7.0])
     assert mean == 7.0 and math.isnan(hw) and n == 1
 
 
@@ -186,7 +187,7 @@ def test_steady_jain_with_a_late_starter():
     assert (t0, t1) == (10, pytest.approx(20))
     means = M.window_mean_mbps(b, t0, t1)
     assert means.tolist() == pytest.approx([10, 10])
-    assert M.jain_index(means) == pytest.approx(1.0)
+    assert stats.jain_index(means) == pytest.approx(1.0)
     # over the whole run the late starter delivered 40 % of flow 0's bytes in its 8 s
     tot = M.flow_totals(tp)
     assert tot["mean_mbps"].tolist() == pytest.approx([10, 10])

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from cctest import metrics as M
 from cctest.report.command import report_command
 from cctest.report.figures import decimate
+from cctest.stats import mean_ci95
 from report_fixtures import FlowSpec, RunSpec, make_run, make_sweep
 
 HERE = Path(__file__).parent
@@ -152,7 +153,7 @@ def test_sweep_figures_and_repetition_ci(synth, tmp_path):
     runs = csv[csv["level"] == "run"]
     g0 = groups[0]
     vals = runs[runs["group_label"] == g0["label"]]["jain"].to_numpy()
-    mean, hw, n = M.mean_ci95(vals)
+    mean, hw, n = mean_ci95(vals)
     assert g0["metrics"]["jain"]["mean"] == pytest.approx(mean)
     assert g0["metrics"]["jain"]["ci95"] == pytest.approx(hw)
     assert set(csv["level"]) == {"run", "flow", "cc_group"}

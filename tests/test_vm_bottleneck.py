@@ -12,7 +12,7 @@ import pytest
 
 from cctest.derived import acked_within, bottleneck_samples, dequeued_binned, link_bytes_between, link_rate_mbps_at
 from cctest.derived import counter_growth
-from cctest.net.bottleneck import ECN_SYSCTL
+from cctest.bottleneck import ECN_SYSCTL
 from test_vm_modules import find, meta_of, runs_of
 
 pytestmark = pytest.mark.vm

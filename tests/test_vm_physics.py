@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from cctest.derived import acked_within, payload_fraction
-from cctest.metrics import jain_index
+from cctest.stats import jain_index
 from test_vm_engine import run_dir
 from test_vm_modules import find, flows, runs_of
 

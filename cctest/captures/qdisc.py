@@ -15,7 +15,7 @@ except ImportError:  # a report-only install (no `run` extra): reading tables ne
     IPRoute = None
 
 from .. import dumbbell
-from ..net.bottleneck import aqm_counters
+from ..aqm import aqm_counters
 from .base import SAMPLING, Capture, RunView, StartContext, num, require_pyroute2
 from .sampler import PeriodicSampler, start_threads
 
@@ -135,7 +135,7 @@ class Qdisc(Capture):
     raw_files = ("qdisc.log",)
     tables = {"qdisc": ("run_id", "t_s", "iface", "role", "kind", "handle", "parent", "backlog_bytes",
                         "backlog_pkts", "drops", "sent_bytes", "sent_pkts", "overlimits", "requeues",
-                        "ecn_marks", "limit_drops")}  # the last two: an AQM's (net/bottleneck.py), else NaN
+                        "ecn_marks", "limit_drops")}  # the last two: an AQM's (cctest/aqm.py), else NaN
     starts = SAMPLING
 
     def start(self, ctx: StartContext, undo) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .. import tracefs
+from ..tools import which
 from ..vmtime import stretch
 from .base import TRACING, US_PER_MS, Capture, RunView, StartContext, map_by_ports
 from .cc_state import state_fields
@@ -144,8 +145,6 @@ class TcpProbe(Capture):
             return None
         ports = [flow.server_port for flow in ctx.spec.flows]
         state_ccs = {cc: fields for cc in ctx.spec.modules if (fields := state_fields(cc))}
-        from ..doctor import which
-
         if choose_tracer(which("bpftrace") is not None) == "tracefs":
             return self._start_tracefs(ctx, undo, ports, list(state_ccs))
         script = ctx.raw / "capture.bt"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import jsonsafe, metrics
+from ..metric_table import COMPARED
 from ..claims import RunSeries, Verdict, expectations_of_runs, judge_all
 from . import figures as F
 from .claims_view import claims_json, claims_section
@@ -17,7 +18,7 @@ from .colors import CCColors, flow_ccs
 from .html import Page, esc, fmt, fmt_ci, table
 from .load import ReportInputError, Run, load_runs, shown
 from .provenance import bottleneck_text, clock_text, code_text, is_wall_clock, scenario_yaml
-from .summary import (RUN_METRICS, Summary, compare, spreadsheet_safe, summarize, summary_frame, summary_json,
+from .summary import (Summary, compare, spreadsheet_safe, summarize, summary_frame, summary_json,
                       unmatched_groups)
 
 
@@ -154,7 +155,7 @@ def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, in
             out.append(table(ch, left={"name", "detail"},
                              cls_rows=["" if ok else "reg" for ok in ch["ok"]]))
     # Metrics.
-    rm = pd.DataFrame([{"metric": v[0], "value": r.get(k), "unit": v[1]} for k, v in RUN_METRICS.items()])
+    rm = pd.DataFrame([{"metric": m.label, "value": r.get(m.column), "unit": m.unit} for m in COMPARED])
     out.append("<h3>Run metrics</h3>")
     out.append(f"<p class='note'>Steady-state window {fmt(r.get('steady_t0_s'))}–{fmt(r.get('steady_t1_s'))} s "
                f"(skip {opts.skip_s:g} s, until the first flow ends).</p>")

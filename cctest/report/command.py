@@ -11,8 +11,8 @@ import click
 
 from .. import errors
 from ..errors import BadInput, CctestError, ClaimsFailed, printable
-from . import defaults
-from .defaults import DEFAULT_MAX_POINTS
+from .. import defaults
+from ..defaults import DEFAULT_MAX_POINTS
 
 
 @click.command("report", cls=errors.Command)

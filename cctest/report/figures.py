@@ -12,9 +12,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .. import derived, metrics
+from .. import derived, metrics, stats
 from .colors import CCColors, flow_ccs, sequential
-from .defaults import DEFAULT_MAX_POINTS  # noqa: E402,F401 (re-exported)
+from ..defaults import DEFAULT_MAX_POINTS  # noqa: E402,F401 (re-exported)
 GL_THRESHOLD = 6000  # a figure with more displayed points than this uses WebGL traces
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
            "#17becf", "#bcbd22", "#7f7f7f"]
@@ -598,7 +598,7 @@ def _varies(df: pd.DataFrame, col: str) -> bool:
 def _mean_ci(df: pd.DataFrame, by: list[str], y: str) -> pd.DataFrame:
     rows = []
     for k, g in df.groupby(by, dropna=False, sort=True):
-        mean, ci, n = metrics.mean_ci95(pd.to_numeric(g[y], errors="coerce"))
+        mean, ci, n = stats.mean_ci95(pd.to_numeric(g[y], errors="coerce"))
         rows.append(dict(zip(by, k if isinstance(k, tuple) else (k,)), mean=mean, ci=ci, n=n))
     return pd.DataFrame(rows)
 

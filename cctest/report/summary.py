@@ -10,27 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import metrics
+from .. import stats
+from ..metric_table import COMPARED, RUN_METRICS
 from ..jsonsafe import json_safe
 from .load import Run, shown
 from .provenance import provenance, scenario_tags
 
-# Run-level metrics: name -> (label, unit, +1 higher is better / -1 lower is better).
-RUN_METRICS = {
-    "throughput_mbps": ("aggregate throughput", "Mbit/s", +1),
-    "utilisation": ("link utilisation", "", +1),
-    "jain": ("Jain's index (whole run)", "", +1),
-    "jain_steady": ("Jain's index (steady state)", "", +1),
-    "retransmits": ("retransmissions", "segments", -1),
-    "retransmits_per_mb": ("retransmissions per MB", "", -1),
-    "bottleneck_drops": ("bottleneck drops", "packets", -1),
-    "bottleneck_loss_rate": ("bottleneck loss rate", "", -1),
-    "mean_queue_delay_ms": ("mean queue delay (backlog/rate)", "ms", -1),
-    "p95_queue_delay_ms": ("p95 queue delay (backlog/rate)", "ms", -1),
-    "mean_srtt_qdelay_ms": ("mean srtt - min RTT", "ms", -1),
-    "mean_queue_bdp": ("mean queue occupancy", "BDP", -1),
-    "max_queue_bdp": ("max queue occupancy", "BDP", -1),
-}
 FLOW_METRICS = ["bytes", "bytes_sent", "bytes_received", "bytes_intervals", "mean_mbps",
                 "steady_mbps", "share", "steady_share", "retransmits", "max_mbps_1s", "min_mbps_1s",
                 "avg_mbps_1s", "mean_cwnd_pkts", "mean_srtt_ms", "min_rtt_ms", "mean_qdelay_ms"]
@@ -114,12 +99,6 @@ def summarize(runs: list[Run], results: list[dict]) -> Summary:
         row = dict(ident)
         row.update(res["run"])
         fl = res["flows"]
-        # The short-RTT flow's share (001 Fig. 7): the flow with the smallest configured RTT.
-        if len(fl) >= 2 and ident["flow_rtt_min_ms"] < ident["flow_rtt_max_ms"]:
-            short = min(fl, key=lambda f: (f.get("rtt_ms") or math.inf))
-            row["short_rtt_flow_share"] = short.get("steady_share")
-        else:
-            row["short_rtt_flow_share"] = np.nan
         run_rows.append(row)
         for f in fl:
             r = {k: ident[k] for k in ("run_id", "scenario", "repetition", "group", "group_label",
@@ -145,10 +124,10 @@ def repetition_stats(runs_df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     if runs_df.empty:
         return pd.DataFrame(columns=["group", "group_label", "metric", "mean", "ci95", "n"])
-    names = [m for m in RUN_METRICS if m in runs_df] + ["short_rtt_flow_share"]
+    names = [m.column for m in RUN_METRICS if m.column in runs_df]
     for g, d in runs_df.groupby("group", sort=False):
         for m in names:
-            mean, ci, n = metrics.mean_ci95(d[m].astype(float)) if m in d else (np.nan, np.nan, 0)
+            mean, ci, n = stats.mean_ci95(d[m].astype(float)) if m in d else (np.nan, np.nan, 0)
             rows.append({"group": g, "group_label": d["group_label"].iloc[0], "algos": d["algos"].iloc[0],
                          "metric": m, "mean": mean, "ci95": ci, "n": n, "runs": len(d)})
     return pd.DataFrame(rows)
@@ -165,7 +144,7 @@ def flow_repetition_stats(flows_df: pd.DataFrame) -> pd.DataFrame:
     g = num.groupby(["group", "flow"], sort=False)
     mean, std, n = g.mean(), g.std(ddof=1), g.count()
     first = flows_df.groupby(["group", "flow"], sort=False)[["group_label", "cc"]].first()
-    tq = n.apply(lambda col: col.map(lambda k: metrics.t_quantile_975(int(k) - 1) if k >= 2 else np.nan))
+    tq = n.apply(lambda col: col.map(lambda k: stats.t_quantile_975(int(k) - 1) if k >= 2 else np.nan))
     ci = tq * std / np.sqrt(n.where(n > 0))
     out = pd.concat({"mean": mean.stack(future_stack=True), "ci95": ci.stack(future_stack=True),
                      "n": n.stack(future_stack=True)}, axis=1).reset_index()
@@ -213,9 +192,9 @@ def summary_json(s: Summary, options: dict) -> dict:
         reps.append({"group": g, "label": d["group_label"].iloc[0], "runs": int(d["runs"].iloc[0]),
                      "metrics": {r.metric: {"mean": json_safe(r.mean), "ci95": json_safe(r.ci95), "n": int(r.n)}
                                  for r in d.itertuples()}})
-    return {"options": options, "metric_definitions": {k: {"label": v[0], "unit": v[1],
-                                                          "better": "higher" if v[2] > 0 else "lower"}
-                                                      for k, v in RUN_METRICS.items()},
+    return {"options": options, "metric_definitions": {m.column: {"label": m.label, "unit": m.unit,
+                                                                 "better": "higher" if m.better > 0 else "lower"}
+                                                      for m in COMPARED},
             "runs": recs(s.runs), "flows": recs(s.flows), "cc_groups": recs(s.groups),
             "repetition_groups": reps, "flow_repetition_stats": recs(s.flow_reps)}
 
@@ -234,7 +213,8 @@ def compare(base: Summary, cand: Summary, threshold_pct: float) -> pd.DataFrame:
     for bk, ck in pairs:
         b = bg.get_group(bk).set_index("metric")
         c = cg.get_group(ck).set_index("metric")
-        for m, (label, unit, sign) in RUN_METRICS.items():
+        for metric in COMPARED:
+            m, label, unit, sign = metric.column, metric.label, metric.unit, metric.better
             bm = float(b.loc[m, "mean"]) if m in b.index else math.nan
             cm = float(c.loc[m, "mean"]) if m in c.index else math.nan
             if not np.isfinite(bm):
