@@ -153,7 +153,7 @@ def equivalence(args) -> None:
             row = equivalence_figures(path)
             results.setdefault((row["scenario"], engine), []).append(row)
     names = ["total Mbit/s", "flow 0 share", "Jain", "retransmits", "median srtt ms"]
-    print(f"\nmean +- 95 % CI over the repetitions (n per cell in brackets)")
+    print("\nmean +- 95 % CI over the repetitions (n per cell in brackets)")
     print(f"{'scenario':<22} {'figure':<15} " + " ".join(f"{e:>22}" for e in engines))
     for scenario in scenarios:
         for name in names:

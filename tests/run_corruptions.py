@@ -1,6 +1,5 @@
 """Corrupted copies of a real run directory: each turns one thing the report reads into nonsense."""
 import json, shutil
-from pathlib import Path
 import numpy as np
 import pandas as pd
 

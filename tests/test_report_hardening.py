@@ -191,7 +191,7 @@ def test_link_values_given_as_numeric_text_are_read_as_numbers(tmp_path):
     numbers, text = runs[str(as_numbers)], runs[str(as_text)]
     assert (text["rate_mbps"], text["rtt_ms"], text["buffer_bdp"]) == (10, 20.0, 0.5)
     assert text["utilisation"] == numbers["utilisation"] and text["utilisation"] > 0
-    assert f"meta.json link.rate_mbps is text ('10'); read as the number 10" in res.stderr
+    assert "meta.json link.rate_mbps is text ('10'); read as the number 10" in res.stderr
     # text that is no number: that run is named as bad and left out
     assert str(not_numbers) not in runs
     assert any(str(not_numbers) in line and "link.rate_mbps must be a finite number, not 'fast'" in line
