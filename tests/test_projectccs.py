@@ -1,5 +1,8 @@
 """The project's cc list comes from modules/*/Kbuild, and nowhere else."""
 
+import sys
+from pathlib import Path
+
 from cctest import kmod, scenario
 from cctest.projectccs import MODULES_DIR, kbuild_modules, project_ccs, tree_modules
 
@@ -35,3 +38,17 @@ def test_the_report_labels_the_modes_and_phases_of_every_bbr3_family_module():
     for cc in family:
         assert state_enum(cc, "mode") == {0: "STARTUP", 1: "DRAIN", 2: "PROBE_BW", 3: "PROBE_RTT"}, cc
         assert state_enum(cc, "phase") == {0: "DOWN", 1: "CRUISE", 2: "REFILL", 3: "UP"}, cc
+
+
+def test_the_vm_suite_covers_every_project_cc():
+    """A new module under modules/ is run against CUBIC and has its bad parameters tried in the VM
+    tests: their lists are checked against the modules' own (a module left out fails here, not
+    silently in the VM)."""
+    import yaml
+
+    sys.path.insert(0, str(Path(__file__).parent / "vm"))
+    import guest
+
+    scenarios = yaml.safe_load((Path(__file__).parent / "vm" / "scenarios.yaml").read_text())["scenarios"]
+    assert scenarios["variants-vs-cubic"]["matrix"]["flows.1.cc"] == ["bbr", *project_ccs()]
+    assert set(guest.BAD_PARAMS) == set(project_ccs())
