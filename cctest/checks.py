@@ -34,8 +34,8 @@ Checks and what a failure means for the verdict:
                               virtual clock these are guest ticks.
 
 A check that cannot be evaluated because its table is missing has ``ok: null`` and makes the
-verdict at most "warn".  Drops are counted on root qdiscs only: a classful root (htb) already
-counts the drops of its leaves, so summing both would double-count.
+verdict at most "warn".  Drops are counted on root qdiscs only: the kernel adds a child's drops
+to its parents' (the AQM chain netem -> tbf -> AQM), so summing both would double-count.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import atomic, jsonsafe
-from . import derived as D
+from . import derived
 from .jsonsafe import json_safe
 
 BASE_RTT_TOL = 0.10  # |min ping RTT / configured RTT - 1| allowed
@@ -98,12 +98,12 @@ def check_goodput(meta: dict, tables: dict[str, pd.DataFrame]) -> tuple[dict, st
     """How full the link was (derived.link_fullness, the report's utilisation too)."""
     if tables.get("flows") is None or tables["flows"].empty:
         return _check("goodput", None, None, GOODPUT_MIN, "no flows table"), WARN
-    full = D.link_fullness(meta, tables)
+    full = derived.link_fullness(meta, tables)
     notes, span, ratio = full["notes"], full["span_s"], full["fraction"]
-    if span <= 0 or not ratio == ratio:
+    if span <= 0 or math.isnan(ratio):
         return _check("goodput", None, None, GOODPUT_MIN,
                       "; ".join(notes + ["no active span or no bytes"])), WARN
-    rate = D.link_rate_mbps_at(meta, 0.0)
+    rate = derived.link_rate_mbps_at(meta, 0.0)
     capacity_mbps = full["capacity_bytes"] * 8 / span / 1e6
     ok = GOODPUT_MIN <= ratio <= GOODPUT_MAX
     detail = (f"{full['delivered_bytes'] * 8 / span / 1e6:.2f} Mbit/s of payload over {span:.2f} s with >=1 flow "
@@ -132,7 +132,7 @@ def drop_growth(qdisc: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (iface, role, handle), g in q.groupby(["iface", "role", "handle"], dropna=False):
         rows.append({"iface": iface, "role": role, "kind": g["kind"].iloc[0],
-                     "handle": handle, "drops": D.counter_growth(g["drops"])})
+                     "handle": handle, "drops": derived.counter_growth(g["drops"])})
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -142,14 +142,14 @@ def check_drops(qdisc: pd.DataFrame | None) -> list[tuple[dict, str]]:
                 (_check("bottleneck_drops", True, None, None, "no qdisc samples"), INFO)]
     g = drop_growth(qdisc)
     outside = g[g["role"] != "bottleneck"]
-    bq = D.bottleneck_samples(qdisc)
+    bq = derived.bottleneck_samples(qdisc)
 
     def describe(rows: pd.DataFrame) -> str:
         return ", ".join(f"{r.iface} {r.kind} {r.handle} ({r.role}): {r.drops:g}"
                          for r in rows.itertuples()) or "none sampled"
 
     n_out = float(outside["drops"].sum())
-    n_bn = D.bottleneck_drops(qdisc)
+    n_bn = derived.bottleneck_drops(qdisc)
     where = (f"{bq['iface'].iloc[0]} {bq['kind'].iloc[0]} {bq['handle'].iloc[0]}" if len(bq)
              else "no bottleneck qdisc sampled")
     return [
@@ -170,7 +170,7 @@ def check_cpu_busy(meta: dict, cpu: pd.DataFrame | None, flows: pd.DataFrame | N
         recorded = "vm" in meta
         return _check("cpu_busy", None, None, CPU_BUSY_MAX, "no CPU samples recorded" if recorded else
                       "not recorded: the run predates CPU sampling"), WARN if recorded else INFO
-    spans = D.flow_spans(meta, flows, throughput)
+    spans = derived.flow_spans(meta, flows, throughput)
     if spans.empty:
         return _check("cpu_busy", None, None, CPU_BUSY_MAX, "no active flow span"), WARN
     start, end = float(spans["t_start"].min()), float(spans["t_end"].max())

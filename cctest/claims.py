@@ -289,7 +289,7 @@ class Verdict:
         for text, (mean, ci, n) in self.values.items():
             if n == 0:
                 continue
-            ci_text = f" ± {ci:.3g}" if ci == ci else ""
+            ci_text = f" ± {ci:.3g}" if not math.isnan(ci) else ""
             parts.append(f"{text} = {mean:.3g}{ci_text} (n={n})")
         return "; ".join(parts) or self.reason
 

@@ -65,7 +65,7 @@ class LinkDef:
 
 
 @dataclass(frozen=True)
-class Qdisc:
+class PlannedQdisc:
     """One shaped interface: where it lives (None = root namespace), its role, its tc batch."""
 
     node: str | None
@@ -98,15 +98,15 @@ def fq_tc(iface: str) -> tuple[str, ...]:
     return (f"qdisc replace dev {iface} root handle 1: fq",)
 
 
-def qdiscs(run: RunSpec, with_fq: bool = True) -> list[Qdisc]:
+def qdiscs(run: RunSpec, with_fq: bool = True) -> list[PlannedQdisc]:
     """Every qdisc the run installs, in the order to install them."""
-    plan = [Qdisc(None, BOTTLENECK_IFACE, "bottleneck", bottleneck_tc(BOTTLENECK_IFACE, run.link))]
+    plan = [PlannedQdisc(None, BOTTLENECK_IFACE, "bottleneck", bottleneck_tc(BOTTLENECK_IFACE, run.link))]
     for flow in run.flows:
-        plan.append(Qdisc(None, left_port(flow), "delay", delay_tc(left_port(flow), flow.rtt_ms, run.link.netem_limit_pkts)))
+        plan.append(PlannedQdisc(None, left_port(flow), "delay", delay_tc(left_port(flow), flow.rtt_ms, run.link.netem_limit_pkts)))
         if run.link.loss_pct > 0 or run.link.outages:  # an outage sets this qdisc's loss to 100 %
-            plan.append(Qdisc(None, right_port(flow), "loss", loss_tc(right_port(flow), run.link.loss_pct, run.link.netem_limit_pkts)))
+            plan.append(PlannedQdisc(None, right_port(flow), "loss", loss_tc(right_port(flow), run.link.loss_pct, run.link.netem_limit_pkts)))
         if with_fq:
-            plan.append(Qdisc(flow.sender, sender_iface(flow), "access", fq_tc(sender_iface(flow))))
+            plan.append(PlannedQdisc(flow.sender, sender_iface(flow), "access", fq_tc(sender_iface(flow))))
     return plan
 
 

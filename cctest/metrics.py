@@ -22,7 +22,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from . import derived as D
+from . import derived
 from .defaults import DEFAULT_BIN_MS, DEFAULT_JAIN_WINDOW_S, DEFAULT_SKIP_S
 from .stats import jain_index
 RUN_TAIL_S = 1.0  # qdisc samples up to this long after the last flow ends still count
@@ -51,7 +51,7 @@ def _cumulative_points(g: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return t, c
 
 
-def flow_spans(throughput: pd.DataFrame) -> pd.DataFrame:
+def interval_spans(throughput: pd.DataFrame) -> pd.DataFrame:
     """Span of each flow's iperf3 intervals: columns flow, t_start, t_end (seconds). Only for
     binning the intervals themselves; a flow's active period is derived.flow_spans."""
     if throughput.empty:
@@ -98,7 +98,7 @@ def binned_throughput(throughput: pd.DataFrame, bin_s: float = DEFAULT_BIN_MS / 
     cols = ["flow", "t_s", "bytes", "mbps", "active"]
     if throughput.empty:
         return pd.DataFrame(columns=cols)
-    spans = flow_spans(throughput).set_index("flow")
+    spans = interval_spans(throughput).set_index("flow")
     if t_end is None:
         t_end = float(spans["t_end"].max())
     nbins = max(1, int(math.ceil(t_end / bin_s - 1e-9)))
@@ -122,7 +122,7 @@ def flow_totals(throughput: pd.DataFrame, flows: pd.DataFrame | None = None,
 
     `spans` (derived.flow_spans) are the flows' active periods; the iperf3 intervals' when absent."""
     if spans is None:
-        spans = flow_spans(throughput)
+        spans = interval_spans(throughput)
     spans = spans[["flow", "t_start", "t_end"]]
     sums = throughput.groupby("flow").agg(bytes_intervals=("bytes", "sum"),
                                           retrans_intervals=("retransmits", "sum")).reset_index()
@@ -157,11 +157,11 @@ def received_throughput(meta: dict, tables: dict, bin_s: float, spans: pd.DataFr
         return binned_throughput(tp, bin_s, t_end), "iperf3 sender intervals"
     if t_end is None:
         t_end = float(spans["t_end"].max()) if len(spans) else float(ss["t_s"].max())
-    edges = D.bin_edges(t_end, bin_s)
+    edges = derived.bin_edges(t_end, bin_s)
     sp = spans.set_index("flow")
     parts = []
     starts = dict(zip(spans["flow"].astype(int), spans["t_start"].astype(float)))
-    for flow, b in D.delivered_binned(ss, edges, starts).items():
+    for flow, b in derived.delivered_binned(ss, edges, starts).items():
         s, e = (sp.loc[flow, "t_start"], sp.loc[flow, "t_end"]) if flow in sp.index else (-np.inf, np.inf)
         active = (edges[1:] > s + 1e-9) & (edges[:-1] < e - 1e-9)
         parts.append(pd.DataFrame({"flow": flow, "t_s": edges[:-1], "bytes": b,
@@ -172,9 +172,9 @@ def received_throughput(meta: dict, tables: dict, bin_s: float, spans: pd.DataFr
 def link_aggregate(meta: dict, bq: pd.DataFrame, bin_s: float, t_end: float) -> pd.DataFrame:
     """What the bottleneck sent per bin: t_s (bin start), bytes, mbps and utilisation (of the
     link's rate over the bin). Ethernet frames, as the shaper counts them."""
-    edges = D.bin_edges(t_end, bin_s)
-    b = D.dequeued_binned(bq, edges)
-    cap = np.array([D.link_bytes_between(meta, a, z) for a, z in zip(edges[:-1], edges[1:])])
+    edges = derived.bin_edges(t_end, bin_s)
+    b = derived.dequeued_binned(bq, edges)
+    cap = np.array([derived.link_bytes_between(meta, a, z) for a, z in zip(edges[:-1], edges[1:])])
     return pd.DataFrame({"t_s": edges[:-1], "bytes": b, "mbps": b * 8 / bin_s / 1e6,
                          "utilisation": np.divide(b, cap, out=np.full(len(cap), np.nan), where=cap > 0)})
 
@@ -266,8 +266,8 @@ def drop_stats(bq: pd.DataFrame) -> dict:
     """
     if bq is None or bq.empty:
         return {"drops": float("nan"), "sent_pkts": float("nan"), "loss_rate": float("nan")}
-    drops = D.counter_growth(bq["drops"])
-    sent = D.counter_growth(bq["sent_pkts"])
+    drops = derived.counter_growth(bq["drops"])
+    sent = derived.counter_growth(bq["sent_pkts"])
     tot = drops + sent
     return {"drops": drops, "sent_pkts": sent, "loss_rate": drops / tot if tot > 0 else float("nan")}
 
@@ -276,7 +276,7 @@ def drops_series(bq: pd.DataFrame, bin_s: float) -> pd.DataFrame:
     """Bottleneck drops per `bin_s` bin: t_s (bin start), drops."""
     if bq is None or bq.empty:
         return pd.DataFrame(columns=["t_s", "drops"])
-    inc = D.counter_increments(bq["drops"].to_numpy())
+    inc = derived.counter_increments(bq["drops"].to_numpy())
     slot = np.floor(bq["t_s"].to_numpy(float) / bin_s + 1e-9) * bin_s
     return (pd.DataFrame({"t_s": slot, "drops": inc}).groupby("t_s", as_index=False)["drops"].sum())
 
@@ -320,7 +320,7 @@ def run_metrics(meta: dict, tables: dict[str, pd.DataFrame], *, bin_s: float | N
     "flows": [{...} per flow], "groups": [{...} per CC group], "series": {...}} where "series"
     holds the tidy time series the report plots.
     """
-    rd = _RunData.of(meta, tables, bin_s or D.default_bin_s(meta))
+    rd = _RunData.of(meta, tables, bin_s or derived.default_bin_s(meta))
     out: dict = {"run": {"bin_s": rd.bin_s}, "flows": [], "groups": [], "series": {}}
     totals = _flow_throughput(rd, skip_s, out)
     _flow_tcp_state(rd, totals, out)
@@ -350,7 +350,7 @@ class _RunData:
             for r in flows_t.itertuples():
                 rd.flow_cc.setdefault(int(r.flow), getattr(r, "cc", None))
                 rd.flow_rtt.setdefault(int(r.flow), getattr(r, "rtt_ms", None))
-        rd.spans = D.flow_spans(meta, flows_t, rd.tp)
+        rd.spans = derived.flow_spans(meta, flows_t, rd.tp)
         if len(rd.tp):  # flows with intervals only; a flow that never ran has no span to speak of
             rd.spans = rd.spans[rd.spans["flow"].isin(rd.tp["flow"].unique())].reset_index(drop=True)
         rd.t_first = float(rd.spans["t_start"].min()) if len(rd.spans) else float("nan")
@@ -417,7 +417,7 @@ def _run_totals(rd: _RunData, totals: pd.DataFrame, out: dict) -> None:
     run["throughput_mbps"] = total_bytes * 8 / duration / 1e6 if duration > 0 else float("nan")
     run["jain"] = jain_index(totals["mean_mbps"]) if len(totals) else float("nan")
     run["jain_steady"] = jain_index(rd.steady.to_numpy()) if len(rd.steady) else float("nan")
-    run["utilisation"] = D.link_fullness(rd.meta, rd.tables)["fraction"]
+    run["utilisation"] = derived.link_fullness(rd.meta, rd.tables)["fraction"]
     run["retransmits"] = float(totals["retransmits"].sum()) if len(totals) else float("nan")
     run["retransmits_per_mb"] = run["retransmits"] / (total_bytes / 1e6) if total_bytes else float("nan")
     run["short_rtt_flow_share"] = short_rtt_flow_share(totals)
@@ -445,7 +445,7 @@ def _bottleneck(rd: _RunData, out: dict) -> None:
     """At the bottleneck: drops and loss rate (whole recording), what it sent per bin (the
     aggregate), and its queue while the flows ran."""
     run, series = out["run"], out["series"]
-    bq = D.bottleneck_samples(rd.tables.get("qdisc"))
+    bq = derived.bottleneck_samples(rd.tables.get("qdisc"))
     names = ("bottleneck_drops", "bottleneck_loss_rate", "mean_queue_delay_ms", "p95_queue_delay_ms",
              "mean_queue_bdp", "max_queue_bdp")
     run.update({k: float("nan") for k in names})
@@ -459,9 +459,9 @@ def _bottleneck(rd: _RunData, out: dict) -> None:
     q = bq[((bq["t_s"] >= min(0.0, rd.t_first) - 1e-9) & (bq["t_s"] <= rd.t_last + RUN_TAIL_S)).to_numpy()]
     if q.empty:
         return
-    rate = D.link_rate_mbps_at(rd.meta, q["t_s"].to_numpy(float))
+    rate = derived.link_rate_mbps_at(rd.meta, q["t_s"].to_numpy(float))
     qdel = queue_delay_ms(q["backlog_bytes"], rate)
-    qbdp = queue_bdp(q["backlog_bytes"], D.bdp_bytes(rd.meta))
+    qbdp = queue_bdp(q["backlog_bytes"], derived.bdp_bytes(rd.meta))
     series["queue"] = pd.DataFrame({"t_s": q["t_s"].to_numpy(float),
                                     "backlog_bytes": q["backlog_bytes"].to_numpy(float),
                                     "qdelay_ms": qdel, "queue_bdp": qbdp})

@@ -217,7 +217,7 @@ class Flow(Strict):
         return self
 
 
-class Capture(Strict):
+class CaptureSettings(Strict):
     ss_interval_ms: int = Field(default=100, ge=10, le=10_000)
     qdisc_interval_ms: int = Field(default=100, ge=10, le=10_000)
     tcp_probe: bool = True
@@ -271,7 +271,7 @@ class Scenario(Strict):
     flows: list[Flow] = Field(min_length=1)
     duration_s: float = Field(gt=0, le=3600)
     repetitions: int = Field(default=1, ge=1, le=1000)
-    capture: Capture = Field(default_factory=Capture)
+    capture: CaptureSettings = Field(default_factory=CaptureSettings)
     seed: int = Field(default=1, ge=0)
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
     expect: list[Expect] = Field(default_factory=list)  # after flows and matrix: its check reads them

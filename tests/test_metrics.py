@@ -183,7 +183,7 @@ def test_steady_jain_with_a_late_starter():
     tp = tp_table([(0, 0.1 * (i + 1), 0.1, 125_000) for i in range(200)]
                   + [(1, 12 + 0.1 * (i + 1), 0.1, 125_000) for i in range(80)])
     b = M.binned_throughput(tp, 0.1)
-    t0, t1 = M.steady_window(M.flow_spans(tp), 10)
+    t0, t1 = M.steady_window(M.interval_spans(tp), 10)
     assert (t0, t1) == (10, pytest.approx(20))
     means = M.window_mean_mbps(b, t0, t1)
     assert means.tolist() == pytest.approx([10, 10])
