@@ -14,8 +14,7 @@ checks.json, the report's overview and its figures can never give two answers to
 - how full the link was (`link_fullness`);
 - bytes per time bin of a sampled cumulative counter (`binned_counter`): what each receiver got
   (`delivered_binned`, from the senders' bytes_acked) and what the bottleneck sent
-  (`dequeued_binned`);
-- a lone BBR flow's model and queue from its `ss -tin` samples (`bbr_model_figures`).
+  (`dequeued_binned`).
 """
 
 from __future__ import annotations
@@ -313,56 +312,3 @@ def dequeued_binned(bq: pd.DataFrame, edges: np.ndarray) -> np.ndarray:
     """Bytes (Ethernet frames) the bottleneck qdisc sent within each bin."""
     cum = np.cumsum(counter_increments(bq["sent_bytes"].to_numpy()))
     return binned_counter(bq["t_s"].to_numpy(), cum, edges)
-
-
-def sample_jitter_s(t) -> float:
-    """Spread (standard deviation) of a sampler's intervals: how uncertain each sample's place in
-    time is (a late or slow read shows as an irregular interval)."""
-    d = np.diff(np.sort(np.asarray(t, dtype=float)))
-    return float(np.std(d)) if d.size > 1 else 0.0
-
-
-def bin_quantum_bytes(meta: dict, sample_t, t: float) -> float:
-    """How far one bin of a sampled byte counter can read above what the link carried, from the
-    measurement alone: one frame at each bin edge (the counter moves in whole packets) plus what
-    the link carries in the samples' timing uncertainty at both edges."""
-    return 2 * frame_bytes(meta) + 2 * link_rate_mbps_at(meta, t) * 1e6 / 8 * sample_jitter_s(sample_t)
-
-
-# ---------------------------------------------------------------------------------------------
-# A BBR sender's model, as `ss -tin` reports it
-
-QUEUED_RTT_FACTOR = 1.5  # srtt above 1.5 x the base RTT: a queue of more than half a BDP
-OVERESTIMATE = 1.03  # a bandwidth estimate 3 % above the payload rate: a sample the link cannot give
-
-
-def bbr_model_figures(meta: dict, ss: pd.DataFrame, flow: int = 0, settle_s: float = 2.0) -> dict:
-    """One BBR flow's model and queue after `settle_s` (slow start and Drain), on a fixed-rate link.
-
-    srtt's minimum and quantiles (ms) and `queued`, the share of samples with srtt above QUEUED_RTT_FACTOR x the
-    base RTT; `bw_over_capacity`, the median bandwidth estimate over the link's payload rate, and
-    `overestimated`, the share of samples where it exceeds OVERESTIMATE; `cwnd_over_bdp`, the median
-    cwnd over the payload BDP in MSS packets; `pacing_margin`, the median pacing rate over gain x
-    estimate; `min_rtt_ms`, the median RTprop; `gain_1.25` and `gain_0.75`, the shares of samples in
-    ProbeBW's up and down phases."""
-    link = meta["link"]
-    g = ss[(ss["flow"] == flow) & (ss["t_s"] > settle_s)].dropna(subset=["srtt_ms", "bbr_bw_bps"])
-    payload_bps = float(link["rate_mbps"]) * 1e6 * payload_fraction(int(link.get("mtu", MTU_BYTES)))
-    bdp_packets = payload_bps / 8 * float(link["rtt_ms"]) / 1e3 / g["mss"].median()
-    bw = g["bbr_bw_bps"] / payload_bps
-    gain = g["bbr_pacing_gain"]
-    return {
-        "samples": len(g),
-        "srtt_min_ms": float(g["srtt_ms"].min()),
-        "srtt_p05_ms": float(g["srtt_ms"].quantile(0.05)),
-        "srtt_p50_ms": float(g["srtt_ms"].median()),
-        "srtt_p90_ms": float(g["srtt_ms"].quantile(0.9)),
-        "queued": float((g["srtt_ms"] > QUEUED_RTT_FACTOR * float(link["rtt_ms"])).mean()),
-        "bw_over_capacity": float(bw.median()),
-        "overestimated": float((bw > OVERESTIMATE).mean()),
-        "cwnd_over_bdp": float((g["cwnd"] / bdp_packets).median()),
-        "pacing_margin": float((g["pacing_rate_bps"] / (gain * g["bbr_bw_bps"])).median()),
-        "min_rtt_ms": float(g["bbr_mrtt_ms"].median()),
-        "gain_1.25": float((gain == 1.25).mean()),
-        "gain_0.75": float((gain == 0.75).mean()),
-    }

@@ -1,4 +1,4 @@
-"""`derived.bbr_model_figures` on a recorded run: one kernel-bbr flow alone at 50 Mbit/s, 20 ms,
+"""`bbr_model.bbr_model_figures` on a recorded run: one kernel-bbr flow alone at 50 Mbit/s, 20 ms,
 5 BDP (bench/core_equivalence.py, VM, virtual clock), which kept a queue for ~30 % of its samples
 after its bandwidth estimate overshot the link."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cctest.derived import bbr_model_figures
+from cctest.bbr_model import bbr_model_figures
 
 RUN = Path(__file__).parent / "fixtures" / "runs" / "core-vs-kernel-50-20261123-073134-f0.cc-bbr-r0"
 

@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "cctest.tracefs", "cctest.filelock")),
     ("the model: pure code on scenarios, plans and tables", (
         "cctest.scenario", "cctest.plan", "cctest.dumbbell", "cctest.bottleneck", "cctest.aqm", "cctest.claims",
-        "cctest.metrics", "cctest.metric_table", "cctest.derived", "cctest.record", "cctest.modsource",
+        "cctest.metrics", "cctest.metric_table", "cctest.derived", "cctest.bbr_model", "cctest.record", "cctest.modsource",
         "cctest.modparams")),
     ("the ground: constants, statistics, safe reading and writing", (
         "cctest", "cctest.stats", "cctest.wire", "cctest.strict", "cctest.defaults", "cctest.limits",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cctest.derived import bbr_model_figures
+from cctest.bbr_model import bbr_model_figures
 from cctest.projectccs import project_ccs, tree_modules
 from conftest import dmesg_problems
 
@@ -109,7 +109,7 @@ def test_core_alone_delivers_like_kernel_bbr(vm_results, rate_mbps):
 
 
 def model_means(paths: list[Path]) -> pd.Series:
-    """`derived.bbr_model_figures` of each run, averaged over the runs."""
+    """`bbr_model.bbr_model_figures` of each run, averaged over the runs."""
     return pd.DataFrame([bbr_model_figures(meta_of(p), pd.read_parquet(p / "ss.parquet")) for p in paths]).mean()
 
 
