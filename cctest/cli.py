@@ -392,9 +392,9 @@ def clean(force: bool) -> None:
     """Remove what a run killed with SIGKILL left behind, as its journal names it (the run's cgroup with
     every process in it, links, host shells, processes, a tracefs mount, modules, sysctls). An entry
     cctest could not have written is refused, one line each, exit 2."""
-    from . import journal
+    from . import cleanup
 
-    actions = journal.clean(force=force)
+    actions = cleanup.clean(force=force)
     for line in actions:
         # one line each, paths unbroken; a journal's text is never markup or terminal control
         console.print(errors.printable(line), highlight=False, soft_wrap=True, markup=False)
@@ -465,7 +465,7 @@ def modules_unload(name: str) -> None:
     """Unload NAME (a project module, or a kernel cc's tcp_NAME module)."""
     from . import kmod
 
-    kmod.unload(name if name in kmod.PROJECT_CCS else f"tcp_{name}")
+    kmod.unload(kmod.module_name(name))
     console.print(f"{name} unloaded")
 
 

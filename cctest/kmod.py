@@ -323,8 +323,8 @@ def load(cc: str, params: dict[str, int], release: str, on_loaded=None, where: s
         return LoadedModule(cc, params, str(ko), sha256_of(ko), True, read_params(cc), description_of(str(ko)))
     # A kernel congestion control: built in, already loaded, or tcp_<cc>.ko.
     if cc in available_ccs():
-        return LoadedModule(cc, {}, None, None, False, read_params(f"tcp_{cc}"))
-    module = f"tcp_{cc}"
+        return LoadedModule(cc, {}, None, None, False, read_params(module_name(cc)))
+    module = module_name(cc)
     if on_loaded:
         on_loaded(module)
     result = subprocess.run(["modprobe", module], capture_output=True, text=True)
@@ -335,8 +335,10 @@ def load(cc: str, params: dict[str, int], release: str, on_loaded=None, where: s
     return LoadedModule(cc, {}, path or None, digest, True, read_params(module))
 
 
-def module_name(loaded: LoadedModule) -> str:
-    return loaded.name if loaded.name in PROJECT_CCS else f"tcp_{loaded.name}"
+def module_name(cc: str) -> str:
+    """The kernel module that provides congestion control `cc`: this project's by its own name, the
+    kernel's as tcp_<cc>."""
+    return cc if cc in PROJECT_CCS else f"tcp_{cc}"
 
 
 def unload(name: str, attempts: int = 10) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cctest import errors, journal, kmod, runner, session, vm
+from cctest import cleanup, errors, journal, kmod, runner, session, vm
 from cctest.cli import main
 from cctest.net.topology import TopologyError
 from cctest.net.traffic import TrafficError
@@ -37,7 +37,7 @@ def one_error_line(result) -> str:
 
 def test_the_classes_carry_the_codes():
     bad_input = (ScenarioError, kmod.BadParameter, vm.VMOptionError, session.NativeUnavailable,
-                 journal.RunLockedError, journal.JournalError, journal.CleanRefused, ReportInputError)
+                 journal.RunLockedError, journal.JournalError, cleanup.CleanRefused, ReportInputError)
     failed = (kmod.ModuleError, vm.VMError, session.SessionError, runner.RunFailed, TopologyError, TrafficError)
     assert {cls.__name__: cls("x").exit_code for cls in bad_input} == {cls.__name__: 2 for cls in bad_input}
     assert {cls.__name__: cls("x").exit_code for cls in failed} == {cls.__name__: 1 for cls in failed}
