@@ -26,8 +26,10 @@ from .plan import RunSpec, split_for_vms
 from .rundir import write_meta
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunOptions:
+    """What `cctest run` was asked for, given by keyword: fourteen fields are too many to place by position."""
+
     experiments_file: Path
     names: list[str]
     repetitions: int | None
