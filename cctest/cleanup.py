@@ -63,7 +63,7 @@ class Replay:
     sys_module: Path
     same_boot: bool  # what a journal of an earlier boot names is gone with that boot (or no longer ours)
     actions: list[str] = field(default_factory=list)
-    remaining: dict = field(default_factory=dict)
+    remaining: dict = field(init=False)  # what is still to undo: the journal kept names it
     refused: dict = field(default_factory=lambda: {"processes": [], "modules": [], "links": [], "hosts": [],
                                                    "sysctls": {}})
 
