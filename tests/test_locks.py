@@ -3,8 +3,6 @@ build waits, saying so in one line), a rebuild waits for the session running wit
 build, and a second session into the same --out is refused with one line (exit 2). Real processes,
 real flock and a real module build (a one-file module against the VM kernel's headers)."""
 
-import os
-import shutil
 import subprocess
 import sys
 import textwrap
