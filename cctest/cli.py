@@ -7,7 +7,6 @@ commands that need them, so `cctest --help` and shell completion start in a frac
 
 from __future__ import annotations
 
-import json
 import platform
 import re
 import sys
@@ -270,15 +269,36 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 def run(scenarios, experiments_file, tags, repetitions, out, mode, engine, kernel, kvm, clock, icount_shift, jobs, shard,
         dry_run, as_json, force, no_ingest, in_vm, manifest, only_runs) -> None:
     """Run SCENARIOS for real and write one run directory per run."""
-    from . import dumbbell, vm
-    from .modsource import check_declared_params
-    from .plan import expand, run_count
-    from .session import RunOptions, choose_mode, run_in_vm, run_native
+    from .session import RunOptions
 
     experiments = load_experiments(experiments_file)
     # named scenarios as given (twice is twice), then the tagged ones not named already
     scenarios = [*scenarios, *(name for name in dict.fromkeys(tagged(experiments, experiments_file, tags))
                                if name not in scenarios)]
+    specs = _planned_runs(experiments, experiments_file, scenarios, repetitions, force)
+    vm_clock = _vm_clock(mode, engine, kernel, kvm, clock, icount_shift)
+    specs = _selected_runs(specs, only_runs, shard, quiet=dry_run and as_json)
+    if not specs:
+        return
+    if as_json and not dry_run:
+        raise BadInput("--json goes with --dry-run (a real run prints its progress)")
+    if dry_run:
+        _print_dry_run(specs, vm_clock, as_json)
+        return
+    opts = RunOptions(experiments_file=Path(experiments_file), names=list(scenarios), repetitions=repetitions,
+                      out=Path(out), mode=mode or "auto", kernel=kernel, kvm=kvm, ingest=not no_ingest, in_vm=in_vm,
+                      manifest=Path(manifest) if manifest else None, clock=vm_clock, jobs=jobs, force=force,
+                      engine=engine)
+    _execute(specs, opts)
+
+
+def _planned_runs(experiments, experiments_file: str, scenarios: list[str], repetitions: int | None,
+                  force: bool) -> list:
+    """Every run the scenarios expand to, checked before anything is built: their number (at most
+    MAX_RUNS without --force) and the module parameters insmod would refuse."""
+    from .modsource import check_declared_params
+    from .plan import expand, run_count
+
     if not scenarios:
         raise BadInput("name at least one scenario, or --tag (cctest list shows both)")
     total = sum(run_count(experiments, name, repetitions) for name in scenarios)
@@ -286,55 +306,69 @@ def run(scenarios, experiments_file, tags, repetitions, out, mode, engine, kerne
         raise BadInput(f"{experiments_file}: {' '.join(scenarios)}: {total} runs in one invocation; at most "
                        f"{MAX_RUNS} without --force")
     specs = [spec for name in scenarios for spec in expand(experiments, name, repetitions, force=force)]
-    check_declared_params(specs, experiments_file)  # what insmod would refuse, before anything is built
+    check_declared_params(specs, experiments_file)
+    return specs
+
+
+def _vm_clock(mode: str | None, engine: str, kernel: str | None, kvm: bool, clock: str | None,
+              icount_shift: int | None):
+    """--vm's clock, once the VM options were found to work together (bad input before anything is set up)."""
+    from . import vm
+
     vm_clock = vm.VMClock.choose(clock, icount_shift, kvm)
     if kernel and engine != "uml":
-        vm.pick_kernel(kernel)  # a path that is no kernel image is bad input, found before anything is set up
+        vm.pick_kernel(kernel)  # a path that is no kernel image is bad input
     if engine == "uml" and mode != "vm":
         raise BadInput(f"--engine {engine} is for --vm runs; add --vm")
+    return vm_clock
+
+
+def _selected_runs(specs: list, only_runs: str | None, shard_option: str | None, quiet: bool) -> list:
+    """The runs this invocation makes: a VM's share (--only-runs), then one shard, which is named
+    unless `quiet` (its JSON is the output)."""
     if only_runs:
         try:
             specs = [specs[int(i)] for i in only_runs.split(",")]
         except (ValueError, IndexError):
             raise BadInput(f"--only-runs {only_runs}: indices of this invocation's {len(specs)} runs, "
                            "comma-separated") from None
-    shard = parse_shard(shard)
-    if shard:
-        from .plan import shard as shard_of
+    shard = parse_shard(shard_option)
+    if not shard:
+        return specs
+    from .plan import shard as shard_of
 
-        mine = shard_of(specs, *shard)
-        if not (dry_run and as_json):
-            click.echo(f"shard {shard[0]}/{shard[1]}: {len(mine)} of {len(specs)} runs"
-                       + "".join(f"\n  {specs[i].scenario.name} {specs[i].label} r{specs[i].repetition}" for i in mine))
-        specs = [specs[i] for i in mine]
-        if not specs:
-            return
-    if as_json and not dry_run:
-        raise BadInput("--json goes with --dry-run (a real run prints its progress)")
-    if dry_run:
-        if as_json:
-            print_json([dry_run_json(spec, vm_clock) for spec in specs])
-            return
-        for spec in specs:
-            click.echo(dumbbell.describe(spec))
+    mine = shard_of(specs, *shard)
+    if not quiet:
+        click.echo(f"shard {shard[0]}/{shard[1]}: {len(mine)} of {len(specs)} runs"
+                   + "".join(f"\n  {specs[i].scenario.name} {specs[i].label} r{specs[i].repetition}" for i in mine))
+    return [specs[i] for i in mine]
+
+
+def _print_dry_run(specs: list, vm_clock, as_json: bool) -> None:
+    from . import dumbbell
+
+    if as_json:
+        print_json([dry_run_json(spec, vm_clock) for spec in specs])
         return
-    opts = RunOptions(Path(experiments_file), list(scenarios), repetitions, Path(out), mode or "auto", kernel, kvm,
-                      not no_ingest, in_vm, Path(manifest) if manifest else None, vm_clock, jobs, force, engine)
+    for spec in specs:
+        click.echo(dumbbell.describe(spec))
+
+
+def _execute(specs: list, opts) -> None:
+    """The runs, natively or in VMs. A cctest error reaches the user as its one line and exit code
+    (errors.Group); anything else is a bug and keeps its traceback."""
+    from .session import choose_mode, run_in_vm, run_native
+
     try:
-        chosen = choose_mode(opts.mode, specs, console, in_vm)
-        if chosen == "native" and not in_vm and (jobs or 1) > 1:
+        chosen = choose_mode(opts.mode, specs, console, opts.in_vm)
+        if chosen == "native" and not opts.in_vm and (opts.jobs or 1) > 1:
             console.print("[yellow]notice:[/] -j spreads runs over VMs; native runs go one at a time")
         run_dirs = (run_in_vm if chosen == "vm" else run_native)(specs, opts, console)
     except KeyboardInterrupt:
         err_console.print("interrupted: torn down; what was measured is kept")
         sys.exit(errors.INTERRUPTED)
-    except CctestError:
-        raise
-    except Exception as error:  # noqa: BLE001 - a failed run is reported in one line, details in meta.json
-        raise CctestError(f"run failed: {error}") from error
-    else:
-        for run_dir in run_dirs:
-            console.print(f"run directory: {run_dir}")
+    for run_dir in run_dirs:
+        console.print(f"run directory: {run_dir}")
 
 
 def dry_run_json(spec, vm_clock) -> dict:
@@ -392,9 +426,9 @@ def clean(force: bool) -> None:
     """Remove what a run killed with SIGKILL left behind, as its journal names it (the run's cgroup with
     every process in it, links, host shells, processes, a tracefs mount, modules, sysctls). An entry
     cctest could not have written is refused, one line each, exit 2."""
-    from . import journal
+    from . import cleanup
 
-    actions = journal.clean(force=force)
+    actions = cleanup.clean(force=force)
     for line in actions:
         # one line each, paths unbroken; a journal's text is never markup or terminal control
         console.print(errors.printable(line), highlight=False, soft_wrap=True, markup=False)
@@ -465,7 +499,7 @@ def modules_unload(name: str) -> None:
     """Unload NAME (a project module, or a kernel cc's tcp_NAME module)."""
     from . import kmod
 
-    kmod.unload(name if name in kmod.PROJECT_CCS else f"tcp_{name}")
+    kmod.unload(kmod.module_name(name))
     console.print(f"{name} unloaded")
 
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import aqm
+from .kmod import headers_dir, release_of_kernel_image
 from .tools import which
-from .kmod import headers_dir
+from .vm import VMClock, stock_kernels
 
 
 DOCTOR_NS_PREFIX = "cctest-doctor-"  # `cctest clean --force` removes these if a probe was killed
@@ -104,29 +105,6 @@ def run_cgroup() -> Check:
     return Check("cgroup v2", reason is None, f"each run gets one under {cgroup2_mount()}" if reason is None else reason,
                  "optional: without it, `cctest clean` after a SIGKILL finds only the processes the journal names",
                  "optional")
-
-
-def stock_kernels() -> list[Path]:
-    """Kernel images for --vm, the default first: the distro's current kernel, else the newest."""
-    return order_kernels(list(Path("/boot").glob("vmlinuz-*")), distro_default_image())
-
-
-def order_kernels(images: list[Path], default: str | None) -> list[Path]:
-    """`default` (an image file name) first, then newest first by mtime. mtime alone is not
-    enough: package installs keep the build date, so a second kernel pulled in for its headers
-    could win or lose by a day and change what the VM tests boot."""
-    return sorted(images, key=lambda p: (p.name != default, -p.stat().st_mtime))
-
-
-def distro_default_image() -> str | None:
-    """vmlinuz name of the kernel Debian's linux-image-amd64 metapackage depends on, if any."""
-    try:
-        depends = subprocess.run(["dpkg-query", "-W", "-f=${Depends}", "linux-image-amd64"],
-                                 capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    package = depends.split(" ", 1)[0].strip(",")
-    return package.replace("linux-image-", "vmlinuz-", 1) if package.startswith("linux-image-") else None
 
 
 CGROUP_ENGINES = ("libpod", "docker", "containerd", "kubepods", "lxc")
@@ -219,8 +197,6 @@ def checks() -> list[Check]:
     result.append(Check("stock kernel for --vm", bool(kernels), str(kernels[0]) if kernels else "no /boot/vmlinuz-*",
                         "apt-get install linux-image-amd64 linux-headers-amd64", "vm"))
     if kernels:
-        from .kmod import release_of_kernel_image
-
         vm_release = release_of_kernel_image(kernels[0])
         ok = (headers_dir(vm_release) / "Makefile").exists()
         result.append(Check("headers for the VM kernel", ok, vm_release, f"apt-get install linux-headers-{vm_release}", "vm"))
@@ -253,8 +229,6 @@ def uml_checks() -> list[Check]:
 
 def vm_clock_verdict(results: list[Check]) -> str:
     """Which engine and clock a --vm run gets by default (`--engine auto`), and why."""
-    from .vm import VMClock
-
     uml_ready = all(c.ok for c in results if c.needed_for == "uml")
     if uml_ready:
         return ("Its engine: uml (`--engine auto`: this project's User-Mode Linux kernel is built; it agrees with "
@@ -266,7 +240,7 @@ def vm_clock_verdict(results: list[Check]) -> str:
             "slow or busy this host is (a run takes longer, it does not come out different); "
             "`--clock wall` or `--kvm` use the host's clock instead, on which software emulation falls behind "
             "its timers by however much the host's load says (paths 2-5.5 % longer than configured on an idle "
-            "host; 82 % of a 20 Mbit/s link in an earlier measurement).")
+            "host, a 20 Mbit/s link delivering 82 % of its rate: docs/virtual-clock.md).")
 
 
 def native_problems(results: list[Check], needs_modules: bool) -> list[Check]:

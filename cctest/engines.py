@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from . import uml, umlkernel, vm
+from .kmod import release_of_kernel_image
 
 ENGINES = ("qemu", "uml")
 # `auto`: UML where its kernel is built (it agrees with QEMU within run-to-run spread and costs 3-5x
@@ -58,7 +59,7 @@ class QemuEngine:
         return f"{self.kernel.name} in virtme-ng VM(s), {self.clock.describe()}"
 
     def release(self) -> str:
-        return vm.guest_release(self.kernel)
+        return release_of_kernel_image(self.kernel)
 
     def module_build(self) -> tuple[Path | None, tuple[str, ...]]:
         return None, ()  # the distro's headers for the release (cctest/kmod.py)

@@ -5,7 +5,7 @@ parquet tables described in docs/run-directory.md.  Each capture (cctest/capture
 tool) owns its raw files, its parser and its tables; this module runs them in order:
 
 * Parsers, one per raw format, each in its capture's module (cctest/captures/<name>.py, which
-  names the raw file it reads) and re-exported here: text in -> DataFrame (or plain data) out.
+  names the raw file it reads): text in -> DataFrame (or plain data) out.
   They know nothing about the run: timestamps stay raw CLOCK_MONOTONIC nanoseconds (``t_ns``) and
   sockets stay identified by their ports.  They never raise on malformed input; unreadable lines
   are skipped.
@@ -28,21 +28,8 @@ from pathlib import Path
 import pandas as pd
 
 from . import atomic
+from .captures import IPERF3, REGISTRY, SOCKETS, TABLES, RunView, raw_names
 from .safeload import Refused, read_bounded
-from .captures import COLUMNS, IPERF3, REGISTRY, SOCKETS, TABLES, RunView, raw_names
-# The parsers, where tools and tests have always found them.
-from .captures.cc_state import parse_cc_state
-from .captures.cpu import parse_cpu_stat
-from .captures.iperf3 import Iperf3Result, parse_iperf3_json
-from .captures.ping import parse_ping
-from .captures.qdisc import parse_qdisc_log
-from .captures.sockdiag import SS_METRICS, parse_sock_diag, sock_diag_metrics
-from .captures.tcp_probe import parse_tcp_probe
-
-__all__ = ["COLUMNS", "SS_METRICS", "TABLES", "Iperf3Result", "build_tables", "ingest_run", "load_raw",
-           "parse_cc_state", "parse_cpu_stat", "parse_iperf3_json", "parse_ping", "parse_qdisc_log",
-           "parse_sock_diag", "parse_tcp_probe", "sock_diag_metrics", "write_tables"]
-
 
 MAX_RAW_BYTES = 4 << 30  # a raw capture of hours of per-ACK tracing stays far below
 MAX_META_BYTES = 16 << 20

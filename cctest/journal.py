@@ -7,8 +7,7 @@ PID the kernel has since given to another process is never killed), the links an
 of the topology, the modules loaded (with where the kernel placed them, so that a module the
 user loaded again after the crash is left alone), the sysctls changed (with their old values), the
 run's cgroup (cgroup.py: killing it ends every process the run started, journaled or not) and a
-tracefs mount cctest made.
-`clean` touches only what the journal names; name patterns are used only with --force.
+tracefs mount cctest made. cleanup.py replays it.
 """
 
 from __future__ import annotations
@@ -16,14 +15,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import stat
-import subprocess
 from pathlib import Path
 
-from . import cgroup, kmod, tracefs
-from .doctor import DOCTOR_NS_PREFIX
-from .dumbbell import NODE_PREFIX
+from . import atomic, cgroup, tracefs
 from .errors import BadInput
 
 # Where the lock and the journal live: root's /run/cctest. CCTEST_STATE_DIR moves it (for tests,
@@ -32,13 +27,6 @@ from .errors import BadInput
 DEFAULT_STATE_DIR = Path("/run/cctest")
 STATE_DIR = Path(os.environ.get("CCTEST_STATE_DIR") or DEFAULT_STATE_DIR)
 SYS_MODULE = Path("/sys/module")
-# What cctest itself could have written, and so all `clean` replays: names with its prefixes,
-# its own modules, the commands it starts; no sysctl (every one it sets lives in a namespace that
-# dies with the run).
-LINK_NAME = re.compile(rf"{NODE_PREFIX}(s\d+|snd\d+|rcv\d+)(-\w+)?")
-HOST_NAME = re.compile(rf"{NODE_PREFIX}(s|snd|rcv)\d+")
-ROOT_SYSCTLS: tuple[str, ...] = ()
-COMMANDS = ("iperf3", "sh", "tc", "tcpdump", "bpftrace", "bash", "mnexec")
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
@@ -144,7 +132,7 @@ def check_state_dir(state_dir: Path) -> None:
                                 f"{DEFAULT_STATE_DIR}) must be its user's alone; inspect it, then fix or delete it")
 
 
-def _lock(state_dir: Path):
+def take_lock(state_dir: Path):
     """The run lock, taken without waiting. Returns the open file, or None if another holds it."""
     check_state_dir(state_dir)
     lock_file = open(state_dir / "lock", "a+")
@@ -156,7 +144,7 @@ def _lock(state_dir: Path):
     return lock_file
 
 
-def _lock_holder(state_dir: Path) -> str:
+def lock_holder(state_dir: Path) -> str:
     try:
         pid = (state_dir / "lock").read_text().strip()
     except OSError:
@@ -164,7 +152,7 @@ def _lock_holder(state_dir: Path) -> str:
     return f"pid {pid}" if pid.isdigit() else "pid unknown"
 
 
-def _unlock(lock_file) -> None:
+def unlock(lock_file) -> None:
     fcntl.flock(lock_file, fcntl.LOCK_UN)
     lock_file.close()
 
@@ -179,9 +167,9 @@ class Journal:
                            "cgroup": None, "mounts": []}
 
     def acquire(self, description: str) -> None:
-        self._lock_file = _lock(self.dir)
+        self._lock_file = take_lock(self.dir)
         if self._lock_file is None:
-            raise RunLockedError(f"a run is active ({_lock_holder(self.dir)}); wait for it to finish") from None
+            raise RunLockedError(f"a run is active ({lock_holder(self.dir)}); wait for it to finish") from None
         # Who holds the lock, for a refused `run` or `clean` to name.
         self._lock_file.seek(0)
         self._lock_file.truncate()
@@ -196,9 +184,7 @@ class Journal:
         self._write()
 
     def _write(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1))
-        tmp.replace(self.path)
+        write_journal(self.path, self.data)
 
     def add_process(self, pid: int, what: str) -> None:
         # Entries of processes that have ended go: a long sweep's journal stays the size of one run,
@@ -251,8 +237,13 @@ class Journal:
 
     def release(self) -> None:
         if self._lock_file is not None:
-            _unlock(self._lock_file)
+            unlock(self._lock_file)
             self._lock_file = None
+
+
+def write_journal(path: Path, data: dict) -> None:
+    """Whole or not at all: a SIGKILL mid-write leaves the journal before it, never half of one."""
+    atomic.write_text(path, json.dumps(data, indent=1))
 
 
 def read_journal(path: Path) -> dict:
@@ -300,216 +291,3 @@ def _shape_problem(data) -> str | None:
     if not isinstance(mounts, list) or not all(m in (str(p) for p in tracefs.CANDIDATES) for m in mounts):
         return "mounts must list tracefs mountpoints"
     return None
-
-
-def _run(cmd: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True)
-
-
-def root_links() -> list[str]:
-    out = _run(["ip", "-o", "link", "show"]).stdout
-    return re.findall(r"^\d+:\s+([^:@\s]+)", out, flags=re.M)
-
-
-def pattern_links() -> list[str]:
-    """--force only: interfaces that look like a cctest run's (ccs1-btl, ccs2-rcv0, ...)."""
-    return [n for n in root_links() if re.fullmatch(rf"{NODE_PREFIX}(s\d+|snd\d+|rcv\d+)(-\w+)?", n)]
-
-
-def host_shells(names: list[str] | None) -> list[int]:
-    """Mininet host shells (each holds a network namespace open): of the journaled host names, or,
-    with names None (--force), of any cctest-looking name."""
-    if names is not None and not names:
-        return []
-    # pgrep takes POSIX extended regular expressions: [0-9], not \d (which never matches there).
-    pattern = "|".join(re.escape(n) for n in names) if names is not None else rf"{NODE_PREFIX}(snd|rcv|s)[0-9]+"
-    out = _run(["pgrep", "-f", rf"mininet:({pattern})( |$)"]).stdout
-    return [int(pid) for pid in out.split() if int(pid) > 1]
-
-
-def doctor_namespaces() -> list[str]:
-    """--force only: the probe namespaces of a `cctest doctor` (or a run's probe) that was killed."""
-    out = _run(["ip", "netns", "list"]).stdout
-    return [line.split()[0] for line in out.splitlines() if line.startswith(DOCTOR_NS_PREFIX)]
-
-
-OWN_MODULES = kmod.PROJECT_CCS + tuple(f"tcp_{cc}" for cc in kmod.KERNEL_CCS)
-
-
-class CleanRefused(BadInput):
-    """`clean` would risk harm (a run is active): a one-line reason (exit 2)."""
-
-
-def clean(state_dir: Path = STATE_DIR, force: bool = False, sys_module: Path = SYS_MODULE) -> list[str]:
-    """Undo whatever a killed run left behind. Returns a line per action taken or refused.
-
-    Only what the journal names is touched, unless `force`. The journal is kept, naming what is
-    still to undo, when something could not be undone."""
-    lock_file = _lock(state_dir)
-    if lock_file is None and not force:
-        raise CleanRefused(f"a run is active ({_lock_holder(state_dir)}); let it finish, or use --force")
-    try:
-        return _clean(state_dir, force, sys_module)
-    finally:
-        if lock_file is not None:
-            _unlock(lock_file)
-
-
-def _clean(state_dir: Path, force: bool, sys_module: Path) -> list[str]:
-    actions: list[str] = []
-    journal_path = state_dir / "active.json"
-    data = read_journal(journal_path)
-    if not data and not force:
-        return []
-    same_boot = data.get("boot_id") in (None, boot_id())
-    remaining: dict = {"processes": [], "modules": [], "links": [], "hosts": data.get("hosts", []), "sysctls": {},
-                       "cgroup": None, "mounts": []}
-    group = data.get("cgroup") if same_boot else None
-    if group:
-        # First: whatever the run started, journaled or not, dies with it.
-        try:
-            killed = cgroup.kill_and_remove(Path(group))
-            if killed is not None:
-                actions.append(f"killed {killed} process(es) in the run's cgroup and removed {group}")
-        except (cgroup.CgroupError, OSError) as error:
-            actions.append(f"could not remove cgroup {group}: {error}")
-            remaining["cgroup"] = group
-    refused: dict = {"processes": [], "modules": [], "links": [], "hosts": [], "sysctls": {}}
-
-    def refuse(key: str, entry, line: str) -> None:
-        actions.append(f"refused {line}")
-        if isinstance(refused[key], dict):
-            refused[key].update(entry)
-        else:
-            refused[key].append(entry)
-
-    for proc in data.get("processes", []) if same_boot else []:
-        pid, what = proc["pid"], proc.get("what", "process")
-        if not is_same_process(pid, proc.get("start")):
-            continue  # ended (and perhaps its PID given to another process): nothing of ours to kill
-        problem = _process_problem(pid, group)
-        if problem:
-            refuse("processes", proc, f"to kill pid {pid} ({what}): {problem}")
-            continue
-        try:
-            os.kill(pid, 9)
-            actions.append(f"killed {what} (pid {pid})")
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            actions.append(f"could not kill {what} (pid {pid}): permission denied")
-            remaining["processes"].append(proc)
-    for host in data.get("hosts", []):
-        if not HOST_NAME.fullmatch(host):
-            refuse("hosts", host, f"host {host}: not a name cctest gives its hosts ({HOST_NAME.pattern})")
-    # Host shells named in the journal were killed above by identity (they are journaled processes,
-    # and in the run's cgroup); matching names machine-wide is for --force only.
-    shells = host_shells(None) if force else []
-    for pid in shells:
-        try:
-            os.kill(pid, 9)
-            actions.append(f"killed Mininet host shell (pid {pid})")
-        except ProcessLookupError:
-            pass
-    journaled = set(data.get("links", [])) if same_boot else set()
-    for name in sorted(journaled):
-        if not LINK_NAME.fullmatch(name):
-            refuse("links", name, f"to delete link {name}: not a name cctest gives its links ({LINK_NAME.pattern})")
-            journaled.discard(name)
-    names = (journaled & set(root_links())) | (set(pattern_links()) if force else set())
-    for name in sorted(names):
-        # Deleting one end of a veth deletes its peer: gone is as good as deleted.
-        if _run(["ip", "link", "del", name]).returncode == 0 or name not in root_links():
-            actions.append(f"deleted link {name}")
-        else:
-            actions.append(f"could not delete link {name}")
-            remaining["links"].append(name)
-    for ns in doctor_namespaces() if force else []:
-        if _run(["ip", "netns", "del", ns]).returncode == 0:
-            actions.append(f"deleted network namespace {ns}")
-    for mount in data.get("mounts", []) if same_boot else []:
-        try:
-            if tracefs.unmount(Path(mount)):
-                actions.append(f"unmounted tracefs at {mount}")
-        except tracefs.TracefsError as error:
-            actions.append(f"could not unmount {mount}: {error}")
-            remaining["mounts"].append(mount)
-    for key, old in data.get("sysctls", {}).items():
-        if key not in ROOT_SYSCTLS:
-            refuse("sysctls", {key: old}, f"to write sysctl {key}={old}: cctest sets no such sysctl outside its "
-                                          "namespaces")
-            continue
-        if _run(["sysctl", "-qw", f"{key}={old}"]).returncode == 0:
-            actions.append(f"restored sysctl {key}={old}")
-        else:
-            actions.append(f"could not restore sysctl {key}={old}")
-            remaining["sysctls"][key] = old
-    for entry in reversed(data.get("modules", [])):
-        entry = {"name": entry, "identity": None} if isinstance(entry, str) else entry
-        if entry["name"] not in OWN_MODULES:
-            refuse("modules", entry, f"to unload module {entry['name']}: not one cctest loads")
-            continue
-        outcome = _unload_journaled(entry, same_boot, force, sys_module)
-        if outcome:
-            actions.append(outcome)
-        if outcome and outcome.startswith("could not"):
-            remaining["modules"].insert(0, entry)
-    if not data:
-        return actions
-    if any(refused.values()):
-        for key, entries in refused.items():
-            if isinstance(entries, dict):
-                remaining[key].update(entries)
-            elif key != "hosts":
-                remaining[key] += entries
-        data.update(remaining)
-        _write_json(journal_path, data)
-        actions.append(f"kept {journal_path}: it names what cctest could not have written (refused above); "
-                       "inspect it, then delete it")
-    elif any(remaining[k] for k in ("processes", "modules", "links", "sysctls", "cgroup", "mounts")):
-        data.update(remaining)
-        _write_json(journal_path, data)
-        actions.append(f"kept {journal_path}: it names what is still to undo")
-    else:
-        journal_path.unlink(missing_ok=True)
-        actions.append(f"removed {journal_path}")
-    return actions
-
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
-
-
-def _process_problem(pid: int, group: str | None) -> str | None:
-    """Why a journaled, still-running process (its start time matches) is not one to kill: with a
-    run cgroup journaled, it must be in it (everything in it was killed above, so a survivor is
-    not the run's); without one, it must run a program cctest starts."""
-    if group:
-        where = process_cgroup(pid)
-        if where is None or not group.endswith(where) or Path(where).name != Path(group).name:
-            return f"not in the run's cgroup {Path(group).name} (in {where or 'none'})"
-        return None
-    command = process_command(pid)
-    if command not in COMMANDS:
-        return f"it runs {command or 'nothing readable'}, not a program cctest starts ({', '.join(COMMANDS)})"
-    return None
-
-
-def _unload_journaled(entry: dict, same_boot: bool, force: bool, sys_module: Path) -> str | None:
-    """Unload a journaled module only if it is the load the run made. Returns what was done."""
-    name, identity = entry["name"], entry.get("identity")
-    if not (sys_module / name).exists() or not same_boot:
-        return None
-    if not force:
-        if identity is None:
-            return (f"left module {name} loaded: the run was killed while loading it, so whether this load "
-                    f"is the run's is unknown; `cctest modules unload` it if it is")
-        if module_identity(name, sys_module) != identity:
-            return f"left module {name} loaded: it was loaded again after the run"
-    try:
-        kmod.unload(name)  # retries: the killed namespaces release their sockets late
-        return f"unloaded module {name}"
-    except kmod.ModuleError as error:
-        return f"could not unload {name}: {error}"

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from . import filelock, projectccs
 from .errors import BadInput, CctestError
+from .modparams import ParamSpec, param_problem
+from .modsource import declared
 from .scenario import KERNEL_CCS, PROJECT_CCS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -35,36 +37,6 @@ class ModuleError(CctestError):
 
 class BadParameter(ModuleError, BadInput):
     """A scenario gave a module a parameter it does not have or a value outside its range: bad input."""
-
-
-# A module's description of a parameter may end in "[range LO..HI]", "[range 0 or LO..HI]" (0 means
-# "unset") or "[read-only]": the module's own range check (its parameter ops refuse anything else
-# with -EINVAL) and this table are the same definition, read with modinfo.
-_RANGE = re.compile(r"\[range (?P<zero>0 or )?(?P<lo>\d+)\.\.(?P<hi>\d+)\]\s*$")
-_READ_ONLY = re.compile(r"\[read-only\]\s*$")
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    name: str
-    lo: int | None = None  # None: the module states no range (any value its type takes)
-    hi: int | None = None
-    zero_ok: bool = False
-    read_only: bool = False
-
-    def allows(self, value: int) -> bool:
-        if self.read_only:
-            return False
-        if self.lo is None:
-            return True
-        return self.lo <= value <= self.hi or (self.zero_ok and value == 0)
-
-    def allowed(self) -> str:
-        if self.read_only:
-            return "read-only (a counter the module reports)"
-        if self.lo is None:
-            return "any integer"
-        return f"{'0 or ' if self.zero_ok else ''}{self.lo}..{self.hi}"
 
 
 @dataclass
@@ -196,11 +168,7 @@ def param_specs(ko: Path) -> dict[str, ParamSpec]:
             continue
         name, _, desc = line.partition(":")
         desc = re.sub(r"\s*\(\w+\)\s*$", "", desc)  # modinfo's "(uint)" type suffix of module_param
-        bounds = _RANGE.search(desc)
-        if bounds:
-            specs[name] = ParamSpec(name, int(bounds["lo"]), int(bounds["hi"]), bool(bounds["zero"]))
-        else:
-            specs[name] = ParamSpec(name, read_only=bool(_READ_ONLY.search(desc)))
+        specs[name] = ParamSpec.described(name, desc)
     return specs
 
 
@@ -214,16 +182,6 @@ def module_parameters(ko: Path) -> list[str]:
     return list(param_specs(ko))
 
 
-def param_problem(cc: str, specs: dict[str, ParamSpec], name: str, value: int) -> str | None:
-    """What is wrong with setting `name`=`value` on module `cc`, or None."""
-    spec = specs.get(name)
-    if spec is None:
-        return f"module {cc} has no parameter {name!r}; allowed: {', '.join(specs) or '(none)'}"
-    if not spec.allows(value):
-        return f"{value} is not allowed for {cc} parameter {name}; allowed: {spec.allowed()}"
-    return None
-
-
 def check_params(cc: str, params: dict[str, int], release: str, where: str = "") -> None:
     """Fail before any side effect when a scenario gives a module a parameter it lacks or a value
     outside the module's range. `where` names the scenario and flow key (prefix of the message)."""
@@ -234,8 +192,6 @@ def check_params(cc: str, params: dict[str, int], release: str, where: str = "")
         raise BadParameter(f"{prefix}flow params are only for this project's modules; {cc} is the kernel's own")
     ko = built_modules(release).get(cc)
     if ko is None:  # not built yet: the sources' declarations (checked again at load time)
-        from .modsource import declared
-
         found = declared(cc)
         if found is None:
             return
@@ -323,8 +279,8 @@ def load(cc: str, params: dict[str, int], release: str, on_loaded=None, where: s
         return LoadedModule(cc, params, str(ko), sha256_of(ko), True, read_params(cc), description_of(str(ko)))
     # A kernel congestion control: built in, already loaded, or tcp_<cc>.ko.
     if cc in available_ccs():
-        return LoadedModule(cc, {}, None, None, False, read_params(f"tcp_{cc}"))
-    module = f"tcp_{cc}"
+        return LoadedModule(cc, {}, None, None, False, read_params(module_name(cc)))
+    module = module_name(cc)
     if on_loaded:
         on_loaded(module)
     result = subprocess.run(["modprobe", module], capture_output=True, text=True)
@@ -335,8 +291,10 @@ def load(cc: str, params: dict[str, int], release: str, on_loaded=None, where: s
     return LoadedModule(cc, {}, path or None, digest, True, read_params(module))
 
 
-def module_name(loaded: LoadedModule) -> str:
-    return loaded.name if loaded.name in PROJECT_CCS else f"tcp_{loaded.name}"
+def module_name(cc: str) -> str:
+    """The kernel module that provides congestion control `cc`: this project's by its own name, the
+    kernel's as tcp_<cc>."""
+    return cc if cc in PROJECT_CCS else f"tcp_{cc}"
 
 
 def unload(name: str, attempts: int = 10) -> None:

@@ -5,7 +5,7 @@ A module `<cc>` is `modules/<tree>/<cc>.c` with the files it #includes from its 
 parameters are whatever its macros expand to: the C preprocessor's function-like macros are
 expanded here (arguments, `#` and `##`), and each `module_param_cb`/`module_param` gives a
 parameter and its permissions, each `MODULE_PARM_DESC` the description modinfo will show; the
-range is read from that description exactly as kmod.param_specs reads modinfo's ("[range LO..HI]",
+range is read from that description as modinfo's is (modparams.py: "[range LO..HI]",
 "[range 0 or LO..HI]", "[read-only]"). Nothing here knows a module's parameter list.
 
 Relations between parameters come from the code that reads them: a clamp helper called with a
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from . import projectccs
 from .errors import BadInput
-from .kmod import ParamSpec, _RANGE, _READ_ONLY
+from .modparams import ParamSpec, param_problem
 
 MODULES_DIR = projectccs.MODULES_DIR
 _STRING = r'"(?:[^"\\\n]|\\.)*"'
@@ -219,12 +219,7 @@ def declared(cc: str, modules_dir: Path = MODULES_DIR) -> Declared | None:
             literals = re.findall(_STRING, parsed[0][1])
             descriptions[parsed[0][0]] = "".join(bytes(s[1:-1], "utf-8").decode("unicode_escape") for s in literals)
     for name, perm in perms.items():
-        desc = descriptions.get(name, "")
-        bounds = _RANGE.search(desc)
-        if bounds and perm & 0o222:
-            specs[name] = ParamSpec(name, int(bounds["lo"]), int(bounds["hi"]), bool(bounds["zero"]))
-        else:
-            specs[name] = ParamSpec(name, read_only=bool(_READ_ONLY.search(desc)) or not perm & 0o222)
+        specs[name] = ParamSpec.described(name, descriptions.get(name, ""), writable=bool(perm & 0o222))
     defaults = {}
     for match in re.finditer(r"\bstatic\s+(?:unsigned\s+)?(?:int|u32|uint)\s+(\w+)\s*=\s*([^;]+);", text):
         if match[1] in specs:
@@ -265,8 +260,6 @@ def _relations(text: str, specs: dict[str, ParamSpec]) -> list[Relation]:
 
 def param_problems(cc: str, params: dict[str, int]) -> list[str]:
     """What is wrong with giving module `cc` these parameters, per its sources (empty: nothing)."""
-    from .kmod import param_problem
-
     found = declared(cc)
     if found is None or not params:
         return []

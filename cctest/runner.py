@@ -105,12 +105,12 @@ class Run:
             loaded = kmod.load(cc, params, self.release, on_loaded=self.journal.add_module,
                                where=self.spec.params_key(cc))
             if loaded.loaded_by_us:
-                name = kmod.module_name(loaded)
+                name = kmod.module_name(loaded.name)
                 self.journal.module_loaded(name)
                 undo.callback(self._unload_module, name)
             self.meta["modules"].append(loaded.as_meta())
             # Registered after the unload, so it runs before it (LIFO): the counter dies with the module.
-            undo.callback(self._note_fallbacks, loaded, kmod.fallback_count(kmod.module_name(loaded)))
+            undo.callback(self._note_fallbacks, loaded, kmod.fallback_count(kmod.module_name(loaded.name)))
         available = kmod.available_ccs()
         missing = [cc for cc in self.spec.modules if cc not in available]
         if missing:
@@ -320,7 +320,7 @@ class Run:
     def _note_fallbacks(self, loaded: kmod.LoadedModule, at_load: int | None) -> None:
         """How many sockets ran the module's allocation-failure fallback during the run (its counter
         now minus at load); any is a mark on the run: those flows did not run the algorithm."""
-        now = kmod.fallback_count(kmod.module_name(loaded))
+        now = kmod.fallback_count(kmod.module_name(loaded.name))
         if now is None or at_load is None:
             return
         count = now - at_load

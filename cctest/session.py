@@ -27,8 +27,10 @@ from .rundir import write_meta
 from .tools import which
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunOptions:
+    """What `cctest run` was asked for, given by keyword: fourteen fields are too many to place by position."""
+
     experiments_file: Path
     names: list[str]
     repetitions: int | None

@@ -28,7 +28,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .doctor import stock_kernels
 from .errors import BadInput, CctestError
 from .kmod import REPO_ROOT, ModuleError, release_of_kernel_image
 from .safeload import Refused, read_bounded
@@ -103,6 +102,29 @@ class VMClock:
         """What the guest is told of its VM, for meta.json's `vm` object."""
         return {"CCTEST_VM_CLOCK": self.kind, "CCTEST_VM_ICOUNT_SHIFT": str(self.shift) if self.kind == "virtual" else "",
                 "CCTEST_VM_VCPUS": str(self.vcpus), "CCTEST_VM_KVM": "1" if self.kvm else "0"}
+
+
+def stock_kernels() -> list[Path]:
+    """Kernel images for --vm, the default first: the distro's current kernel, else the newest."""
+    return order_kernels(list(Path("/boot").glob("vmlinuz-*")), distro_default_image())
+
+
+def order_kernels(images: list[Path], default: str | None) -> list[Path]:
+    """`default` (an image file name) first, then newest first by mtime. mtime alone is not
+    enough: package installs keep the build date, so a second kernel pulled in for its headers
+    could win or lose by a day and change what the VM tests boot."""
+    return sorted(images, key=lambda p: (p.name != default, -p.stat().st_mtime))
+
+
+def distro_default_image() -> str | None:
+    """vmlinuz name of the kernel Debian's linux-image-amd64 metapackage depends on, if any."""
+    try:
+        depends = subprocess.run(["dpkg-query", "-W", "-f=${Depends}", "linux-image-amd64"],
+                                 capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    package = depends.split(" ", 1)[0].strip(",")
+    return package.replace("linux-image-", "vmlinuz-", 1) if package.startswith("linux-image-") else None
 
 
 def pick_kernel(kernel: str | None) -> Path:
@@ -292,7 +314,3 @@ def guest_crash(console: str) -> str | None:
     """The line of the first oops, panic, BUG or WARNING in a guest console, or None."""
     match = OOPS.search(console)
     return match.group(1).strip() if match else None
-
-
-def guest_release(kernel: Path) -> str:
-    return release_of_kernel_image(kernel)

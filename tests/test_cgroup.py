@@ -15,8 +15,9 @@ import pytest
 from rich.console import Console
 
 from cctest import cgroup, tracefs
-from cctest.journal import Journal, JournalError, clean
-from cctest.session import close_cgroup, enter_cgroup
+from cctest.cleanup import clean
+from cctest.journal import Journal, JournalError
+from cctest.session import enter_cgroup
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from cctest import doctor, dumbbell
+from cctest import doctor, dumbbell, vm
 from cctest.plan import expand
 from cctest.scenario import parse_experiments
 from test_scenario import GOOD
@@ -16,10 +16,10 @@ def test_the_distro_default_kernel_comes_first_whatever_its_date(tmp_path):
     for path, mtime in ((old, 1_000_000), (new, 2_000_000)):
         path.write_bytes(b"")
         os.utime(path, (mtime, mtime))
-    assert doctor.order_kernels([old, new], "vmlinuz-6.1.0-56-amd64") == [old, new]
+    assert vm.order_kernels([old, new], "vmlinuz-6.1.0-56-amd64") == [old, new]
     # no metapackage (not Debian) or it names a kernel that is not installed: newest first
-    assert doctor.order_kernels([old, new], None) == [new, old]
-    assert doctor.order_kernels([old, new], "vmlinuz-6.19.0-1-amd64") == [new, old]
+    assert vm.order_kernels([old, new], None) == [new, old]
+    assert vm.order_kernels([old, new], "vmlinuz-6.19.0-1-amd64") == [new, old]
 
 
 # Container detection and what doctor says inside one: a container has no kernel of its own.

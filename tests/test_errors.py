@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cctest import errors, journal, kmod, runner, session, vm
+from cctest import cleanup, errors, journal, kmod, runner, session, vm
 from cctest.cli import main
 from cctest.net.topology import TopologyError
 from cctest.net.traffic import TrafficError
@@ -37,7 +37,7 @@ def one_error_line(result) -> str:
 
 def test_the_classes_carry_the_codes():
     bad_input = (ScenarioError, kmod.BadParameter, vm.VMOptionError, session.NativeUnavailable,
-                 journal.RunLockedError, journal.JournalError, journal.CleanRefused, ReportInputError)
+                 journal.RunLockedError, journal.JournalError, cleanup.CleanRefused, ReportInputError)
     failed = (kmod.ModuleError, vm.VMError, session.SessionError, runner.RunFailed, TopologyError, TrafficError)
     assert {cls.__name__: cls("x").exit_code for cls in bad_input} == {cls.__name__: 2 for cls in bad_input}
     assert {cls.__name__: cls("x").exit_code for cls in failed} == {cls.__name__: 1 for cls in failed}
@@ -115,3 +115,23 @@ def test_failed_claims_end_in_one_error_line_exit_3(recorded_with_claims, tmp_pa
     assert result.exit_code == 3, result.output
     assert result.stderr.strip().splitlines()[-1] == ("error: claims: 1 pass, 1 fail, 0 known-fail, 0 unexpected-pass, "
                                                       "0 inconclusive, 0 not-run")
+
+
+def test_an_unexpected_exception_keeps_its_traceback(tmp_path, experiments):
+    """Only cctest's own errors become one line: anything else escaping a run is a bug, and Python
+    itself reports it (its traceback on stderr, exit 1), never a one-line "run failed"."""
+    script = (
+        "import sys\n"
+        "from cctest import session\n"
+        "from cctest.cli import main\n"
+        "def bug(specs, opts, console):\n"
+        "    raise ZeroDivisionError('a bug in the session')\n"
+        "session.run_in_vm = bug\n"
+        f"sys.argv = ['cctest', 'run', 'one', '-f', {str(experiments)!r}, '--vm', '--out', {str(tmp_path / 'out')!r}]\n"
+        "main()\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("Traceback (most recent call last):"), result.stderr
+    assert "in _execute" in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "ZeroDivisionError: a bug in the session"
+    assert "run failed" not in result.stderr and "error: " not in result.stderr

@@ -9,8 +9,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cctest.ingest import (COLUMNS, build_tables, ingest_run, parse_cc_state, parse_iperf3_json,
-                           parse_ping, parse_qdisc_log, parse_sock_diag, parse_tcp_probe, sock_diag_metrics)
+from cctest.captures import COLUMNS
+from cctest.captures.cc_state import parse_cc_state
+from cctest.captures.iperf3 import parse_iperf3_json
+from cctest.captures.ping import parse_ping
+from cctest.captures.qdisc import parse_qdisc_log
+from cctest.captures.sockdiag import parse_sock_diag, sock_diag_metrics
+from cctest.captures.tcp_probe import parse_tcp_probe
+from cctest.ingest import build_tables, ingest_run
 
 RAW = Path(__file__).parent / "fixtures" / "raw"
 # Recorded on the host with cctest's own SockDiagSampler and real iperf3 flows (cubic, bbr)
@@ -376,7 +382,7 @@ def test_run_that_ended_before_time_zero_keeps_only_flows(tmp_path):
 
 
 def test_cpu_stat_samples_become_busy_fractions_per_interval():
-    from cctest.ingest import parse_cpu_stat
+    from cctest.captures.cpu import parse_cpu_stat
 
     # user nice system idle iowait irq softirq steal, in ticks
     text = "\n".join([

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from cctest import journal
-from cctest.journal import CleanRefused, Journal, JournalError, clean, is_same_process, process_start_time
+from cctest import cleanup, journal
+from cctest.cleanup import CleanRefused, clean
+from cctest.journal import Journal, JournalError, is_same_process, process_start_time
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -43,12 +44,12 @@ def procs():
 @pytest.fixture
 def no_real_run():
     """--force matches by name machine-wide: never while a real run on this machine holds its lock."""
-    lock = journal._lock(journal.STATE_DIR) if (journal.STATE_DIR / "lock").exists() else None
+    lock = journal.take_lock(journal.STATE_DIR) if (journal.STATE_DIR / "lock").exists() else None
     if lock is None and (journal.STATE_DIR / "lock").exists():
         pytest.skip("a cctest run is active on this machine; --force would touch it")
     yield  # (no lock file: no run has ever been active since boot)
     if lock is not None:
-        journal._unlock(lock)
+        journal.unlock(lock)
 
 
 def killed_journal(state_dir: Path, **data) -> Path:
@@ -176,7 +177,7 @@ def test_journaled_host_shells_are_cleaned_by_identity_never_by_name(tmp_path, p
 
 
 def test_journal_is_kept_while_something_is_left_to_undo(tmp_path, monkeypatch):
-    monkeypatch.setattr(journal, "ROOT_SYSCTLS", ("net.cctest_no_such_key",))  # as if cctest set one
+    monkeypatch.setattr(cleanup, "ROOT_SYSCTLS", ("net.cctest_no_such_key",))  # as if cctest set one
     path = killed_journal(tmp_path, sysctls={"net.cctest_no_such_key": "1"})
     actions = clean(tmp_path)
     assert "could not restore sysctl net.cctest_no_such_key=1" in actions
@@ -191,7 +192,7 @@ def fake_module(sys_module: Path, name: str, text_address: str) -> None:
 def test_a_module_loaded_again_after_the_crash_is_left_alone(tmp_path, monkeypatch):
     sys_module = tmp_path / "sys_module"
     name = "cctest_test_no_such_module"
-    monkeypatch.setattr(journal, "OWN_MODULES", (name,))  # as if cctest loaded it
+    monkeypatch.setattr(cleanup, "OWN_MODULES", (name,))  # as if cctest loaded it
     fake_module(sys_module, name, "0xffffffffc0b00000")  # where the user's new load sits
     killed_journal(tmp_path / "state", modules=[{"name": name, "identity": "0xffffffffc0a00000"}])
     actions = clean(tmp_path / "state", sys_module=sys_module)

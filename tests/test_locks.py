@@ -27,7 +27,7 @@ TINY_C = textwrap.dedent("""\
 
 def release_with_headers() -> str:
     try:
-        release = vm.guest_release(vm.pick_kernel(None))
+        release = kmod.release_of_kernel_image(vm.pick_kernel(None))
     except Exception as error:  # noqa: BLE001 - any reason is a reason to skip
         pytest.skip(f"no VM kernel here: {error}")
     if not (kmod.headers_dir(release) / "Makefile").exists():

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from cctest import kmod
 from cctest.cli import main
+from cctest.modparams import ParamSpec
 from cctest.plan import expand
 from cctest.projectccs import tree_modules
 from cctest.scenario import parse_experiments
@@ -172,8 +173,8 @@ def test_the_parser_knows_no_module_only_the_preprocessor(tmp_path):
         'static u32 toy_param(int v, int lo, int hi) { return clamp(v, lo, hi); }\n'
         'static void f(void) {\n  u32 a = toy_param(low, 0, 100);\n  u32 b = toy_param(high, a, 200);\n}\n')
     found = modsource.declared.__wrapped__("toy", tmp_path / "modules")
-    assert found.specs == {"low": kmod.ParamSpec("low", 0, 100), "high": kmod.ParamSpec("high", 5, 200),
-                           "count": kmod.ParamSpec("count", read_only=True)}
+    assert found.specs == {"low": ParamSpec("low", 0, 100), "high": ParamSpec("high", 5, 200),
+                           "count": ParamSpec("count", read_only=True)}
     assert found.defaults == {"low": 10, "high": 40}
     assert [(r.param, r.op, r.other) for r in found.relations] == [("high", ">=", "low")]
     assert found.relations[0].where == "toy.c:10"

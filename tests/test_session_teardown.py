@@ -102,8 +102,9 @@ def test_a_guest_crash_is_reported_naming_the_oops_and_its_console_kept(tmp_path
 
     monkeypatch.setattr(vm, "start", start_and_record)
     monkeypatch.setattr(session, "finalize_each", lambda dirs, console, failures: None)
-    opts = session.RunOptions(Path("experiments.yaml"), ["s"], None, out, "vm", None, False, True, False, None,
-                              vm.VMClock(), 1, False)
+    opts = session.RunOptions(experiments_file=Path("experiments.yaml"), names=["s"], repetitions=None, out=out,
+                              mode="vm", kernel=None, kvm=False, ingest=True, in_vm=False, manifest=None,
+                              clock=vm.VMClock(), jobs=1, force=False)
     from cctest import engines
     from cctest.plan import expand
     from cctest.scenario import parse_experiments

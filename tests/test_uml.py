@@ -343,8 +343,9 @@ def test_each_guest_boots_with_the_seed_of_its_first_run(tmp_path, monkeypatch):
     monkeypatch.setattr(session, "finalize_each", lambda dirs, console, failures: None)
     monkeypatch.setattr(session, "_available_memory_gb", lambda: 64.0)
     engine = Recording()
-    opts = session.RunOptions(Path("experiments.yaml"), ["s"], None, tmp_path, "vm", None, False, True, False, None,
-                              vm.VMClock(), 2, False, "uml")
+    opts = session.RunOptions(experiments_file=Path("experiments.yaml"), names=["s"], repetitions=None, out=tmp_path,
+                              mode="vm", kernel=None, kvm=False, ingest=True, in_vm=False, manifest=None,
+                              clock=vm.VMClock(), jobs=2, force=False, engine="uml")
     session._boot_and_ingest(specs, opts, Console(file=open(os.devnull, "w")), engine)
     parts = session.split_for_vms(specs, 2)
     assert engine.seeds == [specs[part[0]].seed for part in parts] and len(set(engine.seeds)) == 2
