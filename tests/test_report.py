@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from cctest import metrics as M
 from cctest.report.command import report_command
-from cctest.report.figures import decimate
+from cctest.report.figure import decimate
 from report_fixtures import FlowSpec, RunSpec, make_run, make_sweep
 
 HERE = Path(__file__).parent

@@ -11,14 +11,16 @@ import pandas as pd
 
 from .. import jsonsafe, metrics
 from ..claims import RunSeries, Verdict, expectations_of_runs, judge_all
-from . import figures as F
 from .claims_view import claims_json, claims_section
 from .colors import CCColors, flow_ccs
+from .defaults import DEFAULT_MAX_POINTS
 from .html import Page, esc, fmt, fmt_ci, table
 from .load import ReportInputError, Run, load_runs, shown
 from .provenance import bottleneck_text, clock_text, code_text, is_wall_clock, scenario_yaml
+from .run_figures import run_figures
 from .summary import (RUN_METRICS, Summary, compare, spreadsheet_safe, summarize, summary_frame, summary_json,
                       unmatched_groups)
+from .sweep_figures import sweep_figures, throughput_table
 
 
 NO_BOTTLENECK_NOTE = ("qdisc.parquet has no bottleneck samples while the flows ran: no drops, queue "
@@ -32,7 +34,7 @@ class Options:
     bin_ms: float | None = None  # None: derived.default_bin_s per run (one RTT, at least 100 ms)
     skip_s: float = metrics.DEFAULT_SKIP_S
     jain_window_s: float = metrics.DEFAULT_JAIN_WINDOW_S
-    max_points: int = F.DEFAULT_MAX_POINTS
+    max_points: int = DEFAULT_MAX_POINTS
     title: str | None = None
     figures_dir: Path | None = None  # also write every figure there as a vector file (export.py)
     figures_format: str = "svg"
@@ -130,7 +132,7 @@ def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, in
             f"util={fmt(100 * r.get('utilisation', float('nan')), 1)} %</span>")
     side = f"[{esc(run.side)}] " if run.side else ""
     page.scope = (f"{run.side}-" if run.side else "") + run.run_id
-    figs = F.run_figures(run, res, max_points=opts.max_points, jain_window_s=opts.jain_window_s, colors=colors)
+    figs = run_figures(run, res, max_points=opts.max_points, jain_window_s=opts.jain_window_s, colors=colors)
     out = [f"<details class='run' id='run-{index}'{' open' if open_ else ''}><summary>{side}{head}</summary>"]
     out.append(
         f"<p class='kv'>path <b>{esc(shown(run.path))}</b> · status <b>{esc(meta.get('status'))}</b> · "
@@ -214,7 +216,7 @@ def _reps_section(page: Page, s: Summary) -> None:
 def _sweep_section(page: Page, s: Summary, runs: list[Run]) -> None:
     if len(runs) < 2:
         return
-    figs = F.sweep_figures(s, page_colors(runs))
+    figs = sweep_figures(s, page_colors(runs))
     page.scope = "across-runs"
     page.h2("Across runs", "sweep")
     varying = [k for k in s.matrix_keys if s.runs.get(f"matrix.{k}") is not None
@@ -226,7 +228,7 @@ def _sweep_section(page: Page, s: Summary, runs: list[Run]) -> None:
     else:
         page.add("<p class='note'>No across-runs figure applies: the runs whose emulation health is not "
                  "fail vary no matrix key, the flows' RTTs or the random loss rate.</p>")
-    t = F.throughput_table(s)
+    t = throughput_table(s)
     if not t.empty:
         paper = "tags" in s.runs and s.runs["tags"].fillna("").astype(str).str.contains(r"\bpaper-").any()
         page.add("<h3>Throughput per flow and congestion control (1 s intervals)</h3>"
