@@ -121,65 +121,89 @@ def page_colors(runs: list[Run]) -> CCColors:
 
 def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, index: int = 0,
                  colors: CCColors | None = None) -> None:
-    meta = run.meta
-    link = meta.get("link") or {}
-    r = res["run"]
+    """One run's folding section: its head line, facts, provenance, notes, health, metrics and figures."""
+    side = f"[{esc(run.side)}] " if run.side else ""
+    page.scope = (f"{run.side}-" if run.side else "") + run.run_id
+    figs = run_figures(run, res, max_points=opts.max_points, jain_window_s=opts.jain_window_s, colors=colors)
+    out = [f"<details class='run' id='run-{index}'{' open' if open_ else ''}><summary>{side}{_run_head(run, res)}"
+           "</summary>", _run_facts(run), _provenance_html(run), _run_notes_html(run, res), _health_html(run),
+           _metrics_html(res, opts), _flow_tables(res)]
+    page.add("".join(out))
+    page.add("<div class='grid'>" + "".join(page.fig_html(f) for f in figs) + "</div></details>")
+
+
+def _run_head(run: Run, res: dict) -> str:
+    """The section's summary line: run, scenario, matrix point, repetition, health, Jain and utilisation."""
+    meta, r = run.meta, res["run"]
     matrix = ", ".join(f"{k}={v}" for k, v in (meta.get("matrix") or {}).items())
-    head = (f"{esc(run.run_id)} — {esc(meta.get('scenario', '?'))}"
+    return (f"{esc(run.run_id)} — {esc(meta.get('scenario', '?'))}"
             f"{' [' + esc(matrix) + ']' if matrix else ''} rep {esc(meta.get('repetition', '?'))} "
             f"{_verdict_badge(run.checks)}{' ' + WALL_BADGE if is_wall_clock(meta) else ''} "
             f"<span class='kv'>J={fmt(r.get('jain'))}, "
             f"util={fmt(100 * r.get('utilisation', float('nan')), 1)} %</span>")
-    side = f"[{esc(run.side)}] " if run.side else ""
-    page.scope = (f"{run.side}-" if run.side else "") + run.run_id
-    figs = run_figures(run, res, max_points=opts.max_points, jain_window_s=opts.jain_window_s, colors=colors)
-    out = [f"<details class='run' id='run-{index}'{' open' if open_ else ''}><summary>{side}{head}</summary>"]
-    out.append(
-        f"<p class='kv'>path <b>{esc(shown(run.path))}</b> · status <b>{esc(meta.get('status'))}</b> · "
-        f"mode <b>{esc(meta.get('mode'))}</b> · kernel <b>{esc((meta.get('kernel') or {}).get('release'))}</b>"
-        f" · link <b>{fmt(link.get('rate_mbps'))} Mbit/s</b>, RTT <b>{fmt(link.get('rtt_ms'))} ms</b>, "
-        f"buffer <b>{fmt(link.get('buffer_bdp'))} BDP</b> ({fmt(link.get('buffer_bytes'))} B; BDP "
-        f"{fmt(link.get('bdp_bytes'))} B), loss <b>{fmt(link.get('loss_pct'))} %</b> · duration "
-        f"<b>{fmt(meta.get('duration_s'))} s</b> · started {esc(meta.get('start_time'))}</p>")
-    out.append(_provenance_html(run))
+
+
+def _run_facts(run: Run) -> str:
+    """Where the run is, how it ended, its kernel and its link."""
+    meta = run.meta
+    link = meta.get("link") or {}
+    return (f"<p class='kv'>path <b>{esc(shown(run.path))}</b> · status <b>{esc(meta.get('status'))}</b> · "
+            f"mode <b>{esc(meta.get('mode'))}</b> · kernel <b>{esc((meta.get('kernel') or {}).get('release'))}</b>"
+            f" · link <b>{fmt(link.get('rate_mbps'))} Mbit/s</b>, RTT <b>{fmt(link.get('rtt_ms'))} ms</b>, "
+            f"buffer <b>{fmt(link.get('buffer_bdp'))} BDP</b> ({fmt(link.get('buffer_bytes'))} B; BDP "
+            f"{fmt(link.get('bdp_bytes'))} B), loss <b>{fmt(link.get('loss_pct'))} %</b> · duration "
+            f"<b>{fmt(meta.get('duration_s'))} s</b> · started {esc(meta.get('start_time'))}</p>")
+
+
+def _run_notes_html(run: Run, res: dict) -> str:
     notes = list(run.notes)
     if "qdisc" in run.tables and "queue" not in res["series"]:
         notes.append(NO_BOTTLENECK_NOTE)
-    if notes:
-        out.append("<ul class='notes'>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
-    # Emulation health.
-    if run.checks:
-        ch = pd.DataFrame(run.checks.get("checks") or [])
-        if not ch.empty:
-            ch = ch.reindex(columns=["name", "ok", "measured", "expected", "detail"])
-            out.append(f"<h3>Emulation health {_verdict_badge(run.checks)}</h3>")
-            out.append(table(ch, left={"name", "detail"},
-                             cls_rows=["" if ok else "reg" for ok in ch["ok"]]))
-    # Metrics.
+    return "<ul class='notes'>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>" if notes else ""
+
+
+def _health_html(run: Run) -> str:
+    """The emulation-health checks (checks.json), a failed one marked."""
+    ch = pd.DataFrame((run.checks or {}).get("checks") or [])
+    if ch.empty:
+        return ""
+    ch = ch.reindex(columns=["name", "ok", "measured", "expected", "detail"])
+    return (f"<h3>Emulation health {_verdict_badge(run.checks)}</h3>"
+            + table(ch, left={"name", "detail"}, cls_rows=["" if ok else "reg" for ok in ch["ok"]]))
+
+
+def _metrics_html(res: dict, opts: Options) -> str:
+    r = res["run"]
     rm = pd.DataFrame([{"metric": v[0], "value": r.get(k), "unit": v[1]} for k, v in RUN_METRICS.items()])
-    out.append("<h3>Run metrics</h3>")
-    out.append(f"<p class='note'>Steady-state window {fmt(r.get('steady_t0_s'))}–{fmt(r.get('steady_t1_s'))} s "
-               f"(skip {opts.skip_s:g} s, until the first flow ends).</p>")
-    out.append(table(rm, left={"metric", "unit"}))
+    return ("<h3>Run metrics</h3>"
+            f"<p class='note'>Steady-state window {fmt(r.get('steady_t0_s'))}–{fmt(r.get('steady_t1_s'))} s "
+            f"(skip {opts.skip_s:g} s, until the first flow ends).</p>" + table(rm, left={"metric", "unit"}))
+
+
+# The per-flow tables' headers (units included).
+FLOW_HEADERS = {"rtt_ms": "RTT ms", "bytes": "bytes (receiver)", "mean_mbps": "mean Mbit/s",
+                "steady_mbps": "steady Mbit/s", "steady_share": "steady share", "max_mbps_1s": "max Mbit/s (1 s)",
+                "min_mbps_1s": "min Mbit/s (1 s)", "avg_mbps_1s": "avg Mbit/s (1 s)", "t_start": "start s",
+                "t_end": "end s", "mean_cwnd_pkts": "mean cwnd (packets)", "mean_srtt_ms": "mean srtt ms",
+                "min_rtt_ms": "min RTT ms", "mean_qdelay_ms": "srtt − min RTT ms"}
+
+
+def _flow_tables(res: dict) -> str:
+    """Per flow two tables, so that each fits a 1280 px window: what each flow got, then its window
+    and delays; per cc group, when there are several."""
+    out = []
     fl = pd.DataFrame(res["flows"])
     if not fl.empty:
-        # Two tables, so that each fits a 1280 px window: what each flow got, then its window and delays.
-        headers = {"rtt_ms": "RTT ms", "bytes": "bytes (receiver)", "mean_mbps": "mean Mbit/s",
-                   "steady_mbps": "steady Mbit/s", "steady_share": "steady share", "max_mbps_1s": "max Mbit/s (1 s)",
-                   "min_mbps_1s": "min Mbit/s (1 s)", "avg_mbps_1s": "avg Mbit/s (1 s)", "t_start": "start s",
-                   "t_end": "end s", "mean_cwnd_pkts": "mean cwnd (packets)", "mean_srtt_ms": "mean srtt ms",
-                   "min_rtt_ms": "min RTT ms", "mean_qdelay_ms": "srtt − min RTT ms"}
         out.append("<h3>Per flow</h3>")
         out.append(table(fl.reindex(columns=["flow", "cc", "rtt_ms", "bytes", "mean_mbps", "steady_mbps", "share",
                                              "steady_share", "retransmits", "max_mbps_1s", "min_mbps_1s",
-                                             "avg_mbps_1s"]), left={"cc"}, headers=headers))
+                                             "avg_mbps_1s"]), left={"cc"}, headers=FLOW_HEADERS))
         out.append(table(fl.reindex(columns=["flow", "cc", "t_start", "t_end", "mean_cwnd_pkts", "mean_srtt_ms",
-                                             "min_rtt_ms", "mean_qdelay_ms"]), left={"cc"}, headers=headers))
+                                             "min_rtt_ms", "mean_qdelay_ms"]), left={"cc"}, headers=FLOW_HEADERS))
     if res["groups"] and len(res["groups"]) > 1:
         out.append("<h3>Per CC group</h3>")
         out.append(table(pd.DataFrame(res["groups"]), left={"cc"}))
-    page.add("".join(out))
-    page.add("<div class='grid'>" + "".join(page.fig_html(f) for f in figs) + "</div></details>")
+    return "".join(out)
 
 
 # The repetitions table's columns (so that it fits a 1280 px window): metric -> header with unit.

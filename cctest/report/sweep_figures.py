@@ -6,7 +6,6 @@ emulation health is *fail* are left out and named. Also the per-flow throughput 
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
