@@ -2,7 +2,8 @@
 
 modules/<tree>/Kbuild lists each module as an `obj-m` object (`obj-m += bbr_cws.o`); the module's
 name is its cc's name. Reading them here keeps the list in one place: add a module to a Kbuild
-file and scenarios accept it, `cctest modules` loads and unloads it.
+file and scenarios accept it, `cctest modules` loads and unloads it. What a module's traced
+enumerations (its mode, a variant's phase) mean is read from its sources too (`traced_enums`).
 
 Where the sources are: modules/ beside the package in a checkout (an editable install), else the
 copy an installed wheel ships as package data (cctest/_modules, pyproject.toml + setup.py). Where

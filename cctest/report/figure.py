@@ -127,7 +127,7 @@ class DFig:
         return {"data": self.data, "layout": self.layout}
 
 
-@dataclass
+@dataclass(eq=False)
 class Fig:
     """A titled figure for the page; `note` is shown under it, `key` names it (page anchors, exports)."""
 
