@@ -2,7 +2,8 @@
 
 modules/<tree>/Kbuild lists each module as an `obj-m` object (`obj-m += bbr_cws.o`); the module's
 name is its cc's name. Reading them here keeps the list in one place: add a module to a Kbuild
-file and scenarios accept it, `cctest modules` loads and unloads it.
+file and scenarios accept it, `cctest modules` loads and unloads it. What a module's traced
+enumerations (its mode, a variant's phase) mean is read from its sources too (`traced_enums`).
 
 Where the sources are: modules/ beside the package in a checkout (an editable install), else the
 copy an installed wheel ships as package data (cctest/_modules, pyproject.toml + setup.py). Where
@@ -13,6 +14,7 @@ builds its modules without writing into site-packages.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -60,3 +62,44 @@ def tree_modules(modules_dir: Path = MODULES_DIR) -> dict[str, list[str]]:
 def project_ccs(modules_dir: Path = MODULES_DIR) -> tuple[str, ...]:
     """Every tree's modules, trees in name order (empty without the modules/ sources)."""
     return tuple(name for names in tree_modules(modules_dir).values() for name in names)
+
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# An enum that names the tracepoint field it numbers: `enum x { /* tracepoint field "mode" */ A = 0, ... }`.
+_TRACED_ENUM = re.compile(r'\benum\s+\w+\s*\{\s*/\*\s*tracepoint field "(\w+)"[^*]*\*/(.*?)\}', re.S)
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+
+
+def _unit_files(path: Path, seen: set[Path]) -> list[Path]:
+    """A source file and the local files it #includes, recursively, each once."""
+    if path in seen or not path.is_file():
+        return []
+    seen.add(path)
+    return [path] + [f for name in _INCLUDE.findall(path.read_text(errors="replace"))
+                     for f in _unit_files(path.parent / name, seen)]
+
+
+def _enum_labels(body: str) -> dict[int, str]:
+    """value -> enumerator name without the prefix all of them share (BBR3_BW_UP -> UP)."""
+    values, value = {}, -1
+    for item in _COMMENT.sub(" ", body).split(","):
+        name, _, given = (part.strip() for part in item.partition("="))
+        if name:
+            value = int(given, 0) if given else value + 1
+            values[value] = name
+    words = [name.split("_") for name in values.values()]
+    shared = 0
+    while all(len(w) > shared + 1 and w[shared] == words[0][shared] for w in words):
+        shared += 1
+    return {v: "_".join(name.split("_")[shared:]) for v, name in values.items()}
+
+
+@functools.lru_cache(maxsize=None)
+def traced_enums(cc: str, modules_dir: Path = MODULES_DIR) -> dict[str, dict[int, str]]:
+    """Tracepoint field -> {value: label} of module `cc`, read from the enums its sources mark
+    `/* tracepoint field "NAME" */`; empty for a cc this project does not build."""
+    tree = next((t for t, names in tree_modules(modules_dir).items() if cc in names), None)
+    if tree is None:
+        return {}
+    return {field: _enum_labels(body) for path in _unit_files(modules_dir / tree / f"{cc}.c", set())
+            for field, body in _TRACED_ENUM.findall(path.read_text(errors="replace"))}

@@ -112,7 +112,7 @@ def test_queue_plots_every_sample_at_its_true_time(demo_page):
 
 
 def test_sampling_gaps_break_the_line():
-    from cctest.report.figures import _with_gaps
+    from cctest.report.run_figures import _with_gaps
     t = np.array([0.0, 0.1, 0.2, 1.2, 1.3])
     x, y = _with_gaps(t, t * 2, 0.1)
     assert np.isnan(x[3]) and np.isnan(y[3]) and len(x) == 6
@@ -166,10 +166,10 @@ def test_the_link_rate_line_follows_a_rate_schedule():
     starting rate (which would make every bin after a step look under-used)."""
     import plotly.graph_objects as go
 
-    from cctest.report import figures
+    from cctest.report import run_figures
 
     link = {"rate_mbps": 20, "rate_schedule": [{"at_s": 6, "rate_mbps": 10}, {"at_s": 9, "rate_mbps": 15}]}
-    view = figures._RunView.__new__(figures._RunView)
+    view = run_figures._RunView.__new__(run_figures._RunView)
     view.link, view.meta = link, {"link": link, "flows": [{"start_s": 1, "duration_s": 12}]}
     fig = go.Figure()
     view.link_rate_line(fig)

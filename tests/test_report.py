@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from cctest import metrics as M
 from cctest.report.command import report_command
-from cctest.report.figures import decimate
+from cctest.report.figure import decimate
 from cctest.stats import mean_ci95
 from report_fixtures import FlowSpec, RunSpec, make_run, make_sweep
 

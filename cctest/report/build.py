@@ -10,16 +10,18 @@ from pathlib import Path
 import pandas as pd
 
 from .. import jsonsafe, metrics
-from ..metric_table import COMPARED
 from ..claims import RunSeries, Verdict, expectations_of_runs, judge_all
-from . import figures as F
+from ..defaults import DEFAULT_JAIN_WINDOW_S, DEFAULT_MAX_POINTS, DEFAULT_SKIP_S
+from ..metric_table import COMPARED
 from .claims_view import claims_json, claims_section
 from .colors import CCColors, flow_ccs
 from .html import Page, esc, fmt, fmt_ci, table
 from .load import ReportInputError, Run, load_runs, shown
 from .provenance import bottleneck_text, clock_text, code_text, is_wall_clock, scenario_yaml
+from .run_figures import run_figures
 from .summary import (Summary, compare, spreadsheet_safe, summarize, summary_frame, summary_json,
                       unmatched_groups)
+from .sweep_figures import sweep_figures, throughput_table
 
 
 NO_BOTTLENECK_NOTE = ("qdisc.parquet has no bottleneck samples while the flows ran: no drops, queue "
@@ -31,9 +33,9 @@ MIN_POINTS_MANY = 300
 @dataclass
 class Options:
     bin_ms: float | None = None  # None: derived.default_bin_s per run (one RTT, at least 100 ms)
-    skip_s: float = metrics.DEFAULT_SKIP_S
-    jain_window_s: float = metrics.DEFAULT_JAIN_WINDOW_S
-    max_points: int = F.DEFAULT_MAX_POINTS
+    skip_s: float = DEFAULT_SKIP_S
+    jain_window_s: float = DEFAULT_JAIN_WINDOW_S
+    max_points: int = DEFAULT_MAX_POINTS
     title: str | None = None
     figures_dir: Path | None = None  # also write every figure there as a vector file (export.py)
     figures_format: str = "svg"
@@ -70,7 +72,7 @@ def analyse(runs: list[Run], opts: Options, skipped: list[str]) -> tuple[list[Ru
         try:
             res = metrics.run_metrics(run.meta, run.tables, bin_s=opts.bin_ms / 1000.0 if opts.bin_ms else None,
                                 skip_s=opts.skip_s)
-            if opts.jain_window_s != metrics.DEFAULT_JAIN_WINDOW_S and len(res["series"].get("binned", [])):
+            if opts.jain_window_s != DEFAULT_JAIN_WINDOW_S and len(res["series"].get("binned", [])):
                 res["series"]["jain"] = metrics.jain_series(res["series"]["binned"], opts.jain_window_s)
         except Exception as e:  # noqa: BLE001 - named in the report and on stderr instead
             skipped.append(f"{shown(run.path)}: could not be analysed ({type(e).__name__}: {e}); run skipped")
@@ -120,65 +122,89 @@ def page_colors(runs: list[Run]) -> CCColors:
 
 def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, index: int = 0,
                  colors: CCColors | None = None) -> None:
-    meta = run.meta
-    link = meta.get("link") or {}
-    r = res["run"]
+    """One run's folding section: its head line, facts, provenance, notes, health, metrics and figures."""
+    side = f"[{esc(run.side)}] " if run.side else ""
+    page.scope = (f"{run.side}-" if run.side else "") + run.run_id
+    figs = run_figures(run, res, max_points=opts.max_points, jain_window_s=opts.jain_window_s, colors=colors)
+    out = [f"<details class='run' id='run-{index}'{' open' if open_ else ''}><summary>{side}{_run_head(run, res)}"
+           "</summary>", _run_facts(run), _provenance_html(run), _run_notes_html(run, res), _health_html(run),
+           _metrics_html(res, opts), _flow_tables(res)]
+    page.add("".join(out))
+    page.add("<div class='grid'>" + "".join(page.fig_html(f) for f in figs) + "</div></details>")
+
+
+def _run_head(run: Run, res: dict) -> str:
+    """The section's summary line: run, scenario, matrix point, repetition, health, Jain and utilisation."""
+    meta, r = run.meta, res["run"]
     matrix = ", ".join(f"{k}={v}" for k, v in (meta.get("matrix") or {}).items())
-    head = (f"{esc(run.run_id)} — {esc(meta.get('scenario', '?'))}"
+    return (f"{esc(run.run_id)} — {esc(meta.get('scenario', '?'))}"
             f"{' [' + esc(matrix) + ']' if matrix else ''} rep {esc(meta.get('repetition', '?'))} "
             f"{_verdict_badge(run.checks)}{' ' + WALL_BADGE if is_wall_clock(meta) else ''} "
             f"<span class='kv'>J={fmt(r.get('jain'))}, "
             f"util={fmt(100 * r.get('utilisation', float('nan')), 1)} %</span>")
-    side = f"[{esc(run.side)}] " if run.side else ""
-    page.scope = (f"{run.side}-" if run.side else "") + run.run_id
-    figs = F.run_figures(run, res, max_points=opts.max_points, jain_window_s=opts.jain_window_s, colors=colors)
-    out = [f"<details class='run' id='run-{index}'{' open' if open_ else ''}><summary>{side}{head}</summary>"]
-    out.append(
-        f"<p class='kv'>path <b>{esc(shown(run.path))}</b> · status <b>{esc(meta.get('status'))}</b> · "
-        f"mode <b>{esc(meta.get('mode'))}</b> · kernel <b>{esc((meta.get('kernel') or {}).get('release'))}</b>"
-        f" · link <b>{fmt(link.get('rate_mbps'))} Mbit/s</b>, RTT <b>{fmt(link.get('rtt_ms'))} ms</b>, "
-        f"buffer <b>{fmt(link.get('buffer_bdp'))} BDP</b> ({fmt(link.get('buffer_bytes'))} B; BDP "
-        f"{fmt(link.get('bdp_bytes'))} B), loss <b>{fmt(link.get('loss_pct'))} %</b> · duration "
-        f"<b>{fmt(meta.get('duration_s'))} s</b> · started {esc(meta.get('start_time'))}</p>")
-    out.append(_provenance_html(run))
+
+
+def _run_facts(run: Run) -> str:
+    """Where the run is, how it ended, its kernel and its link."""
+    meta = run.meta
+    link = meta.get("link") or {}
+    return (f"<p class='kv'>path <b>{esc(shown(run.path))}</b> · status <b>{esc(meta.get('status'))}</b> · "
+            f"mode <b>{esc(meta.get('mode'))}</b> · kernel <b>{esc((meta.get('kernel') or {}).get('release'))}</b>"
+            f" · link <b>{fmt(link.get('rate_mbps'))} Mbit/s</b>, RTT <b>{fmt(link.get('rtt_ms'))} ms</b>, "
+            f"buffer <b>{fmt(link.get('buffer_bdp'))} BDP</b> ({fmt(link.get('buffer_bytes'))} B; BDP "
+            f"{fmt(link.get('bdp_bytes'))} B), loss <b>{fmt(link.get('loss_pct'))} %</b> · duration "
+            f"<b>{fmt(meta.get('duration_s'))} s</b> · started {esc(meta.get('start_time'))}</p>")
+
+
+def _run_notes_html(run: Run, res: dict) -> str:
     notes = list(run.notes)
     if "qdisc" in run.tables and "queue" not in res["series"]:
         notes.append(NO_BOTTLENECK_NOTE)
-    if notes:
-        out.append("<ul class='notes'>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
-    # Emulation health.
-    if run.checks:
-        ch = pd.DataFrame(run.checks.get("checks") or [])
-        if not ch.empty:
-            ch = ch.reindex(columns=["name", "ok", "measured", "expected", "detail"])
-            out.append(f"<h3>Emulation health {_verdict_badge(run.checks)}</h3>")
-            out.append(table(ch, left={"name", "detail"},
-                             cls_rows=["" if ok else "reg" for ok in ch["ok"]]))
-    # Metrics.
+    return "<ul class='notes'>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>" if notes else ""
+
+
+def _health_html(run: Run) -> str:
+    """The emulation-health checks (checks.json), a failed one marked."""
+    ch = pd.DataFrame((run.checks or {}).get("checks") or [])
+    if ch.empty:
+        return ""
+    ch = ch.reindex(columns=["name", "ok", "measured", "expected", "detail"])
+    return (f"<h3>Emulation health {_verdict_badge(run.checks)}</h3>"
+            + table(ch, left={"name", "detail"}, cls_rows=["" if ok else "reg" for ok in ch["ok"]]))
+
+
+def _metrics_html(res: dict, opts: Options) -> str:
+    r = res["run"]
     rm = pd.DataFrame([{"metric": m.label, "value": r.get(m.column), "unit": m.unit} for m in COMPARED])
-    out.append("<h3>Run metrics</h3>")
-    out.append(f"<p class='note'>Steady-state window {fmt(r.get('steady_t0_s'))}–{fmt(r.get('steady_t1_s'))} s "
-               f"(skip {opts.skip_s:g} s, until the first flow ends).</p>")
-    out.append(table(rm, left={"metric", "unit"}))
+    return ("<h3>Run metrics</h3>"
+            f"<p class='note'>Steady-state window {fmt(r.get('steady_t0_s'))}–{fmt(r.get('steady_t1_s'))} s "
+            f"(skip {opts.skip_s:g} s, until the first flow ends).</p>" + table(rm, left={"metric", "unit"}))
+
+
+# The per-flow tables' headers (units included).
+FLOW_HEADERS = {"rtt_ms": "RTT ms", "bytes": "bytes (receiver)", "mean_mbps": "mean Mbit/s",
+                "steady_mbps": "steady Mbit/s", "steady_share": "steady share", "max_mbps_1s": "max Mbit/s (1 s)",
+                "min_mbps_1s": "min Mbit/s (1 s)", "avg_mbps_1s": "avg Mbit/s (1 s)", "t_start": "start s",
+                "t_end": "end s", "mean_cwnd_pkts": "mean cwnd (packets)", "mean_srtt_ms": "mean srtt ms",
+                "min_rtt_ms": "min RTT ms", "mean_qdelay_ms": "srtt − min RTT ms"}
+
+
+def _flow_tables(res: dict) -> str:
+    """Per flow two tables, so that each fits a 1280 px window: what each flow got, then its window
+    and delays; per cc group, when there are several."""
+    out = []
     fl = pd.DataFrame(res["flows"])
     if not fl.empty:
-        # Two tables, so that each fits a 1280 px window: what each flow got, then its window and delays.
-        headers = {"rtt_ms": "RTT ms", "bytes": "bytes (receiver)", "mean_mbps": "mean Mbit/s",
-                   "steady_mbps": "steady Mbit/s", "steady_share": "steady share", "max_mbps_1s": "max Mbit/s (1 s)",
-                   "min_mbps_1s": "min Mbit/s (1 s)", "avg_mbps_1s": "avg Mbit/s (1 s)", "t_start": "start s",
-                   "t_end": "end s", "mean_cwnd_pkts": "mean cwnd (packets)", "mean_srtt_ms": "mean srtt ms",
-                   "min_rtt_ms": "min RTT ms", "mean_qdelay_ms": "srtt − min RTT ms"}
         out.append("<h3>Per flow</h3>")
         out.append(table(fl.reindex(columns=["flow", "cc", "rtt_ms", "bytes", "mean_mbps", "steady_mbps", "share",
                                              "steady_share", "retransmits", "max_mbps_1s", "min_mbps_1s",
-                                             "avg_mbps_1s"]), left={"cc"}, headers=headers))
+                                             "avg_mbps_1s"]), left={"cc"}, headers=FLOW_HEADERS))
         out.append(table(fl.reindex(columns=["flow", "cc", "t_start", "t_end", "mean_cwnd_pkts", "mean_srtt_ms",
-                                             "min_rtt_ms", "mean_qdelay_ms"]), left={"cc"}, headers=headers))
+                                             "min_rtt_ms", "mean_qdelay_ms"]), left={"cc"}, headers=FLOW_HEADERS))
     if res["groups"] and len(res["groups"]) > 1:
         out.append("<h3>Per CC group</h3>")
         out.append(table(pd.DataFrame(res["groups"]), left={"cc"}))
-    page.add("".join(out))
-    page.add("<div class='grid'>" + "".join(page.fig_html(f) for f in figs) + "</div></details>")
+    return "".join(out)
 
 
 # The repetitions table's columns (so that it fits a 1280 px window): metric -> header with unit.
@@ -215,7 +241,7 @@ def _reps_section(page: Page, s: Summary) -> None:
 def _sweep_section(page: Page, s: Summary, runs: list[Run]) -> None:
     if len(runs) < 2:
         return
-    figs = F.sweep_figures(s, page_colors(runs))
+    figs = sweep_figures(s, page_colors(runs))
     page.scope = "across-runs"
     page.h2("Across runs", "sweep")
     varying = [k for k in s.matrix_keys if s.runs.get(f"matrix.{k}") is not None
@@ -227,7 +253,7 @@ def _sweep_section(page: Page, s: Summary, runs: list[Run]) -> None:
     else:
         page.add("<p class='note'>No across-runs figure applies: the runs whose emulation health is not "
                  "fail vary no matrix key, the flows' RTTs or the random loss rate.</p>")
-    t = F.throughput_table(s)
+    t = throughput_table(s)
     if not t.empty:
         paper = "tags" in s.runs and s.runs["tags"].fillna("").astype(str).str.contains(r"\bpaper-").any()
         page.add("<h3>Throughput per flow and congestion control (1 s intervals)</h3>"

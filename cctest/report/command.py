@@ -146,35 +146,16 @@ def check_command(paths, output, skip_s, markdown, experiments_file, readme, no_
     runs lack the terms it needs) or an unexpected pass; 0 otherwise. With --markdown, PATHS are
     searched for runs of the paper suites (tags paper-000 ...) and the page lists every claim."""
     from .. import jsonsafe
-    from ..claims import expectations_of_experiments, results
     from .build import Options, analyse, judge_claims
     from .claims_view import claims_json
-    from .load import ReportInputError, load_runs
+    from .load import load_runs
 
     if readme and not markdown:
         raise click.UsageError("--readme goes with --markdown")
     skipped: list[str] = []  # runs that could not be read or analysed: named, never silently dropped
     expectations = None
     if markdown:
-        from ..scenario import load_experiments
-        from .reproduction import paper_of
-
-        expectations = [e for e in expectations_of_experiments(load_experiments(experiments_file))
-                        if paper_of(e.tags)]
-        found = []
-        for path in paths:  # a results tree with no runs yet is a page of "not run", not an error
-            try:
-                found += load_runs([path], skipped)
-            except ReportInputError as error:
-                skipped.append(str(error))
-        # only runs of a paper suite (their scenario.yaml carries a paper-00N tag): a targeted or
-        # ad-hoc run that shares a suite scenario's name (results/targeted/) is not that suite's run
-        from .provenance import scenario_tags
-
-        loaded = [run for run in found if paper_of(scenario_tags(run.path))]
-        if len(loaded) < len(found):
-            skipped.append(f"{len(found) - len(loaded)} run(s) without a paper-00N tag in their scenario.yaml "
-                           "left out of the reproduction page")
+        expectations, loaded = _paper_suite_runs(paths, experiments_file, skipped)
     else:
         loaded = load_runs(paths, skipped)
     runs, res, summary = analyse(loaded, Options(skip_s=skip_s), skipped)
@@ -193,18 +174,50 @@ def check_command(paths, output, skip_s, markdown, experiments_file, readme, no_
     output.write_text(verdicts_json)
     click.echo(f"wrote {output}", err=as_json)
     if markdown:
-        from . import reproduction
-
-        shown_paths = [Path(p).as_posix() for p in paths]
-        command = f"cctest check {' '.join(shown_paths)} --markdown {markdown.as_posix()}" + \
-            (f" --readme {readme.as_posix()}" if readme else "")
-        per_claim = results(verdicts)
-        engines: dict[str, set[str]] = {}
-        for run in loaded:
-            engines.setdefault(reproduction.paper_of(scenario_tags(run.path)), set()).add(
-                reproduction.engine_of(run.meta))
-        reproduction.write(markdown, reproduction.render(per_claim, len(runs), shown_paths, command, engines))
-        click.echo(f"wrote {markdown}: {reproduction.score(per_claim)}", err=as_json)
-        if readme and not reproduction.update_readme(readme, markdown, per_claim):
-            raise BadInput(f"{readme}: no line with {reproduction.SCORE_MARK} to put the score on")
+        _write_reproduction(markdown, readme, paths, verdicts, loaded, len(runs), as_json)
     exit_on_claims(verdicts, no_fail)
+
+
+def _paper_suite_runs(paths, experiments_file: str, skipped: list[str]) -> tuple[list, list]:
+    """The paper suites' claims of the experiments file, and the runs under PATHS that belong to a
+    paper suite (their scenario.yaml carries a paper-00N tag); what is left out is named in `skipped`."""
+    from ..claims import expectations_of_experiments
+    from ..scenario import load_experiments
+    from .load import ReportInputError, load_runs
+    from .provenance import scenario_tags
+    from .reproduction import paper_of
+
+    expectations = [e for e in expectations_of_experiments(load_experiments(experiments_file)) if paper_of(e.tags)]
+    found = []
+    for path in paths:  # a results tree with no runs yet is a page of "not run", not an error
+        try:
+            found += load_runs([path], skipped)
+        except ReportInputError as error:
+            skipped.append(str(error))
+    # only runs of a paper suite: a targeted or ad-hoc run that shares a suite scenario's name
+    # (results/targeted/) is not that suite's run
+    loaded = [run for run in found if paper_of(scenario_tags(run.path))]
+    if len(loaded) < len(found):
+        skipped.append(f"{len(found) - len(loaded)} run(s) without a paper-00N tag in their scenario.yaml "
+                       "left out of the reproduction page")
+    return expectations, loaded
+
+
+def _write_reproduction(markdown: Path, readme: Path | None, paths, verdicts, loaded, n_runs: int,
+                        as_json: bool) -> None:
+    """The reproduction page (one table per paper) and, with --readme, its score line in the README."""
+    from ..claims import results
+    from . import reproduction
+    from .provenance import scenario_tags
+
+    shown_paths = [Path(p).as_posix() for p in paths]
+    command = f"cctest check {' '.join(shown_paths)} --markdown {markdown.as_posix()}" + \
+        (f" --readme {readme.as_posix()}" if readme else "")
+    per_claim = results(verdicts)
+    engines: dict[str, set[str]] = {}
+    for run in loaded:
+        engines.setdefault(reproduction.paper_of(scenario_tags(run.path)), set()).add(reproduction.engine_of(run.meta))
+    reproduction.write(markdown, reproduction.render(per_claim, n_runs, shown_paths, command, engines))
+    click.echo(f"wrote {markdown}: {reproduction.score(per_claim)}", err=as_json)
+    if readme and not reproduction.update_readme(readme, markdown, per_claim):
+        raise BadInput(f"{readme}: no line with {reproduction.SCORE_MARK} to put the score on")

@@ -15,7 +15,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from ..jsonsafe import json_safe
-from .figures import Fig
+from .figure import Fig
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Roboto,Helvetica,Arial,sans-serif;margin:0;color:#222;background:#fafafa}

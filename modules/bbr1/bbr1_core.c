@@ -117,7 +117,7 @@
 #define BBR_SCALE 8
 #define BBR_UNIT (1 << BBR_SCALE)
 
-enum bbr1_machine_state {
+enum bbr1_machine_state {	/* tracepoint field "mode" */
 	BBR1_STARTUP = 0,
 	BBR1_DRAIN = 1,
 	BBR1_PROBE_BW = 2,

@@ -79,7 +79,7 @@ BBR1_PARAM(wmin_x1000, 750, 0, 1000,
 BBR1_PARAM(smin_pkts, 1, 1, 1000,
 	   "min step, packets (002 Alg.1 l.15,22: 1)");
 
-enum modest_phase {
+enum modest_phase {		/* tracepoint field "phase" */
 	MODEST_NONE = 0,	/* BBR as is */
 	MODEST_SEARCH = 1,	/* bin_p = 1 */
 	MODEST_LINEAR = 2,	/* add_p = 1 */
