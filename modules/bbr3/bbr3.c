@@ -48,20 +48,11 @@
  *  1. RS.tx_in_flight (inflight when the ACKed packet P was sent) and
  *  2. RS.lost (C.lost now minus C.lost when P was sent) come from a ring of
  *     checkpoints, (tp->delivered, tp->lost) about 8 times per cwnd of
- *     delivery (bbr3_send_history.h). P.delivered (rs->prior_delivered) names
- *     the ACK after which P was sent, so the checkpoints either side of it
- *     bracket P.lost, interpolated by delivered within the bracket; the
- *     prior_in_flight of the ACK that followed P's bracket is P.tx_in_flight.
- *     Both are exact to within one bracket (1/8 of a flight): the loss rate
- *     they give is the draft's, interval for interval (the losses since P was
- *     sent against the flight P joined). Losses counted per round instead
- *     would weigh one to two rounds of losses against one flight, so the
- *     2 % threshold would act at 1-2 % real loss.
- *     tests/test_bbr3_send_history.py drives the header against a simulated
- *     flow whose per-packet values are known. A count restarted each round
- *     would read 0 on a new round's first ACKs and "confirm" the previous
- *     round's inflight as safe (measured: inflight_hi 25-45 % above what a
- *     0.5 BDP path holds); the ring has no such reset.
+ *     delivery (bbr3_send_history.h): P.delivered (rs->prior_delivered)
+ *     falls between two checkpoints, which bracket P.lost (interpolated by
+ *     delivered) and P.tx_in_flight. Exact to within 1/8 of a flight, with
+ *     no per-round reset, so the loss rate is the draft's, interval for
+ *     interval.
  *  3. HandleLostPacket(P) runs once per ACK that marks rs->losses > 0, with
  *     the aggregate of that ACK's losses standing for "P" (InflightAtLoss uses
  *     rs->losses as P.size, and the send-time state of the ACKed packet,
@@ -91,14 +82,11 @@
  *     max_bw = 0 (deviation bbr3-empty-cycle, docs/algorithms.md).
  *
  * If the per-socket state block cannot be allocated (kzalloc GFP_NOWAIT |
- * __GFP_NOWARN in init), the socket runs a Reno-like fallback (slow start,
- * AIMD via tcp_reno_cong_avoid, half cwnd in recovery, kernel-style pacing at
- * 2x/1.2x cwnd/srtt) and emits no tracepoint; get_info reports zero gains.
- * The project's algorithm notes ask for "plain BBR": no BBR fits the 104 bytes of
- * icsk_ca_priv and tcp_bbr exports nothing, so this is a documented
- * deviation (bbr3-reno-fallback, docs/algorithms.md; README.md, "Per-socket
- * state, get_info and the fallback"); the read-only parameter `fallbacks`
- * counts such sockets and cctest marks a run in which any occurred.
+ * __GFP_NOWARN in init), the socket runs a Reno-like fallback, emits no
+ * tracepoint and get_info reports zero gains: deviation bbr3-reno-fallback
+ * (docs/algorithms.md; README.md, "Per-socket state, get_info and the
+ * fallback"). The read-only parameter `fallbacks` counts such sockets and
+ * cctest marks a run in which any occurred.
  */
 
 #include <linux/module.h>
