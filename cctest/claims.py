@@ -14,7 +14,7 @@ retransmits(bbr)` over a `flows.1.cc` sweep) is judged across points: each term 
 the selected points where it was measured, per repetition index, and those margins are judged the
 same way.
 
-On top of a point's statistics (README, "Claims"):
+On top of a point's statistics (docs/experiments.md, "Claims"):
 - Health: runs whose checks.json verdict is *fail* are left out of the statistics, and a point that
   had any is *inconclusive*, naming the runs and their failing checks: a broken emulation neither
   confirms nor refutes a paper.
@@ -218,7 +218,7 @@ def margins(claim: Claim, lookup: Callable[[ast.expr], float]) -> list[float]:
 # ---------------------------------------------------------------------------------------------
 
 TRIAGES = ("implementation", "scale", "paper")  # issue 20: why a claim fails, exactly one of
-# A claim's status, what `cctest check` reports and gates on (README, "Claims"); GATE fails the run.
+# A claim's status, what `cctest check` reports and gates on (docs/experiments.md, "Claims"); GATE fails the run.
 STATUSES = ("pass", "fail", "known-fail", "unexpected-pass", "inconclusive", "not-run")
 GATE = ("fail", "unexpected-pass")
 

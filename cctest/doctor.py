@@ -153,7 +153,7 @@ def container_note(engine: str, release: str) -> str:
     return (f"inside a {engine} container: it has no kernel of its own and drives the host's ({release}), "
             "so native runs need a capable HOST kernel (the qdisc and module checks below are that kernel's) "
             "and the container needs --privileged --network host --pid host with the host's /lib/modules and "
-            "/usr/src mounted (README, Docker)")
+            "/usr/src mounted (docs/docker.md)")
 
 
 def checks() -> list[Check]:

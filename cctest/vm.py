@@ -46,7 +46,7 @@ BLACKLIST = ("kvm", "kvm_intel", "kvm_amd", "ahci", "libahci", "libata", "ata_pi
 
 CLOCKS = ("virtual", "wall")
 # 1 ns per instruction: the fastest guest CPU icount offers; bench/vm_clock.py measured shift 1
-# (a CPU half as fast) against it (README, "Where runs happen").
+# (a CPU half as fast) against it (docs/virtual-clock.md).
 DEFAULT_ICOUNT_SHIFT = 0
 MAX_ICOUNT_SHIFT = 10  # QEMU's own upper bound
 WALL_CLOCK_VCPUS = 2  # multi-threaded TCG: two vCPUs keep up better with a 10 Mbit/s link

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Copy run directories into the repository as compact ones (README, "Paper suites"): everything
+# Copy run directories into the repository as compact ones (docs/papers.md, "Publishing the reproduction"): everything
 # `cctest check` and `cctest report` read stays; the raw captures (raw/) and the per-ACK table
 # (tcp_probe.parquet, MBs per run) do not. A run directory already at DEST is left as it is.
 #   scripts/compact-runs.sh SRC DEST     e.g. scripts/compact-runs.sh build/paper-002 results/paper-002

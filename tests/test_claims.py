@@ -340,12 +340,17 @@ def test_check_without_claims_is_bad_input(tmp_path):
 
 
 def test_readme_examples_of_experiments_yaml_load():
-    """README's experiments.yaml examples (keys, a claim) are what the loader accepts."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    blocks = readme.split("## experiments.yaml", 1)[1].split("```yaml\n")[1:3]
+    """The experiments.yaml examples (docs/experiments.md's reference, README's first experiment:
+    keys, a claim) are what the loader accepts."""
+    repo = Path(__file__).resolve().parents[1]
+    reference = (repo / "docs" / "experiments.md").read_text()
+    blocks = reference.split("# experiments.yaml", 1)[1].split("```yaml\n")[1:3]
     full = blocks[0].split("```")[0]
-    experiments = parse_experiments(full, "README.md")
+    experiments = parse_experiments(full, "docs/experiments.md")
     assert experiments.get("my-scenario").expect[0].claim == "share(bbr_cws) < 0.7"
+    readme = (repo / "README.md").read_text()
+    first = readme.split("## A first experiment", 1)[1].split("```yaml\n", 1)[1].split("```")[0]
+    assert parse_experiments(first, "README.md").get("first").expect[0].claim == "jain > 0.9"
 
 
 def test_startup_time_is_read_from_the_modules_mode_trace():
@@ -513,8 +518,8 @@ def test_the_reproduction_page_shows_measured_claims_with_their_status_and_triag
 
 
 def test_the_committed_reproduction_page_and_readme_agree_with_experiments_yaml():
-    """docs/reproduction.md is generated (README, "Paper suites"): it lists every paper claim of
-    experiments.yaml, and README's front-page score line is the page's."""
+    """docs/reproduction.md is generated (docs/papers.md, "Publishing the reproduction"): it lists
+    every paper claim of experiments.yaml, and README's front-page score line is the page's."""
     text = (REPO / "docs" / "reproduction.md").read_text()
     rows = [line.replace("\\|", "|") for line in text.splitlines() if line.startswith("| `")]
     for name, claim in paper_claims():

@@ -1,5 +1,5 @@
 """The Dockerfile, built and used for real: the image is built once per session (layer cache makes a
-rebuild after a source edit take seconds) and run with README's flags ("Docker").
+rebuild after a source edit take seconds) and run with the flags of docs/docker.md.
 
 Engine: $CCTEST_CONTAINER_ENGINE, else podman, else a docker whose daemon answers. Skips only where
 there is neither; CCTEST_REQUIRE_CONTAINER=1 (set by `make test`) turns that skip into a failure.
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.container
 REPO = Path(__file__).resolve().parent.parent
 RUNS = REPO / "tests" / "fixtures" / "runs"
 TAG = "localhost/cctest:test"
-# README's flags: the container drives the host kernel (qdiscs, namespaces, modules).
+# docs/docker.md's flags: the container drives the host kernel (qdiscs, namespaces, modules).
 HOST_FLAGS = ["--privileged", "--network", "host", "--pid", "host",
               "-v", "/lib/modules:/lib/modules:ro", "-v", "/usr/src:/usr/src:ro", "-v", "/run/cctest:/run/cctest"]
 
@@ -50,7 +50,7 @@ def _limits() -> list[str]:
 
 
 def _secrets() -> list[str]:
-    """README's optional build secrets, from what pip on this host uses: its CA bundle and pip.conf."""
+    """docs/docker.md's optional build secrets, from what pip on this host uses: its CA bundle and pip.conf."""
     ca = next((p for p in (os.environ.get("PIP_CERT"), os.environ.get("SSL_CERT_FILE"),
                            os.environ.get("REQUESTS_CA_BUNDLE"), ssl.get_default_verify_paths().openssl_cafile)
                if p and Path(p).is_file()), None)
@@ -98,7 +98,7 @@ def image(engine, tmp_path_factory) -> str:
 
 def run(engine: str, image: str, *args: str, flags: list[str] | None = None, entrypoint: str | None = None,
         timeout: int = 300) -> subprocess.CompletedProcess:
-    Path("/run/cctest").mkdir(exist_ok=True)  # README: mkdir -p /run/cctest (podman needs the source)
+    Path("/run/cctest").mkdir(exist_ok=True)  # docs/docker.md: mkdir -p /run/cctest (podman needs the source)
     cmd = [engine, "run", "--rm", *_limits(), *(flags if flags is not None else HOST_FLAGS)]
     if entrypoint:
         cmd += ["--entrypoint", entrypoint]
@@ -155,7 +155,7 @@ def test_dry_run_of_the_demo_prints_its_plan(engine, image):
 
 
 def test_report_of_a_mounted_run_is_written_there_owned_by_the_user(engine, image, tmp_path):
-    """README's report command: the recorded run mounted at /data, run as the host user (--user).
+    """docs/docker.md's report command: the recorded run mounted at /data, run as the host user (--user).
     As root, the test stands in a regular user's id (nobody) so a file left owned by root fails it."""
     uid, gid = (os.getuid(), os.getgid()) if os.getuid() != 0 else (65534, 65534)
     run_dir = next(p for p in sorted(RUNS.iterdir()) if (p / "meta.json").exists())

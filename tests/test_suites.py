@@ -16,7 +16,7 @@ from cctest.scenario import load_experiments
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = load_experiments(REPO / "experiments.yaml")  # loading parses every claim and checks its ccs run
 PAPERS = [f"00{k}" for k in range(5)]
-# What the suites are sized for (README, "Paper suites"): the estimate `cctest list` shows for two VMs,
+# What the suites are sized for (docs/papers.md, "The suites"): the estimate `cctest list` shows for two VMs,
 # per repetition (each paper scenario runs 3: issue 20).
 MAX_SUITE_VM_MINUTES_PER_REPETITION = 40
 REPETITIONS = 3

@@ -1,4 +1,4 @@
-"""The nightly workflow and the Slurm example: linted, and the jobs wired as the README describes."""
+"""The nightly workflow and the Slurm example: linted, and the jobs wired as docs/scale-out.md describes."""
 
 from __future__ import annotations
 

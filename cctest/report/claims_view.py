@@ -40,7 +40,7 @@ def claims_section(page: Page, verdicts: list[Verdict], notes: list[str]) -> Non
 
 def claims_json(verdicts: list[Verdict], notes: list[str]) -> dict:
     """counts and claims: per matrix point; statuses and results: per claim, with its status
-    (pass, fail, known-fail, unexpected-pass, inconclusive, not-run: README, "Claims")."""
+    (pass, fail, known-fail, unexpected-pass, inconclusive, not-run: docs/experiments.md, "Claims")."""
     per_claim = results(verdicts)
     return {"counts": counts(verdicts), "statuses": status_counts(per_claim), "notes": notes,
             "results": [r.as_dict() for r in per_claim], "claims": [v.as_dict() for v in verdicts]}

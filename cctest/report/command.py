@@ -111,7 +111,7 @@ def print_claims(verdicts) -> None:
 
 
 def exit_on_claims(verdicts, no_fail: bool) -> None:
-    """Exit 3 when a claim fails or a known failure passes (README, "Claims"); otherwise report."""
+    """Exit 3 when a claim fails or a known failure passes (docs/experiments.md, "Claims"); otherwise report."""
     from ..claims import GATE, results, status_counts
 
     if not verdicts:

@@ -279,7 +279,8 @@ BBR1_PARAM(cwnd_gain_x1000, BBR1_DEFAULT_CWND_GAIN_X1000, 1, 7996,
 /* The ACK-aggregation allowance (Linux 4.19+, below) in the cwnd target:
  * kernel bbr has it, the seed papers' kernels did not, so the variants
  * whose idea is a cap or a gain on the target (bbr_cws, bbr_shallow,
- * bbr_acw) leave it out by default (shared/ALGORITHMS.md, conventions).
+ * bbr_acw) leave it out by default (docs/algorithms.md, "Rules for every
+ * variant").
  */
 BBR1_PARAM(ack_aggregation, BBR1_DEFAULT_ACK_AGGREGATION, 0, 1,
 	   "1 = add the ACK-aggregation allowance to the cwnd target (kernel bbr), 0 = not (the papers' BBR)");

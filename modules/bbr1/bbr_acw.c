@@ -35,11 +35,11 @@
  * [1, 2]), and ACKs without a valid rate sample keep the previous gain.
  *
  * Per ACK by default (per_round = 0), as Algorithm 1 reads and as
- * shared/ALGORITHMS.md decides since 2026-11-24: the review of that day
- * found that the once-per-round default below never chose the boost case
- * in 508 rounds, so ACW acted as BBR with occasional cuts.
+ * docs/algorithms.md decides: once per round (below), the boost case
+ * never fired in 508 rounds, so ACW acted as BBR with occasional cuts.
  *
- * Once per round, with hysteresis (per_round = 1; issue 12, deviation 6).
+ * Once per round, with hysteresis (per_round = 1; deviation acw-per-round,
+ * docs/algorithms.md).
  * Per ACK, d and T are noisy: measured, the per-ACK choice flipped between
  * 2 alpha, 2 and 2 beta several times a round.  With per_round = 1 each
  * ACK only votes: its I <= 1.25 Q test, its alpha and beta.  At the end of
@@ -78,9 +78,9 @@ BBR1_PARAM(min_rtt_rounds, 3, 1, 1000,
 BBR1_PARAM(rate_rounds, 10, 1, 1000,
 	   "d_max/d_min window, rounds (001 Eq.1: 10)");
 
-/* 0 = per ACK, as the paper's Algorithm 1 reads (default, ALGORITHMS.md
- * 2026-11-24); 1 = decide the gain once per round from the round's votes,
- * with hysteresis (issue 12, deviation 6).
+/* 0 = per ACK, as the paper's Algorithm 1 reads (default); 1 = decide the
+ * gain once per round from the round's votes, with hysteresis (deviation
+ * acw-per-round, docs/algorithms.md).
  */
 BBR1_PARAM(per_round, 0, 0, 1,
 	   "0 = decide the gain per ACK as 001 Alg.1 (default), 1 = once per round with hysteresis");
@@ -91,7 +91,7 @@ BBR1_PARAM(enter_share_pct, 75, 50, 100,
 
 /* Share that keeps a case once in it (hysteresis), percent.  At least 1:
  * with 0 a case could be held on a round without one vote for it, whose
- * mean alpha or beta is 0/0 (review 2026-11-24, B1).
+ * mean alpha or beta is 0/0 (in softirq).
  */
 BBR1_PARAM(leave_share_pct, 50, 1, 100,
 	   "share of a round's ACKs that holds the boost/cut case, % (default 50)");

@@ -32,7 +32,8 @@
  * An RTO without fast recovery first (TCP_CA_Loss entered from Open or
  * Disorder) is a loss too: section 4.1 names both TCP_CA_Recovery and
  * TCP_CA_Loss as "packet loss detected", so it starts the same 3-RTT
- * judgement of usf (issue 12, deviation 8). It does not get the /3 cut:
+ * judgement of usf (deviation cws-rto-loss, docs/algorithms.md). It does
+ * not get the /3 cut:
  * the kernel's RTO already set cwnd to the inflight + 1.
  */
 #define BBR1_CC_NAME "bbr_cws"

@@ -25,8 +25,8 @@
  * "Higher" means beyond a tolerance band: an episode minimum within
  * tolerance_pct above RTprop is measurement noise (a ProbeRTT's 200 ms
  * minimum is rarely the 10 s minimum to the microsecond) and agrees with
- * the history, so it ends the streak like an equal sample (issue 12,
- * deviation 9). The paper's second trigger, "drastically higher for a
+ * the history, so it ends the streak like an equal sample (deviation
+ * histmin-tolerance, docs/algorithms.md). The paper's second trigger, "drastically higher for a
  * single probe" (a route change), raises RTprop after one episode whose
  * minimum is at least drastic_x1000/1000 times RTprop. The paper gives no
  * number: the default, 10x, is above the queue-inflated minima measured
@@ -47,7 +47,7 @@ BBR1_PARAM(agree_probes, 3, 1, 1000,
 	   "consecutive higher ProbeRTT minima that raise RTprop (K, default 3)");
 
 /* Band above RTprop within which an episode minimum still agrees with the
- * history, percent of RTprop (issue 12, deviation 9; default 10 %).
+ * history, percent of RTprop (deviation histmin-tolerance; default 10 %).
  */
 BBR1_PARAM(tolerance_pct, 10, 0, 1000,
 	   "episode minima up to this % above RTprop agree with it (default 10)");
@@ -71,9 +71,9 @@ struct histmin {
 
 /* Expiry: keep RTprop.  The episode itself opens when ProbeRTT begins
  * (histmin_mode_change), on this ACK or, after an idle restart, later:
- * opening it here missed every expiry whose ACK had no fresh, undelayed
- * sample above RTprop (review 2026-11-24, B3), and an expiry in idle
- * restart left a stale minimum for the next episode.
+ * opening it here would miss every expiry whose ACK has no fresh,
+ * undelayed sample above RTprop, and an expiry in idle restart would leave
+ * a stale minimum for the next episode.
  */
 static u32 histmin_min_rtt_expired(struct sock *sk, void *ext, u32 old_us,
 				   u32 sample_us)

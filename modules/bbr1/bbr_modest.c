@@ -23,16 +23,15 @@
  * what BBR estimates), and the pacing rate is scaled by the same proportion
  * P = cwnd / BBR target, clamped to [Wmin, Wmax] (Eq. 1).
  *
- * Decisions (shared/ALGORITHMS.md, corrected 2026-11-24 after the review
- * of that day, section 1): feedback is evaluated once per packet-timed
+ * Decisions (docs/algorithms.md, "bbr_modest"): feedback is evaluated once per packet-timed
  * round; line 7's "bin_p = 0" is a typo for 1 (seed 000); leaving ProbeBW
  * restores last_cwnd (as the cwnd ProbeRTT returns to) and resets the
  * search.  Three readings keep the window within [Wmin, 1] x BBR's, which
  * is what 002 section III-B calls Wmin and Wmax, the bounds of the
  * proportion:
  *  - the linear step is per ACK (line 21), bounded by last_cwnd, so the
- *    window is back at last_cwnd within a round trip (the earlier
- *    once-per-round step let each new search start from a shrunk window);
+ *    window is back at last_cwnd within a round trip (a once-per-round
+ *    step would let each new search start from a shrunk window);
  *  - every search is anchored on BBR's own, uncapped cwnd target
  *    (last_cwnd = the target BBR's cwnd step last computed), never on the
  *    capped window: anchoring on the cap ratcheted the flow down, to a
@@ -44,7 +43,8 @@
  * a search/linear phase holds a cap (otherwise BBR paces as usual); the
  * reported cwnd gain is BBR's gain times min(cap, target) / target.
  *
- * Which losses judge a search step (issue 12, deviation 5). A cap set at
+ * Which losses judge a search step (deviation modest-judged-window,
+ * docs/algorithms.md). A cap set at
  * the start of round k governs the packets sent from then on; the ACKs of
  * round k are for packets sent before it, and the losses and repair
  * retransmissions they bring belong to the window before (at search entry:
@@ -55,7 +55,7 @@
  * after the cap was set (rs->prior_delivered >= tp->delivered at the cap)
  * while no data sent before the cap was still outstanding (snd_una past
  * snd_nxt at the cap), so the lost packet was itself sent under the cap.
- * Repair retransmissions (total_retrans) no longer count. A step thus
+ * Repair retransmissions (total_retrans) do not count. A step thus
  * takes two rounds; one congestion event shrinks max_win once.
  */
 #define BBR1_CC_NAME "bbr_modest"
@@ -163,9 +163,9 @@ static void modest_set_cap(struct sock *sk, struct modest *m, u32 cap)
 }
 
 /* Per ACK: was a packet sent since the last cap change lost?  This judges
- * a search step and also the entry into a search (B2 of the 2026-11-24
- * review: entry used to count every loss of its round, including those of
- * packets sent under the last step's cap, which that step had judged).
+ * a search step and also the entry into a search, so that each loss is
+ * judged once: counting every loss of the round at entry would count again
+ * those of packets sent under the last step's cap, which that step judged.
  */
 static void modest_note_cap_loss(struct sock *sk, const struct rate_sample *rs,
 				 struct modest *m)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * bbr3 -- BBRv3 written from the IETF draft draft-ietf-ccwg-bbr (the
- * pseudocode in ../../shared/refs/draft-ietf-ccwg-bbr.md), as an out-of-tree
+ * bbr3 -- BBRv3 written from the IETF draft draft-ietf-ccwg-bbr (its
+ * pseudocode, "BBR Congestion Control", IETF CCWG), as an out-of-tree
  * tcp_congestion_ops module for stock kernels. bbr3plus.c includes this file
  * with a different name and a different default Startup pacing gain (BBRv3+,
  * Chu and Chiang 2025: gain = alpha * (ln beta)^gamma, alpha 3 instead of 4).
@@ -39,30 +39,20 @@
  *   PROBE_RTT every 5 s without a lower RTT sample: cwnd 0.5 * bdp for
  *             200 ms and one round, then back to PROBE_BW (CRUISE) or STARTUP.
  *
- * Stock-kernel approximations (also in README.md, "Approximations")
- * -----------------------------------------------------------------
+ * Stock-kernel approximations (their consequences and measurements:
+ * README.md, "Stock-kernel approximations")
+ * -------------------------------------------------------------------
  * The draft assumes per-packet transmit state (P.tx_in_flight, P.lost) and a
  * per-lost-packet callback. Google's BBRv3 kernel adds those to struct
  * tcp_skb_cb and tcp_congestion_ops; a module on a stock kernel cannot.
  *  1. RS.tx_in_flight (inflight when the ACKed packet P was sent) and
  *  2. RS.lost (C.lost now minus C.lost when P was sent) come from a ring of
  *     checkpoints, (tp->delivered, tp->lost) about 8 times per cwnd of
- *     delivery (bbr3_send_history.h). P.delivered (rs->prior_delivered) names
- *     the ACK after which P was sent, so the checkpoints either side of it
- *     bracket P.lost, interpolated by delivered within the bracket; the
- *     prior_in_flight of the ACK that followed P's bracket is P.tx_in_flight.
- *     Both are exact to within one bracket (1/8 of a flight): the loss rate
- *     they give is the draft's, interval for interval (the losses since P was
- *     sent against the flight P joined). Until issue 20 (review D4) RS.lost
- *     was tp->lost minus its value when the previous packet-timed round began
- *     (one to two rounds of losses against one flight, up to 2x high, so the
- *     2 % threshold acted at 1-2 % real loss) and RS.tx_in_flight the previous
- *     round's largest prior_in_flight (up to a round's growth high).
- *     tests/test_bbr3_send_history.py drives the header against a simulated
- *     flow whose per-packet values are known. A count restarted each round
- *     would read 0 on a new round's first ACKs and "confirm" the previous
- *     round's inflight as safe (measured before issue 12: inflight_hi 25-45 %
- *     above what a 0.5 BDP path holds); the ring has no such reset.
+ *     delivery (bbr3_send_history.h): P.delivered (rs->prior_delivered)
+ *     falls between two checkpoints, which bracket P.lost (interpolated by
+ *     delivered) and P.tx_in_flight. Exact to within 1/8 of a flight, with
+ *     no per-round reset, so the loss rate is the draft's, interval for
+ *     interval.
  *  3. HandleLostPacket(P) runs once per ACK that marks rs->losses > 0, with
  *     the aggregate of that ACK's losses standing for "P" (InflightAtLoss uses
  *     rs->losses as P.size, and the send-time state of the ACKed packet,
@@ -82,23 +72,21 @@
  *  9. ECN (the draft's optional ECN response) is not implemented.
  * 10. The max_bw filter is the draft's 2-slot window over cycle_count; the
  *     extra_acked filter is the kernel's win_minmax over round_count.
- * 11. Deviation, not an approximation: CheckFullBWReached() tests max_bw
- *     (the draft's prose and Linux BBR) instead of the pseudocode's
- *     RS.delivery_rate, which let Startup exit at ~5 % of the link rate in
- *     the emulated test VM.
+ * 11. Deviation bbr3-full-bw-on-max-bw (docs/algorithms.md), not an
+ *     approximation: CheckFullBWReached() tests max_bw (the draft's prose
+ *     and Linux BBR) instead of the pseudocode's RS.delivery_rate, which let
+ *     Startup exit at ~5 % of the link rate in the emulated test VM.
  * 12. Now() is tp->tcp_mstamp (us), refreshed by the stack per packet/ACK.
  * 13. AdvanceMaxBwFilter() does not shift the window past a cycle without
  *     an accepted rate sample (bbr3_bw_filter.h): shifting would set
- *     max_bw = 0 (issue 12, bug 1).
+ *     max_bw = 0 (deviation bbr3-empty-cycle, docs/algorithms.md).
  *
  * If the per-socket state block cannot be allocated (kzalloc GFP_NOWAIT |
- * __GFP_NOWARN in init), the socket runs a Reno-like fallback (slow start,
- * AIMD via tcp_reno_cong_avoid, half cwnd in recovery, kernel-style pacing at
- * 2x/1.2x cwnd/srtt) and emits no tracepoint; get_info reports zero gains.
- * The project's algorithm notes ask for "plain BBR": no BBR fits the 104 bytes of
- * icsk_ca_priv and tcp_bbr exports nothing, so this is a documented
- * deviation (README.md, "Per-socket state, get_info and the fallback"); the read-only parameter `fallbacks`
- * counts such sockets and cctest marks a run in which any occurred.
+ * __GFP_NOWARN in init), the socket runs a Reno-like fallback, emits no
+ * tracepoint and get_info reports zero gains: deviation bbr3-reno-fallback
+ * (docs/algorithms.md; README.md, "Per-socket state, get_info and the
+ * fallback"). The read-only parameter `fallbacks` counts such sockets and
+ * cctest marks a run in which any occurred.
  */
 
 #include <linux/module.h>
@@ -483,7 +471,7 @@ struct bbr3 {
  * inet_diag calls get_info under rcu_read_lock() without the socket lock,
  * while the socket may be closing (release) on another CPU: the pointer is
  * published with rcu_assign_pointer, read there with rcu_dereference, and
- * the block is freed with kfree_rcu (issue 12, bug 2).
+ * the block is freed with kfree_rcu, so get_info never reads freed memory.
  */
 struct bbr3_priv {
 	struct bbr3 __rcu *st;		/* NULL: allocation failed -> fallback */
@@ -954,7 +942,7 @@ static void bbr3_update_max_bw(struct bbr3 *st, const struct bbr3_ack *a)
  * draft AdvanceMaxBwFilter(): cycle_count++ on a 2-cycle window. A cycle
  * without an accepted sample does not advance it (bbr3_bw_filter.h), so the
  * round-start ACK that ends a cycle never zeroes max_bw when it carries no
- * rate sample itself (issue 12, bug 1).
+ * rate sample itself (deviation bbr3-empty-cycle, docs/algorithms.md).
  */
 static void bbr3_advance_max_bw_filter(struct bbr3 *st)
 {
@@ -1144,7 +1132,8 @@ static void bbr3_update_ack_aggregation(struct sock *sk, struct bbr3 *st,
  * its prose ("looks for a plateau in the BBR.max_bw estimate") and the Linux
  * BBR implementations test max_bw. A single round-start sample is noisy
  * (delayed ACKs, a CPU-starved VM), and with it Startup was seen to exit at
- * 5 % of the link rate, so this tests max_bw (deviation, see README).
+ * 5 % of the link rate, so this tests max_bw (deviation
+ * bbr3-full-bw-on-max-bw, docs/algorithms.md).
  */
 static void bbr3_check_full_bw_reached(struct bbr3 *st,
 				       const struct bbr3_ack *a)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * bbr3plus -- BBRv3+ (Chu and Chiang, "Improved BBRv3", Eng. Proc. 2025;
- * ../../shared/seeds/003_38785820ea8c51b0.txt, Algorithm 1).
+ * bbr3plus -- BBRv3+ (Chu and Chiang, "Improved BBRv3", Engineering
+ * Proceedings 2025, Algorithm 1; seed paper 003, docs/papers.md).
  *
  * BBRv3 unchanged except the Startup pacing gain: alpha * (ln beta)^gamma
  * with alpha = 3, beta = 2, gamma = 1, i.e. 3 ln 2 = 2.08 instead of the
