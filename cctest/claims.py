@@ -217,7 +217,7 @@ def margins(claim: Claim, lookup: Callable[[ast.expr], float]) -> list[float]:
 # Judging on measured runs
 # ---------------------------------------------------------------------------------------------
 
-TRIAGES = ("implementation", "scale", "paper")  # issue 20: why a claim fails, exactly one of
+TRIAGES = ("implementation", "scale", "paper")  # why a claim fails, exactly one of
 # A claim's status, what `cctest check` reports and gates on (docs/experiments.md, "Claims"); GATE fails the run.
 STATUSES = ("pass", "fail", "known-fail", "unexpected-pass", "inconclusive", "not-run")
 GATE = ("fail", "unexpected-pass")

@@ -4,19 +4,11 @@
 
 Where each effect lives (docs/emulation.md: why they must not share a qdisc):
 - bottleneck rate + buffer: one netem with `rate` and a packet `limit`, on ccs1's port towards
-  ccs2 (data direction); with an AQM, a chain ending in it (cctest/bottleneck.py). The only place that should ever drop. netem gives each packet its
-  departure time on enqueue, from the previous packet's (a virtual link clock), so a late timer
-  under a busy emulated CPU sends what is due at once and the link loses no capacity; htb's
-  tokens instead cap what a late timer can catch up at its burst (measured under the same load:
-  89-97 % of the rate from htb with a 4 ms burst, 100 % from netem), and its burst lets an idle
-  link pass a burst unqueued. The limit is the buffer in frames (TSO/GSO off, so data packets
-  are full frames: a byte-sized bfifo of B bytes holds B // frame of them) plus the frame on the
-  wire, which netem keeps in its queue until it has been serialised.
-- transmit completion: netem with a rate releases a packet from its socket on enqueue, as a
-  NIC's transmit completion does on a real path. It must: a veth keeps a packet charged to its
-  sending socket across namespaces, so TCP Small Queues would count the bottleneck's queue as the
-  sender's own and cap it at ~1 ms of the flow's pacing rate (CUBIC then stalls at a cwnd it
-  never fills and a 5 BDP buffer stays nearly empty).
+  ccs2 (data direction); with an AQM, a chain ending in it (cctest/bottleneck.py). The only place
+  that should ever drop. netem keeps a virtual link clock, so a late timer loses no capacity; the
+  limit is the buffer in full frames plus the frame on the wire.
+- transmit completion: netem with a rate releases a packet from its socket on enqueue, as a NIC
+  does, so TCP Small Queues does not count the bottleneck's queue as the sender's own.
 - per-flow propagation delay: netem on ccs1's port towards that flow's sender, i.e. on the ACK
   path. Delaying ACKs instead of data gives the same RTT while keeping netem off the data path,
   so netem never queues or reorders data and the sender's qdisc stays free for fq.

@@ -225,7 +225,7 @@ class CaptureSettings(Strict):
 
 
 class Known(Strict):
-    """An expected failure of a claim: why it fails (issue 20's triage) and the evidence, one line."""
+    """An expected failure of a claim: why it fails (its triage) and the evidence, one line."""
 
     triage: Literal["implementation", "scale", "paper"]
     reason: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300)]

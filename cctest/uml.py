@@ -3,8 +3,8 @@
 The guest is the UML kernel running as an ordinary host process (no hypervisor). With
 `time-travel=inf-cpu` its clock advances only through its timers: CPU work takes no guest time, so
 a run's network behaves the same however slow or loaded the host is; a loaded host makes it take
-longer, not come out different (shared/reviews/research-uml-2026-11-24.md measured identical bytes
-and retransmissions at 1.65x and 8.0x wall). The guest sees the host's root read-only over hostfs
+longer, not come out different (docs/uml.md: identical bytes and retransmissions at 1.65x and
+8.0x wall). The guest sees the host's root read-only over hostfs
 (the same venv and checkout), the output directory read-write at the same path, and runs
 scripts/uml/init.sh as PID 1, which runs the command file and powers off.
 
