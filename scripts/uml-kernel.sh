@@ -9,6 +9,8 @@
 #
 #   scripts/uml-kernel.sh            build (installs linux-source-6.1 when missing; root for that)
 #   scripts/uml-kernel.sh --print    print the cache directory this checkout wants, build nothing
+#   scripts/uml-kernel.sh --prune    remove every other cached build (another checkout's or an
+#                                    older fragment's: 1.5 GB each), keep this checkout's
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,12 +27,34 @@ inputs_sha256() { cat "$fragment" $patches | sha256sum | cut -d' ' -f1; }
 fragment_hash() { inputs_sha256 | cut -c1-12; }
 cache_root="${CCTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cctest}/uml"
 
-if [ "${1:-}" = --print ]; then
+wanted() {
   version=$(source_version)
   [ -n "$version" ] || { echo "scripts/uml-kernel.sh: $package is not installed" >&2; exit 2; }
   echo "$cache_root/$version-$(fragment_hash)"
-  exit 0
-fi
+}
+
+# The builds beside this checkout's, left-over partial builds (.build-*) included.
+others() {
+  local keep=$1
+  [ -d "$cache_root" ] || return 0
+  find "$cache_root" -mindepth 1 -maxdepth 1 -type d ! -path "$keep" -print
+}
+
+case "${1:-}" in
+  --print) wanted; exit 0 ;;
+  --prune)
+    keep=$(wanted)
+    freed=0
+    while IFS= read -r dir; do
+      freed=$((freed + $(du -sk "$dir" | cut -f1)))
+      rm -rf "$dir"
+      echo "removed $dir"
+    done < <(others "$keep")
+    echo "kept $keep; freed $((freed / 1024)) MB"
+    exit 0 ;;
+  "") ;;
+  *) echo "usage: scripts/uml-kernel.sh [--print|--prune]" >&2; exit 2 ;;
+esac
 
 if [ -z "$(source_version)" ]; then
   if [ "$(id -u)" != 0 ]; then
@@ -98,3 +122,5 @@ rm -rf "$dest"
 mv "$work" "$dest"
 trap - EXIT
 echo "UML kernel built: $dest"
+stale=$(others "$dest")
+[ -z "$stale" ] || printf "other cached UML builds (scripts/uml-kernel.sh --prune removes them):\n%s\n" "$stale"

@@ -77,6 +77,24 @@ def test_the_build_script_and_python_agree_on_the_cache_directory(tmp_path):
     assert Path(printed) == expected
 
 
+@pytest.mark.skipif(umlkernel.source_version() is None, reason="linux-source-6.1 not installed")
+def test_prune_keeps_this_checkouts_build_and_removes_the_others(tmp_path):
+    env = {**os.environ, "CCTEST_CACHE": str(tmp_path)}
+    script = ["bash", str(REPO / "scripts" / "uml-kernel.sh")]
+    mine = Path(subprocess.run([*script, "--print"], env=env, capture_output=True, text=True,
+                               check=True).stdout.strip())
+    older, partial = mine.parent / "6.1.0-1-000000000000", mine.parent / ".build-abc123"
+    for build in (mine, older, partial):
+        (build / "tree").mkdir(parents=True)
+        (build / "linux").write_bytes(b"\0" * 4096)
+    pruned = subprocess.run([*script, "--prune"], env=env, capture_output=True, text=True, check=True)
+    assert mine.exists() and (mine / "linux").exists()
+    assert not older.exists() and not partial.exists()
+    assert f"kept {mine}" in pruned.stdout and str(older) in pruned.stdout
+    refused = subprocess.run([*script, "--purge"], env=env, capture_output=True, text=True)
+    assert refused.returncode == 2 and "usage" in refused.stderr
+
+
 def test_the_fragment_asks_for_what_the_engine_relies_on():
     options = dict(line.split("=", 1) for line in umlkernel.FRAGMENT.read_text().splitlines()
                    if line.startswith("CONFIG_"))
