@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 import platform
 import subprocess
@@ -91,8 +90,8 @@ def engine_meta(mode: str) -> dict:
     text = os.environ.get("CCTEST_ENGINE_META")
     if mode == "vm" and text:
         try:
-            return json.loads(text)
-        except ValueError:
+            return record.Engine.model_validate_json(text).model_dump(exclude_unset=True)
+        except ValueError:  # not JSON, or not an engine's record
             return {"name": "unknown", "error": f"unreadable CCTEST_ENGINE_META: {text[:80]}"}
     return {"name": "qemu" if mode == "vm" else "native"}
 
