@@ -33,7 +33,7 @@ def _shown(value: Any) -> str:
 
 def _finite_number(value: Any) -> int | float:
     # JSON's number as written: an int stays an int (10 Mbit/s, not 10.0); true/false and NaN are no numbers
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"must be a finite number, not {_shown(value)}")
     return value
 
