@@ -12,6 +12,7 @@ writes; a version this code does not know is refused rather than misread.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Annotated, Any, get_args
@@ -94,10 +95,10 @@ class Link(Section):
     buffer_bdp: Annotated[Number | None, SETTING] = None
     loss_pct: Annotated[Number | None, SETTING] = None
     mtu: Int | None = None
+    burst_bytes: Int | None = None  # the shaper's bucket, in records from before the netem shaper
     buffer_pkts: Int | None = None
     queue_limit_pkts: Int | None = None
     netem_limit_pkts: Int | None = None
-    burst_bytes: Int | None = None  # the shaper's bucket, in records from before the netem shaper
     shaper: Text | None = None
     delay: Text | None = None
     aqm: Text | None = None
@@ -137,8 +138,8 @@ class Kernel(Section):
 
 class EngineKernel(Section):
     image: Text | None = None  # qemu: the stock kernel booted
-    release: Text | None = None
     source: Text | None = None  # uml: the kernel source package it was built from
+    release: Text | None = None
     inputs_sha256: Text | None = None
     config_fragment_sha256: Text | None = None  # uml builds that hashed the config fragment alone
     patches: list[Text] | None = None
@@ -260,7 +261,8 @@ class RunRecord(Section):
         extra = undeclared(self)
         if extra:
             raise TypeError(f"meta.json keys without a field in cctest/record.py: {', '.join(extra)}")
-        return self.model_dump_json(indent=2, exclude_unset=True)
+        # json's ASCII escapes: the file reads the same under any locale's encoding
+        return json.dumps(self.model_dump(mode="json", exclude_unset=True), indent=2)
 
 
 def undeclared(model: BaseModel, where: str = "") -> list[str]:
