@@ -34,7 +34,8 @@ def _shown(value: Any) -> str:
 
 def _finite_number(value: Any) -> int | float:
     # JSON's number as written: an int stays an int (10 Mbit/s, not 10.0); true/false and NaN are no numbers
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(value, float) and not math.isfinite(value):
+    finite = not isinstance(value, float) or math.isfinite(value)  # (isfinite overflows on a huge int)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not finite:
         raise ValueError(f"must be a finite number, not {_shown(value)}")
     return value
 
@@ -270,7 +271,8 @@ def undeclared(model: BaseModel, where: str = "") -> list[str]:
     found = [f"{where}{key}" for key in model.model_extra or {}]
     for name in model.model_fields_set & set(type(model).model_fields):
         value = getattr(model, name)
-        children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else [(None, value)]
+        children = (value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list)
+                    else [(None, value)])
         for key, child in children:
             if isinstance(child, BaseModel):
                 found += undeclared(child, f"{where}{name}." if key is None else f"{where}{name}.{key}.")

@@ -27,8 +27,8 @@ ABSENT_NOTE = {
 
 
 # The columns the report reads from each table and which must be numbers, as each capture declares
-# them (Capture.required_columns, number_columns): a table that lacks them (another table's file in its
-# place, an old format) is skipped with a note.
+# them (Capture.required_columns, number_columns): a table that lacks them (another table's file in
+# its place, an old format) is skipped with a note.
 SCHEMA = {table: (set(capture.required_columns[table]), set(capture.number_columns[table]))
           for capture in captures.REGISTRY for table in capture.required_columns}
 # Columns every row is placed or grouped by: a NaN or infinity there has no meaning.
