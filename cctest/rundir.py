@@ -1,9 +1,8 @@
-"""Creating a run directory and the environment facts its meta.json records."""
+"""Creating a run directory and the environment facts its meta.json records (cctest/record.py)."""
 
 from __future__ import annotations
 
 import functools
-import json
 import os
 import platform
 import subprocess
@@ -12,10 +11,10 @@ from pathlib import Path
 
 import yaml
 
-from . import __version__, atomic, bottleneck
+from . import __version__, atomic, bottleneck, record
 from .kmod import REPO_ROOT
+from .plan import FlowRun, LinkRun, RunSpec
 from .vmtime import calendar_now, stretch
-from .plan import RunSpec
 from .wire import MTU_BYTES
 
 TOOL_VERSION_COMMANDS = {
@@ -90,62 +89,47 @@ def engine_meta(mode: str) -> dict:
     text = os.environ.get("CCTEST_ENGINE_META")
     if mode == "vm" and text:
         try:
-            return json.loads(text)
-        except ValueError:
+            return record.Engine.model_validate_json(text).model_dump(exclude_unset=True)
+        except ValueError:  # not JSON, or not an engine's record
             return {"name": "unknown", "error": f"unreadable CCTEST_ENGINE_META: {text[:80]}"}
     return {"name": "qemu" if mode == "vm" else "native"}
 
 
+ACK_PATH_DELAY = "netem on the ACK path (switch port towards each sender)"
+
+
+def link_record(link: LinkRun) -> record.Link:
+    """The planned link as meta.json records it, with how it is built."""
+    return record.Link(
+        **{name: getattr(link, name) for name in record.LINK_NUMBERS}, mtu=MTU_BYTES,
+        buffer_pkts=link.buffer_pkts, queue_limit_pkts=link.queue_limit_pkts, netem_limit_pkts=link.netem_limit_pkts,
+        shaper=bottleneck.describe(link), delay=ACK_PATH_DELAY, aqm=link.aqm, aqm_params=link.aqm_params,
+        ecn=link.ecn, rate_schedule=bottleneck.planned_steps(link), outages=bottleneck.planned_outages(link))
+
+
+def flow_record(flow: FlowRun) -> record.Flow:
+    return record.Flow(flow=flow.index, cc=flow.cc, rtt_ms=flow.rtt_ms, start_s=flow.start_s,
+                       duration_s=flow.duration_s, sender=flow.sender, receiver=flow.receiver,
+                       sender_ip=flow.sender_ip, receiver_ip=flow.receiver_ip, server_port=flow.server_port,
+                       params=flow.params, launched_s=None, exit_code=None)
+
+
 def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
+    """The record of a run about to start, as the dict the runner fills in (write_meta checks it)."""
     uname = platform.uname()
-    return {
-        "run_id": run_dir.name,
-        "scenario": run.scenario.name,
-        "description": run.scenario.description,
-        "repetition": run.repetition,
-        "matrix": run.matrix,
-        "status": "running",
-        "error": None,
-        "start_time": now_iso(),
-        "end_time": None,
-        "duration_s": run.scenario.duration_s,
-        "t0_monotonic_ns": None,
-        "link": {
-            "rate_mbps": run.link.rate_mbps, "rtt_ms": run.link.rtt_ms, "bdp_rtt_ms": run.link.bdp_rtt_ms,
-            "bdp_bytes": run.link.bdp_bytes, "buffer_bytes": run.link.buffer_bytes,
-            "buffer_bdp": run.link.buffer_bdp, "loss_pct": run.link.loss_pct, "mtu": MTU_BYTES,
-            "buffer_pkts": run.link.buffer_pkts, "queue_limit_pkts": run.link.queue_limit_pkts,
-            "netem_limit_pkts": run.link.netem_limit_pkts,
-            "shaper": bottleneck.describe(run.link), "delay": "netem on the ACK path (switch port towards each sender)",
-            "aqm": run.link.aqm, "aqm_params": run.link.aqm_params, "ecn": run.link.ecn,
-            "rate_schedule": bottleneck.planned_steps(run.link),
-            "outages": bottleneck.planned_outages(run.link),
-        },
-        "flows": [
-            {
-                "flow": f.index, "cc": f.cc, "rtt_ms": f.rtt_ms, "start_s": f.start_s, "duration_s": f.duration_s,
-                "sender": f.sender, "receiver": f.receiver, "sender_ip": f.sender_ip,
-                "receiver_ip": f.receiver_ip, "server_port": f.server_port, "params": f.params,
-                "launched_s": None, "exit_code": None,
-            }
-            for f in run.flows
-        ],
-        "seed": run.seed,
-        "kernel": {"release": uname.release, "uname": " ".join(uname)},
-        "mode": mode,
-        "engine": engine_meta(mode),
-        "host": {"cpus": os.cpu_count()},
-        "cctest": {"version": __version__, "git_commit": git_commit()},
-        "tools": dict(tool_versions()),
-        "sysctls": {},
-        "qdiscs": {},
-        "offloads": {},
-        "modules": [],
-        "capture": run.scenario.capture.model_dump(),
-        "warnings": [],
-    }
+    return record.RunRecord(
+        schema_version=record.SCHEMA_VERSION, run_id=run_dir.name, scenario=run.scenario.name,
+        description=run.scenario.description, repetition=run.repetition, matrix=run.matrix,
+        status="running", error=None, start_time=now_iso(), end_time=None, duration_s=run.scenario.duration_s,
+        t0_monotonic_ns=None, link=link_record(run.link), flows=[flow_record(f) for f in run.flows],
+        seed=run.seed, kernel=record.Kernel(release=uname.release, uname=" ".join(uname)), mode=mode,
+        engine=engine_meta(mode), host=record.Host(cpus=os.cpu_count()),
+        cctest=record.Code(version=__version__, git_commit=git_commit()), tools=dict(tool_versions()),
+        sysctls={}, qdiscs={}, offloads={}, modules=[], capture=run.scenario.capture.model_dump(), warnings=[],
+    ).dump()
 
 
-def write_meta(run_dir: Path, meta: dict) -> None:
-    atomic.write_text(run_dir / "meta.json", json.dumps(meta, indent=2, default=str))
-
+def write_meta(run_dir: Path, meta: dict | record.RunRecord) -> None:
+    """meta.json from the record: a value of the wrong type, or a key without a field, is a bug here."""
+    run = meta if isinstance(meta, record.RunRecord) else record.RunRecord.model_validate(meta)
+    atomic.write_text(run_dir / "meta.json", run.to_json())

@@ -67,6 +67,10 @@ class Capture:
     raw_files: names under raw/ that parse() reads (`<flow>` stands for each flow's index);
     other_files: names it writes for people, not for ingest (logs, scripts, packet captures);
     tables: table name -> columns in contract order (docs/run-directory.md);
+    required_columns: table name -> the columns the report cannot do without: a file lacking them
+        is another table's or an old format, and is skipped (a table without an entry is not read);
+    number_columns: table name -> the columns the report reads as numbers: each present must be
+        numeric and never infinite;
     starts: the runner's phase in which start() runs (None: written by the flows themselves).
     """
 
@@ -74,6 +78,8 @@ class Capture:
     raw_files: tuple[str, ...] = ()
     other_files: tuple[str, ...] = ()
     tables: dict[str, tuple[str, ...]] = {}
+    required_columns: dict[str, tuple[str, ...]] = {}
+    number_columns: dict[str, tuple[str, ...]] = {}
     starts: str | None = None
     warm_up_phase: str | None = None  # a phase in which the runner waits for it to be ready
 

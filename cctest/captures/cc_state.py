@@ -84,6 +84,8 @@ class ModuleState(Capture):
     name = "cc_state"
     raw_files = ("bpftrace.log", "tracefs.log")
     tables = {"cc_state": ("run_id", "flow", "t_s", "cc", "key", "value")}
+    required_columns = {"cc_state": ("flow", "t_s", "key", "value")}
+    number_columns = {"cc_state": ("flow", "t_s", "value")}
     starts = None  # its probes are part of the tcp_probe capture's bpftrace script
 
     def parse(self, raw: dict[str, str | None], run: RunView) -> dict[str, pd.DataFrame]:

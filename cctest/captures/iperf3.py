@@ -177,6 +177,9 @@ class Iperf3(Capture):
         "throughput": ("run_id", "flow", "t_s", "interval_s", "bytes", "bits_per_second",
                        "retransmits", "snd_cwnd_bytes", "rtt_ms"),
     }
+    required_columns = {"flows": ("flow", "bytes_received"), "throughput": ("flow", "t_s", "interval_s", "bytes")}
+    number_columns = {"flows": ("flow", "bytes_sent", "bytes_received", "retransmits"),
+                      "throughput": ("flow", "t_s", "interval_s", "bytes", "retransmits")}
 
     def results(self, raw: dict[str, str | None], run: RunView) -> dict[int, Iperf3Result]:
         """flow -> what its client output says (flows without one are left out)."""

@@ -30,6 +30,8 @@ class Ping(Capture):
     name = "ping"
     raw_files = (PING_FILE,)
     tables = {"ping": ("run_id", "flow", "seq", "rtt_ms")}
+    required_columns = {"ping": ("flow", "rtt_ms")}
+    number_columns = {"ping": ("flow", "rtt_ms")}
     starts = BASE_RTT
 
     def start(self, ctx: StartContext, undo) -> None:

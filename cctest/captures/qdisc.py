@@ -136,6 +136,8 @@ class Qdisc(Capture):
     tables = {"qdisc": ("run_id", "t_s", "iface", "role", "kind", "handle", "parent", "backlog_bytes",
                         "backlog_pkts", "drops", "sent_bytes", "sent_pkts", "overlimits", "requeues",
                         "ecn_marks", "limit_drops")}  # the last two: an AQM's (cctest/aqm.py), else NaN
+    required_columns = {"qdisc": ("t_s", "iface", "role")}
+    number_columns = {"qdisc": ("t_s", "backlog_bytes", "backlog_pkts", "drops", "sent_bytes", "sent_pkts")}
     starts = SAMPLING
 
     def start(self, ctx: StartContext, undo) -> None:

@@ -154,6 +154,8 @@ class SockDiag(Capture):
     name = "ss"
     raw_files = ("ss.jsonl",)
     tables = {"ss": SS_COLUMNS}
+    required_columns = {"ss": ("flow", "t_s")}
+    number_columns = {"ss": ("flow", "t_s", "cwnd", "srtt_ms", "min_rtt_ms", "mss")}
     starts = SAMPLING
 
     def start(self, ctx: StartContext, undo) -> None:

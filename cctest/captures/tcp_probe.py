@@ -137,6 +137,8 @@ class TcpProbe(Capture):
     other_files = ("capture.bt",)
     tables = {"tcp_probe": ("run_id", "flow", "t_s", "snd_cwnd", "ssthresh", "srtt_ms", "snd_wnd",
                             "rcv_wnd")}
+    required_columns = {"tcp_probe": ("flow", "t_s")}
+    number_columns = {"tcp_probe": ("flow", "t_s", "snd_cwnd", "srtt_ms")}
     starts = TRACING
     warm_up_phase = "warm-up: wait for the tracer"  # bpftrace attaching; tracefs records at once
 

@@ -13,6 +13,7 @@ from .. import jsonsafe, metrics
 from ..claims import RunSeries, Verdict, expectations_of_runs, judge_all
 from ..defaults import DEFAULT_JAIN_WINDOW_S, DEFAULT_MAX_POINTS, DEFAULT_SKIP_S
 from ..metric_table import COMPARED
+from ..record import LINK_SETTINGS
 from .claims_view import claims_json, claims_section
 from .colors import CCColors, flow_ccs
 from .html import Page, esc, fmt, fmt_ci, table
@@ -267,7 +268,7 @@ def _sweep_section(page: Page, s: Summary, runs: list[Run]) -> None:
 
 
 def _runs_table(page: Page, s: Summary) -> None:
-    cols = ["run_id", "group_label", "repetition", "algos", "rate_mbps", "rtt_ms", "buffer_bdp", "loss_pct",
+    cols = ["run_id", "group_label", "repetition", "algos", *LINK_SETTINGS,
             "aqm", "clock", "verdict", "throughput_mbps", "utilisation", "jain", "jain_steady", "retransmits",
             "bottleneck_drops", "mean_queue_delay_ms"]
     df = s.runs.reindex(columns=cols).copy()

@@ -13,6 +13,7 @@ import pandas as pd
 
 from .. import captures
 from ..errors import BadInput
+from ..record import LINK_NUMBERS, RecordError, RunRecord, read_record
 from ..safeload import Refused, read_bounded
 
 REQUIRED = ("flows", "throughput")
@@ -25,28 +26,15 @@ ABSENT_NOTE = {
 }
 
 
-# The columns the report reads from each table, and which of them must be numbers: a table that
-# lacks them (another table's file in its place, an old format) is skipped with a note.
-SCHEMA = {
-    "flows": ({"flow", "bytes_received"}, {"flow", "bytes_sent", "bytes_received", "retransmits"}),
-    "throughput": ({"flow", "t_s", "interval_s", "bytes"}, {"flow", "t_s", "interval_s", "bytes", "retransmits"}),
-    "ss": ({"flow", "t_s"}, {"flow", "t_s", "cwnd", "srtt_ms", "min_rtt_ms", "mss"}),
-    "tcp_probe": ({"flow", "t_s"}, {"flow", "t_s", "snd_cwnd", "srtt_ms"}),
-    "qdisc": ({"t_s", "iface", "role"}, {"t_s", "backlog_bytes", "backlog_pkts", "drops", "sent_bytes", "sent_pkts"}),
-    "cc_state": ({"flow", "t_s", "key", "value"}, {"flow", "t_s", "value"}),
-    "ping": ({"flow", "rtt_ms"}, {"flow", "rtt_ms"}),
-}
+# The columns the report reads from each table and which must be numbers, as each capture declares
+# them (Capture.required_columns, number_columns): a table that lacks them (another table's file in
+# its place, an old format) is skipped with a note.
+SCHEMA = {table: (set(capture.required_columns[table]), set(capture.number_columns[table]))
+          for capture in captures.REGISTRY for table in capture.required_columns}
 # Columns every row is placed or grouped by: a NaN or infinity there has no meaning.
 FINITE = ("flow", "t_s", "interval_s")
 FINITE_IN = {"throughput": ("bytes",)}  # a sample without its bytes is no sample
-# meta.json keys the report reads, and the JSON types each may have (None: may be null).
-META_TYPES = {"scenario": (str,), "status": (str,), "error": (str,), "run_id": (str,), "mode": (str,),
-              "repetition": (int,), "duration_s": (int, float), "matrix": (dict,), "link": (dict,),
-              "flows": (list,), "kernel": (dict,), "start_time": (str,)}
-LINK_NUMBERS = ("rate_mbps", "rtt_ms", "bdp_rtt_ms", "bdp_bytes", "buffer_bytes", "buffer_bdp", "loss_pct")
-FLOW_TYPES = {"flow": (int,), "cc": (str,), "rtt_ms": (int, float), "start_s": (int, float),
-              "duration_s": (int, float), "launched_s": (int, float)}
-# The captures' tables the report reads: those it has a schema for (not cpu: checks.json judges it).
+# The captures' tables the report reads: those with required columns (not cpu: checks.json judges it).
 TABLES = tuple(name for name in captures.TABLES if name in SCHEMA)
 MAX_JSON_BYTES = 16 << 20  # meta.json and checks.json are kilobytes: a bound, not a limit any run meets
 RUN_DIR_SIGNS = ("scenario.yaml", "raw", "flows.parquet", "throughput.parquet", "checks.json")
@@ -59,15 +47,19 @@ class ReportInputError(BadInput):
 @dataclass
 class Run:
     path: Path
-    meta: dict
+    record: RunRecord  # meta.json
     checks: dict | None
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     side: str | None = None  # "baseline" / "candidate" in a comparison
+    meta: dict = field(init=False, repr=False)  # the record as plain data, for the code that reads its keys
+
+    def __post_init__(self) -> None:
+        self.meta = self.record.dump()
 
     @property
     def run_id(self) -> str:
-        return shown(self.meta.get("run_id") or self.path.name)
+        return shown(self.record.run_id or self.path.name)
 
 
 def shown(path: Path | str) -> str:
@@ -114,17 +106,9 @@ def _read_json(path: Path) -> dict:
     return data
 
 
-def _type_problem(value, types: tuple) -> bool:
-    if value is None:
-        return False
-    if isinstance(value, bool) or not isinstance(value, types):
-        return True
-    return isinstance(value, float) and not math.isfinite(value)
-
-
 def link_numbers_from_text(meta: dict) -> list[str]:
     """Link values written as numeric text ("10") become numbers, in place; a note for each. Text that
-    is no finite number stays, for meta_problem to reject the run."""
+    is no finite number stays, for the record's check to reject the run."""
     link = meta.get("link")
     notes = []
     for key in LINK_NUMBERS if isinstance(link, dict) else ():
@@ -139,24 +123,6 @@ def link_numbers_from_text(meta: dict) -> list[str]:
             link[key] = int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
             notes.append(f"meta.json link.{key} is text ({text!r}); read as the number {link[key]}")
     return notes
-
-
-def meta_problem(meta: dict) -> str | None:
-    """What in meta.json the report cannot read, or None."""
-    for key, types in META_TYPES.items():
-        if _type_problem(meta.get(key), types):
-            return f"{key} must be {' or '.join(t.__name__ for t in types)}, not {type(meta[key]).__name__}"
-    for key in LINK_NUMBERS:
-        value = (meta.get("link") or {}).get(key)
-        if _type_problem(value, (int, float)):
-            return f"link.{key} must be a finite number, not {value!r}"
-    for i, flow in enumerate(meta.get("flows") or []):
-        if not isinstance(flow, dict):
-            return f"flows.{i} must be an object"
-        for key, types in FLOW_TYPES.items():
-            if _type_problem(flow.get(key), types):
-                return f"flows.{i}.{key} must be {' or '.join(t.__name__ for t in types)}"
-    return None
 
 
 def checks_problem(checks: dict) -> str | None:
@@ -202,51 +168,61 @@ def _tidy(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _read_checks(p: Path, notes: list[str]) -> dict | None:
+    """checks.json, or None with a note: the verdict is shown, but its absence is not fatal."""
+    if not (p / "checks.json").exists():
+        notes.append("checks.json absent: no emulation-health verdict")
+        return None
+    try:
+        checks = _read_json(p / "checks.json")
+        problem = checks_problem(checks)
+        if problem:
+            raise ReportInputError(f"{shown(p / 'checks.json')}: unreadable ({problem})")
+        return checks
+    except ReportInputError as e:
+        notes.append(f"{e}; no emulation-health verdict")
+        return None
+
+
+def _load_table(run: Run, name: str) -> None:
+    """The run's `name` table into run.tables, or a note saying why it is not there."""
+    f = run.path / f"{name}.parquet"
+    if f.exists() and not f.is_file():  # a FIFO would block the parquet reader
+        run.notes.append(f"{shown(f)}: not a regular file; skipped")
+        return
+    if not f.exists():
+        if name in REQUIRED:
+            run.notes.append(f"{name}.parquet absent: throughput metrics unavailable")
+        elif name in ABSENT_NOTE:
+            run.notes.append(ABSENT_NOTE[name])
+        return
+    try:
+        table = _tidy(pd.read_parquet(f))
+    except Exception as e:  # a corrupt table must not sink the whole report
+        run.notes.append(f"{shown(f)}: unreadable ({e.__class__.__name__}); skipped")
+        return
+    problem = table_problem(name, table)
+    if problem:
+        run.notes.append(f"{shown(f)}: {problem}; skipped")
+        if name in REQUIRED:
+            run.notes.append(f"{name}.parquet unusable: throughput metrics unavailable")
+        return
+    run.tables[name] = table
+
+
 def load_run(path: Path | str) -> Run:
     p = Path(path)
     meta = _read_json(p / "meta.json")
     notes = link_numbers_from_text(meta)
-    checks = None
-    problem = meta_problem(meta)
-    if problem:
-        raise ReportInputError(f"{shown(p / 'meta.json')}: unreadable ({problem})")
-    if (p / "checks.json").exists():
-        try:
-            checks = _read_json(p / "checks.json")
-            problem = checks_problem(checks)
-            if problem:
-                checks = None
-                raise ReportInputError(f"{shown(p / 'checks.json')}: unreadable ({problem})")
-        except ReportInputError as e:  # the verdict is shown, but its absence is not fatal
-            notes.append(f"{e}; no emulation-health verdict")
-    else:
-        notes.append("checks.json absent: no emulation-health verdict")
-    run = Run(p, meta, checks, notes=notes)
-    if meta.get("status") not in (None, "ok"):
-        run.notes.append(f"run status {meta.get('status')}: {meta.get('error') or 'no error message'}")
+    try:
+        record = read_record(meta, shown(p / "meta.json"))
+    except RecordError as e:
+        raise ReportInputError(str(e)) from None
+    run = Run(p, record, _read_checks(p, notes), notes=notes)
+    if record.status not in (None, "ok"):
+        run.notes.append(f"run status {record.status}: {record.error or 'no error message'}")
     for name in TABLES:
-        f = p / f"{name}.parquet"
-        if f.exists() and not f.is_file():  # a FIFO would block the parquet reader
-            run.notes.append(f"{shown(f)}: not a regular file; skipped")
-            continue
-        if not f.exists():
-            if name in REQUIRED:
-                run.notes.append(f"{name}.parquet absent: throughput metrics unavailable")
-            elif name in ABSENT_NOTE:
-                run.notes.append(ABSENT_NOTE[name])
-            continue
-        try:
-            table = _tidy(pd.read_parquet(f))
-        except Exception as e:  # a corrupt table must not sink the whole report
-            run.notes.append(f"{shown(f)}: unreadable ({e.__class__.__name__}); skipped")
-            continue
-        problem = table_problem(name, table)
-        if problem:
-            run.notes.append(f"{shown(f)}: {problem}; skipped")
-            if name in REQUIRED:
-                run.notes.append(f"{name}.parquet unusable: throughput metrics unavailable")
-            continue
-        run.tables[name] = table
+        _load_table(run, name)
     flows = run.tables.get("flows")
     if flows is not None and "totals_from" in flows.columns:
         from_ss = sorted(int(f) for f in flows.loc[flows["totals_from"] == "ss", "flow"])

@@ -13,6 +13,7 @@ import pandas as pd
 from .. import stats
 from ..metric_table import COMPARED, RUN_METRICS
 from ..jsonsafe import json_safe
+from ..record import LINK_SETTINGS
 from .load import Run, shown
 from .provenance import provenance, scenario_tags
 
@@ -53,6 +54,10 @@ class Summary:
     matrix_keys: list[str]
 
 
+# The link as configured (record.LINK_SETTINGS), in flow rows: each flow has its own rtt_ms.
+FLOW_ROW_LINK = tuple(key for key in LINK_SETTINGS if key != "rtt_ms")
+
+
 def identity(run: Run) -> dict:
     meta = run.meta
     link = meta.get("link") or {}
@@ -64,8 +69,7 @@ def identity(run: Run) -> dict:
         "group_label": (f"[{run.side}] " if run.side else "") + group_label(meta), "algos": algo_label(meta),
         "status": meta.get("status"), "verdict": (run.checks or {}).get("verdict"),
         "health_failed": failing_checks(run.checks),
-        "rate_mbps": link.get("rate_mbps"), "rtt_ms": link.get("rtt_ms"),
-        "buffer_bdp": link.get("buffer_bdp"), "loss_pct": link.get("loss_pct"),
+        **{key: link.get(key) for key in LINK_SETTINGS},
         "flow_rtt_min_ms": min(rtts) if rtts else np.nan,
         "flow_rtt_max_ms": max(rtts) if rtts else np.nan,
         "path": shown(run.path),
@@ -102,13 +106,13 @@ def summarize(runs: list[Run], results: list[dict]) -> Summary:
         run_rows.append(row)
         for f in fl:
             r = {k: ident[k] for k in ("run_id", "scenario", "repetition", "group", "group_label",
-                                       "algos", "rate_mbps", "buffer_bdp", "loss_pct")}
+                                       "algos", *FLOW_ROW_LINK)}
             r.update({k: f.get(k) for k in ["flow", "cc", "rtt_ms", "t_start", "t_end", "active_s"]
                       + FLOW_METRICS})
             flow_rows.append(r)
         for g in res["groups"]:
             r = {k: ident[k] for k in ("run_id", "scenario", "repetition", "group", "group_label",
-                                       "algos", "rate_mbps", "rtt_ms", "buffer_bdp", "loss_pct")}
+                                       "algos", *LINK_SETTINGS)}
             r.update(g)
             group_rows.append(r)
     runs_df = pd.DataFrame(run_rows)

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .. import metrics, stats
+from ..record import LINK_SETTINGS
 from .colors import CCColors, sequential
 from .figure import Fig
 
@@ -21,8 +22,6 @@ AXIS_TITLES = {"rate_mbps": "bottleneck rate (Mbit/s)", "buffer_bdp": "buffer (Ã
                "duration_s": "duration (s)", "bdp_rtt_ms": "BDP reference RTT (ms)"}
 # Keys the dedicated steps plot (buffer, RTTs, loss) or that make the facets (the cc mix).
 DEDICATED = ("buffer_bdp", "loss_pct", "rtt_ms", "cc")
-# The link fields a run's summary row carries; a matrix key that restates one is labelled by it.
-LINK_COLUMNS = ("rate_mbps", "rtt_ms", "buffer_bdp", "loss_pct")
 MAX_FACET_COLS = 4
 
 
@@ -282,11 +281,11 @@ def _bools_as_text(df: pd.DataFrame, col: str) -> pd.DataFrame:
 
 def _other_label(df: pd.DataFrame, exclude: set[str]) -> pd.Series:
     """A label of the remaining varying parameters (so lines never silently mix conditions)."""
-    cand = list(LINK_COLUMNS) + [c for c in df.columns if c.startswith("matrix.")]
+    cand = list(LINK_SETTINGS) + [c for c in df.columns if c.startswith("matrix.")]
     cols = [c for c in cand if c not in exclude and _varies(df, c)]
     # matrix keys that merely restate a link field are covered by that field.
     cols = [c for c in cols if not (c.startswith("matrix.") and any(
-        c[7:] in (lf, lf.replace("_ms", "").replace("_pct", "").replace("_bdp", "")) for lf in LINK_COLUMNS))]
+        c[7:] in (lf, lf.replace("_ms", "").replace("_pct", "").replace("_bdp", "")) for lf in LINK_SETTINGS))]
     if not cols:
         return pd.Series("", index=df.index)
     return df[cols].astype(str).apply(lambda r: ", ".join(f"{c.replace('matrix.', '')}={v}"
