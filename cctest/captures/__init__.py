@@ -3,7 +3,10 @@
 REGISTRY drives everything that depends on which captures exist: the runner starts each in its
 phase (runner.py), ingest parses each (ingest.py), the report loads their tables (report/load.py),
 and docs/run-directory.md is checked against it (tests/test_captures.py).
-Adding a sampler is one class (a Capture in its own module) and one line in REGISTRY.
+
+Adding a capture touches two source files: its class (a Capture in its own module: raw files,
+start, parse, tables with their columns) and its line in REGISTRY; then its tables and raw files
+in docs/run-directory.md, and its tests. A figure of it is one step in report/run_figures.py.
 """
 
 from __future__ import annotations
