@@ -1,6 +1,6 @@
 """Steady-state figures of run directories over a time window (default 60 s to the end), as 004
 reads its trials (minutes 2-4 of 5), beside the suites' whole-run figures: the bottleneck's mean
-queue in BDP and each cc's share of the bytes delivered in the window.
+and largest queue in BDP and each cc's share of the bytes delivered in the window.
 
 usage: python results/targeted-scale/window_figures.py [--from S] DIR [DIR ...]
 """
@@ -13,20 +13,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from cctest import derived as D
+from cctest import derived
 
 
 def window_figures(run: Path, t0: float) -> dict:
     meta = json.loads((run / "meta.json").read_text())
     link = meta["link"]
     bdp_bytes = link["rate_mbps"] * 1e6 / 8 * link["rtt_ms"] / 1e3
-    queue = D.bottleneck_samples(pd.read_parquet(run / "qdisc.parquet"))
+    queue = derived.bottleneck_samples(pd.read_parquet(run / "qdisc.parquet"))
     queue = queue[queue["t_s"] >= t0]
     flows = pd.read_parquet(run / "flows.parquet")[["flow", "cc"]]
     tput = pd.read_parquet(run / "throughput.parquet")
     tput = tput[tput["t_s"] >= t0].merge(flows, on="flow")
     by_cc = tput.groupby("cc")["bytes"].sum()
-    row = {"run": f"{run.parent.name}/{run.name}", "from_s": t0, "mean_queue_bdp": queue["backlog_bytes"].mean() / bdp_bytes}
+    row = {"run": f"{run.parent.name}/{run.name}", "from_s": t0, "mean_queue_bdp": queue["backlog_bytes"].mean() / bdp_bytes,
+           "max_queue_bdp": queue["backlog_bytes"].max() / bdp_bytes}
     row.update({f"share({cc})": b / by_cc.sum() for cc, b in by_cc.items()} if len(by_cc) > 1 else {})
     return row
 
