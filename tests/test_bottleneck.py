@@ -208,3 +208,19 @@ def test_outages_applied_pairs_each_start_with_its_end():
         {"at_s": 2, "duration_s": 1, "started_s": 2.01, "ended_s": 3.01},
         {"at_s": 5, "duration_s": 0.5, "started_s": 5.01, "ended_s": None},  # the run stopped first
     ]
+
+
+def test_every_list_of_aqms_is_the_registry():
+    """One class per AQM in cctest/aqm.py is the only list: what experiments.yaml accepts, what the
+    doctor probes, which qdiscs hold the buffer and whose statistics are read all come from it."""
+    import typing
+
+    from cctest import aqm, derived, doctor, scenario
+
+    kinds = tuple(aqm.REGISTRY)
+    assert typing.get_args(scenario.Link.model_fields["aqm"].annotation) == kinds == aqm.AQMS
+    probed = {need.module for need in doctor.QDISCS if need.needed_for == "aqm"}
+    assert probed == {aqm.SHAPER_MODULE} | {a.module for a in aqm.REGISTRY.values() if a.module}
+    shaped = [kind for kind in kinds if kind != "fifo"]
+    assert set(shaped) <= set(derived.BUFFER_KINDS)
+    assert all(aqm.REGISTRY[kind].xstats is not None for kind in shaped)
