@@ -1,5 +1,5 @@
 """The before/after table of results/targeted/README.md, from the run directories (cctest's own
-metrics and summary code; mean and 95 % CI over the repetitions with metrics.mean_ci95).
+metrics and summary code; mean and 95 % CI over the repetitions with stats.mean_ci95).
 
 usage: python results/targeted/table.py LABEL=DIR [LABEL=DIR ...]
 Each DIR holds run directories (any depth); LABEL names the code they ran (before, after).
@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from cctest import metrics
+from cctest import stats
 from cctest.report.build import Options, analyse
 from cctest.report.load import find_run_dirs, load_runs
 
@@ -58,7 +58,7 @@ def main(args: list[str]) -> None:
     for (scen, label), d in table.groupby(["scenario", "label"]):
         cells = []
         for m in metrics_:
-            mean, ci, n = metrics.mean_ci95(d[m].astype(float))
+            mean, ci, n = stats.mean_ci95(d[m].astype(float))
             cells.append("—" if not n else f"{mean:.3f} ± {ci:.3f}" if n > 1 else f"{mean:.3f}")
         lines.append(f"| {scen} | {label} | {len(d)} | " + " | ".join(cells) + " |")
     print("\n".join(lines))
