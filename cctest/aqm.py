@@ -115,9 +115,14 @@ class Queue:
     ecn: bool = False
 
     @property
+    def buffer_pkts(self) -> int:
+        """Full frames the buffer holds, as a byte-sized FIFO of buffer_bytes would."""
+        return self.buffer_bytes // ETHERNET_FRAME_BYTES
+
+    @property
     def limit_pkts(self) -> int:
-        """The buffer in full frames (as a byte FIFO of that size holds them), at least one."""
-        return max(1, self.buffer_bytes // ETHERNET_FRAME_BYTES)
+        """An AQM's packet limit: the buffer in full frames, at least one."""
+        return max(1, self.buffer_pkts)
 
     @property
     def ecn_flag(self) -> str:

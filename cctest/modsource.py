@@ -186,10 +186,10 @@ def _int(token: str, constants: dict[str, str]) -> int | None:
 @functools.lru_cache(maxsize=None)
 def declared(cc: str, modules_dir: Path = MODULES_DIR) -> Declared | None:
     """The parameters module `cc`'s sources declare (None when there are no sources for it)."""
-    tree = next((modules_dir / name for name, ccs in projectccs.tree_modules(modules_dir).items() if cc in ccs), None)
-    if tree is None or not (tree / f"{cc}.c").is_file():
+    source = projectccs.source_of(cc, modules_dir)
+    if source is None:
         return None
-    lines = _unit(tree / f"{cc}.c")
+    lines = _unit(source)
     macros: dict[str, tuple[list[str], str]] = {}
     constants: dict[str, str] = {}
     code: list[tuple[str, str]] = []

@@ -75,8 +75,7 @@ class LinkRun:
 
     @property
     def buffer_pkts(self) -> int:
-        """Full frames the buffer holds, as a byte-sized FIFO of buffer_bytes would."""
-        return self.buffer_bytes // ETHERNET_FRAME_BYTES
+        return self.queue.buffer_pkts
 
     @property
     def queue_limit_pkts(self) -> int:

@@ -94,12 +94,19 @@ def _enum_labels(body: str) -> dict[int, str]:
     return {v: "_".join(name.split("_")[shared:]) for v, name in values.items()}
 
 
+def source_of(cc: str, modules_dir: Path = MODULES_DIR) -> Path | None:
+    """Module `cc`'s main source, modules/<tree>/<cc>.c; None for a cc this project does not build."""
+    tree = next((t for t, names in tree_modules(modules_dir).items() if cc in names), None)
+    source = modules_dir / tree / f"{cc}.c" if tree else None
+    return source if source and source.is_file() else None
+
+
 @functools.lru_cache(maxsize=None)
 def traced_enums(cc: str, modules_dir: Path = MODULES_DIR) -> dict[str, dict[int, str]]:
     """Tracepoint field -> {value: label} of module `cc`, read from the enums its sources mark
     `/* tracepoint field "NAME" */`; empty for a cc this project does not build."""
-    tree = next((t for t, names in tree_modules(modules_dir).items() if cc in names), None)
-    if tree is None:
+    source = source_of(cc, modules_dir)
+    if source is None:
         return {}
-    return {field: _enum_labels(body) for path in _unit_files(modules_dir / tree / f"{cc}.c", set())
+    return {field: _enum_labels(body) for path in _unit_files(source, set())
             for field, body in _TRACED_ENUM.findall(path.read_text(errors="replace"))}

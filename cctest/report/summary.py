@@ -131,7 +131,7 @@ def repetition_stats(runs_df: pd.DataFrame) -> pd.DataFrame:
     names = [m.column for m in RUN_METRICS if m.column in runs_df]
     for g, d in runs_df.groupby("group", sort=False):
         for m in names:
-            mean, ci, n = stats.mean_ci95(d[m].astype(float)) if m in d else (np.nan, np.nan, 0)
+            mean, ci, n = stats.mean_ci95(d[m].astype(float))
             rows.append({"group": g, "group_label": d["group_label"].iloc[0], "algos": d["algos"].iloc[0],
                          "metric": m, "mean": mean, "ci95": ci, "n": n, "runs": len(d)})
     return pd.DataFrame(rows)
