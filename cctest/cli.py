@@ -241,6 +241,12 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 @click.option("--tag", "tags", multiple=True, shell_complete=complete_tags,
               help="also run every scenario with this tag (repeatable)")
 @click.option("--repetitions", "-n", type=click.IntRange(min=1), help="override the scenario's repetitions")
+@click.option("--first-repetition", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
+              help="number the repetitions (and their seeds) from K: adds to a set already run, e.g. -n 3 "
+                   "--first-repetition 3 makes r3-r5")
+@click.option("--only", "only_points", multiple=True, metavar="KEY=VALUE",
+              help="run only the matrix points where matrix key KEY has VALUE (repeatable: values of one key "
+                   "are alternatives, every key given must match)")
 @click.option("--out", default="reports", show_default=True, type=click.Path(file_okay=False), help="where run directories go")
 @click.option("--vm", "mode", flag_value="vm", help="run inside a virtme-ng VM on a stock kernel")
 @click.option("--native", "mode", flag_value="native", help="run on this host's kernel")
@@ -266,18 +272,23 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 @click.option("--in-vm", is_flag=True, hidden=True)
 @click.option("--manifest", type=click.Path(dir_okay=False), hidden=True)
 @click.option("--only-runs", hidden=True, help="inside a VM: comma-separated indices of this VM's runs")
-def run(scenarios, experiments_file, tags, repetitions, out, mode, engine, kernel, kvm, clock, icount_shift, jobs, shard,
-        dry_run, as_json, force, no_ingest, in_vm, manifest, only_runs) -> None:
+def run(scenarios, experiments_file, tags, repetitions, first_repetition, only_points, out, mode, engine, kernel, kvm,
+        clock, icount_shift, jobs, shard, dry_run, as_json, force, no_ingest, in_vm, manifest, only_runs) -> None:
     """Run SCENARIOS for real and write one run directory per run."""
+    from .plan import check_point_filter, in_points
     from .session import RunOptions
 
     experiments = load_experiments(experiments_file)
     # named scenarios as given (twice is twice), then the tagged ones not named already
     scenarios = [*scenarios, *(name for name in dict.fromkeys(tagged(experiments, experiments_file, tags))
                                if name not in scenarios)]
-    specs = _planned_runs(experiments, experiments_file, scenarios, repetitions, force)
+    points = parse_points(only_points)
+    check_point_filter(experiments, scenarios, points)
+    planned = _planned_runs(experiments, experiments_file, scenarios, repetitions, force, first_repetition)
     vm_clock = _vm_clock(mode, engine, kernel, kvm, clock, icount_shift)
-    specs = _selected_runs(specs, only_runs, shard, quiet=dry_run and as_json)
+    kept = [i for i, spec in enumerate(planned) if in_points(spec, points)]
+    chosen = _selected_runs(planned, kept, only_runs, shard, quiet=dry_run and as_json)
+    specs = [planned[i] for i in chosen]
     if not specs:
         return
     if as_json and not dry_run:
@@ -286,14 +297,34 @@ def run(scenarios, experiments_file, tags, repetitions, out, mode, engine, kerne
         _print_dry_run(specs, vm_clock, as_json)
         return
     opts = RunOptions(experiments_file=Path(experiments_file), names=list(scenarios), repetitions=repetitions,
+                      first_repetition=first_repetition, plan_indices=chosen,
                       out=Path(out), mode=mode or "auto", kernel=kernel, kvm=kvm, ingest=not no_ingest, in_vm=in_vm,
                       manifest=Path(manifest) if manifest else None, clock=vm_clock, jobs=jobs, force=force,
                       engine=engine)
     _execute(specs, opts)
 
 
+def parse_points(given: tuple[str, ...]) -> dict[str, list]:
+    """--only KEY=VALUE options -> key: the values kept (read as YAML scalars, as the matrix is)."""
+    from .safeload import Refused, load_yaml
+
+    points: dict[str, list] = {}
+    for item in given:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise BadInput(f"--only {item}: give KEY=VALUE with KEY a matrix key, e.g. --only buffer_bdp=5")
+        try:
+            parsed = load_yaml(value)
+        except Refused as error:
+            raise BadInput(f"--only {item}: {error}") from None
+        if isinstance(parsed, (dict, list)) or parsed is None:
+            raise BadInput(f"--only {item}: VALUE must be one number or word, as the matrix lists it")
+        points.setdefault(key.strip(), []).append(parsed)
+    return points
+
+
 def _planned_runs(experiments, experiments_file: str, scenarios: list[str], repetitions: int | None,
-                  force: bool) -> list:
+                  force: bool, first_repetition: int = 0) -> list:
     """Every run the scenarios expand to, checked before anything is built: their number (at most
     MAX_RUNS without --force) and the module parameters insmod would refuse."""
     from .modsource import check_declared_params
@@ -305,7 +336,8 @@ def _planned_runs(experiments, experiments_file: str, scenarios: list[str], repe
     if total > MAX_RUNS and not force:
         raise BadInput(f"{experiments_file}: {' '.join(scenarios)}: {total} runs in one invocation; at most "
                        f"{MAX_RUNS} without --force")
-    specs = [spec for name in scenarios for spec in expand(experiments, name, repetitions, force=force)]
+    specs = [spec for name in scenarios
+             for spec in expand(experiments, name, repetitions, force=force, first_repetition=first_repetition)]
     check_declared_params(specs, experiments_file)
     return specs
 
@@ -323,25 +355,29 @@ def _vm_clock(mode: str | None, engine: str, kernel: str | None, kvm: bool, cloc
     return vm_clock
 
 
-def _selected_runs(specs: list, only_runs: str | None, shard_option: str | None, quiet: bool) -> list:
-    """The runs this invocation makes: a VM's share (--only-runs), then one shard, which is named
-    unless `quiet` (its JSON is the output)."""
+def _selected_runs(specs: list, kept: list[int], only_runs: str | None, shard_option: str | None,
+                   quiet: bool) -> list[int]:
+    """Indices into the whole plan `specs` of the runs this invocation makes: those `kept` by --only,
+    or a VM's share (--only-runs, indices the host computed in the same plan), then one shard, which is
+    named unless `quiet` (its JSON is the output). A guest re-plans everything and gets its runs by
+    index, so what runs in a VM is what the host selected, however it was selected."""
     if only_runs:
         try:
-            specs = [specs[int(i)] for i in only_runs.split(",")]
+            kept = [int(i) for i in only_runs.split(",")]
+            [specs[i] for i in kept]  # noqa: B018 (an index out of the plan is bad input)
         except (ValueError, IndexError):
             raise BadInput(f"--only-runs {only_runs}: indices of this invocation's {len(specs)} runs, "
                            "comma-separated") from None
     shard = parse_shard(shard_option)
     if not shard:
-        return specs
+        return kept
     from .plan import shard as shard_of
 
-    mine = shard_of(specs, *shard)
+    mine = [kept[i] for i in shard_of([specs[i] for i in kept], *shard)]
     if not quiet:
-        click.echo(f"shard {shard[0]}/{shard[1]}: {len(mine)} of {len(specs)} runs"
+        click.echo(f"shard {shard[0]}/{shard[1]}: {len(mine)} of {len(kept)} runs"
                    + "".join(f"\n  {specs[i].scenario.name} {specs[i].label} r{specs[i].repetition}" for i in mine))
-    return [specs[i] for i in mine]
+    return mine
 
 
 def _print_dry_run(specs: list, vm_clock, as_json: bool) -> None:

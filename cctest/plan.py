@@ -257,8 +257,10 @@ def expansion_size(experiments: Experiments, name: str) -> int:
     return variants * _values(experiments.raw[name])
 
 
-def expand(experiments: Experiments, name: str, repetitions: int | None = None, force: bool = False) -> list[RunSpec]:
-    """All concrete runs of one scenario, in order: variants (matrix product) x repetitions."""
+def expand(experiments: Experiments, name: str, repetitions: int | None = None, force: bool = False,
+           first_repetition: int = 0) -> list[RunSpec]:
+    """All concrete runs of one scenario, in order: variants (matrix product) x repetitions, numbered
+    (and seeded) from `first_repetition`, so that a set already run can be extended."""
     base = experiments.get(name)
     raw = experiments.raw[name]
     matrix = base.matrix
@@ -300,7 +302,7 @@ def expand(experiments: Experiments, name: str, repetitions: int | None = None, 
         scenario = validate_scenario(variant_raw, name, experiments.source)
         flows = flow_runs(scenario)
         link = link_run(scenario.link, max(flow.rtt_ms for flow in flows))
-        for repetition in range(reps):
+        for repetition in range(first_repetition, first_repetition + reps):
             runs.append(
                 RunSpec(
                     scenario=scenario,
@@ -314,6 +316,27 @@ def expand(experiments: Experiments, name: str, repetitions: int | None = None, 
                 )
             )
     return runs
+
+
+def check_point_filter(experiments: Experiments, names: list[str], only: dict[str, list]) -> None:
+    """`only` (matrix key -> values kept) must name, for every scenario, one of its matrix keys and
+    values that key takes: a filter that keeps nothing by a typo is bad input, not an empty run."""
+    for name in dict.fromkeys(names):
+        matrix = experiments.get(name).matrix
+        where = f"{experiments.source}: scenario {name}"
+        for key, values in only.items():
+            if key not in matrix:
+                raise ScenarioError(f"{where}: --only {key}: not a key of its matrix; allowed: "
+                                    f"{', '.join(matrix) or 'none (it has no matrix)'}")
+            for value in values:
+                if value not in matrix[key]:
+                    raise ScenarioError(f"{where}: --only {key}={value}: not one of its values; allowed: "
+                                        f"{', '.join(map(str, matrix[key]))}")
+
+
+def in_points(spec: RunSpec, only: dict[str, list]) -> bool:
+    """Whether a run's matrix point passes the filter: each key one of its values."""
+    return all(spec.matrix.get(key) in values for key, values in only.items())
 
 
 # Rough guest seconds a run costs beyond its flows (tracing, warm-up, teardown), and a topology

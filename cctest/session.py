@@ -29,7 +29,7 @@ from .tools import which
 
 @dataclass(kw_only=True)
 class RunOptions:
-    """What `cctest run` was asked for, given by keyword: fourteen fields are too many to place by position."""
+    """What `cctest run` was asked for, given by keyword: too many fields to place by position."""
 
     experiments_file: Path
     names: list[str]
@@ -45,6 +45,8 @@ class RunOptions:
     jobs: int | None = None  # VMs in parallel; None: the host's cores on the virtual clock, else 1
     force: bool = False  # more than plan.MAX_RUNS runs: the guest must be told too
     engine: str = engines.DEFAULT_ENGINE  # --vm only: qemu | uml (cctest/engines.py)
+    first_repetition: int = 0  # repetitions (and seeds) numbered from here
+    plan_indices: list[int] | None = None  # the selected runs' places in the whole plan (None: all of it)
 
 
 class SessionError(CctestError):
@@ -294,14 +296,7 @@ def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, e
     for k, part in enumerate(parts):
         manifest = out / f".manifest-{engine.name}-{os.getpid()}-{k}.txt"
         manifest.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "cctest", "run", *opts.names, "-f", str(opts.experiments_file.resolve()),
-               "--out", str(out), "--native", "--in-vm", "--no-ingest", "--manifest", str(manifest)]
-        if opts.repetitions is not None:
-            cmd += ["--repetitions", str(opts.repetitions)]
-        if len(parts) > 1:
-            cmd += ["--only-runs", ",".join(map(str, part))]
-        if opts.force:
-            cmd += ["--force"]
+        cmd = guest_command(opts, part, out, manifest)
         # the guest's kernel is seeded with its first run's seed; its later runs continue that stream
         guests.append((cmd, manifest, len(part), specs[part[0]].seed))
     console.print(f"booting {len(parts)} guest(s): {engine.describe()}")
@@ -339,6 +334,23 @@ def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, e
 
 
 GUEST_CONSOLE = "guest-console.log"
+
+
+def guest_command(opts: RunOptions, part: list[int], out: Path, manifest: Path) -> list[str]:
+    """The `cctest run --native` a guest runs for the selected runs at `part` (indices into the
+    selection): the same plan as the host's, and its runs named by their places in that plan, so a
+    shard, --only points or a VM's share all reach the guest as the host chose them."""
+    places = [opts.plan_indices[i] for i in part] if opts.plan_indices is not None else part
+    cmd = [sys.executable, "-m", "cctest", "run", *opts.names, "-f", str(opts.experiments_file.resolve()),
+           "--out", str(out), "--native", "--in-vm", "--no-ingest", "--manifest", str(manifest),
+           "--only-runs", ",".join(map(str, places))]
+    if opts.repetitions is not None:
+        cmd += ["--repetitions", str(opts.repetitions)]
+    if opts.first_repetition:
+        cmd += ["--first-repetition", str(opts.first_repetition)]
+    if opts.force:
+        cmd += ["--force"]
+    return cmd
 
 
 def keep_console(log: Path, run_dirs: list[Path]) -> str | None:
