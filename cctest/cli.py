@@ -29,12 +29,23 @@ class _LazyConsole:
     def __init__(self, **kw):
         self._kw, self._console = kw, None
 
-    def __getattr__(self, name):
+    def _real(self):
         if self._console is None:
             from rich.console import Console
 
             self._console = Console(**self._kw)
-        return getattr(self._console, name)
+        return self._console
+
+    def __getattr__(self, name):
+        return getattr(self._real(), name)
+
+    # special methods are looked up on the type, never through __getattr__: a live Progress enters
+    # its console as a context manager
+    def __enter__(self):
+        return self._real().__enter__()
+
+    def __exit__(self, *exc):
+        return self._real().__exit__(*exc)
 
 
 console = _LazyConsole()

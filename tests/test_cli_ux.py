@@ -175,3 +175,16 @@ def test_outside_a_checkout_a_missing_experiments_file_names_the_f_option(tmp_pa
     result = invoke("list")
     assert result.exit_code == 2
     assert "experiments.yaml: cannot read" in result.output and "with -f FILE" in result.output
+
+
+def test_the_cli_console_carries_a_live_progress_bar():
+    """A native run on a terminal shows a live bar (runner._progress): rich enters the console as a
+    context manager, which the CLI's lazily made console must support like rich's own."""
+    from rich.progress import Progress
+
+    from cctest import cli
+
+    with Progress(console=cli.console, disable=False) as progress:
+        task = progress.add_task("build topology", total=None)
+        progress.update(task, description="flows")
+    assert progress.tasks[0].description == "flows"
