@@ -33,17 +33,16 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Callable
 
 from .limits import MAX_EXPERIMENTS_BYTES
 from .metric_table import CC_TERMS, RUN_TERMS, STEADY_CC_TERMS, STEADY_RUN_TERMS
-from .metrics import steady_window, window_mean_mbps
 from .projectccs import project_ccs
 from .safeload import Refused, load_yaml_file
 from .stats import jain_index, mean_ci95
+
+if TYPE_CHECKING:  # imported where used: experiments.yaml's claims are parsed without pandas
+    import pandas as pd
 
 COMPARISONS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 ARITHMETIC = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
@@ -353,12 +352,18 @@ class RunSeries:
 
     @classmethod
     def of(cls, result: dict) -> "RunSeries":
+        import pandas as pd
+
         return cls(result.get("series", {}).get("binned", pd.DataFrame()), list(result.get("flows") or []))
 
 
 def steady_from(series: RunSeries | None, t0: float) -> dict:
     """jain_steady, short_rtt_flow_share and each cc's steady_share over [t0, the report's steady
     end): metrics.steady_window with skip t0. Empty when the run has no series."""
+    import pandas as pd
+
+    from .metrics import steady_window, window_mean_mbps
+
     if series is None or series.binned is None or series.binned.empty or not series.flows:
         return {}
     flows = pd.DataFrame(series.flows)
@@ -443,6 +448,8 @@ def check_expectation(e: Expectation, runs: pd.DataFrame, groups: pd.DataFrame,
 
     def of_repetition(runs: list[dict]) -> Callable[[ast.expr], float]:
         def lookup(node: ast.expr) -> float:
+            import numpy as np
+
             values = [v for v in (of_run(run)(node) for run in runs) if math.isfinite(v)]
             return float(np.mean(values)) if values else math.nan
         return lookup

@@ -292,6 +292,7 @@ def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, e
     clock = opts.clock or vm.VMClock.choose(None, None, opts.kvm)
     out = opts.out.resolve()
     parts = split_for_vms(specs, vm_jobs(opts.jobs, clock, len(specs), console))
+    vm.precompile_package()
     guests = []
     for k, part in enumerate(parts):
         manifest = out / f".manifest-{engine.name}-{os.getpid()}-{k}.txt"

@@ -9,12 +9,14 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-import numpy as np
-
+# numpy is imported where used: claims (and with them experiments.yaml) are read without it, in a
+# guest whose every import costs host time
 
 
 def jain_index(values: Iterable[float]) -> float:
     """Jain's fairness index of `values` (NaNs dropped); NaN when empty or all zero."""
+    import numpy as np
+
     x = np.asarray([v for v in values], dtype=float)
     x = x[~np.isnan(x)]
     if x.size == 0:
@@ -51,6 +53,8 @@ def mean_ci95(samples: Sequence[float]) -> tuple[float, float, int]:
 
     half-width = t_{0.975, n-1} * s / sqrt(n) with s the sample standard deviation; NaN for n < 2.
     """
+    import numpy as np
+
     x = np.asarray(samples, dtype=float)
     x = x[~np.isnan(x)]
     n = int(x.size)

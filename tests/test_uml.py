@@ -368,3 +368,17 @@ def test_each_guest_boots_with_the_seed_of_its_first_run(tmp_path, monkeypatch):
     parts = session.split_for_vms(specs, 2)
     assert engine.seeds == [specs[part[0]].seed for part in parts] and len(set(engine.seeds)) == 2
     assert set(engine.seeds) <= {40, 41, 42, 43}
+
+
+def test_guests_find_every_cctest_module_compiled():
+    """A guest's root is read-only: bytecode the host did not write is compiled in every guest."""
+    import importlib.util
+
+    from cctest import vm
+
+    vm.precompile_package()
+    package = Path(vm.__file__).resolve().parent
+    stale = [str(source.relative_to(package)) for source in package.rglob("*.py")
+             if not Path(importlib.util.cache_from_source(str(source))).is_file()
+             or Path(importlib.util.cache_from_source(str(source))).stat().st_mtime < source.stat().st_mtime]
+    assert stale == []

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
+    import pandas as pd
 
 NS_PER_S = 1_000_000_000
 US_PER_MS = 1000.0
@@ -121,6 +122,8 @@ def num(text) -> float:
 
 def map_by_ports(df: pd.DataFrame, run: RunView, sport: str, dport: str) -> pd.DataFrame:
     """Keep the rows of the flows' data connections and add a `flow` column."""
+    import pandas as pd
+
     keys = pd.DataFrame([{sport: run.ports[int(f["flow"])], dport: int(f["server_port"]),
                           "flow": int(f["flow"])} for f in run.flows if int(f["flow"]) in run.ports],
                         columns=[sport, dport, "flow"])

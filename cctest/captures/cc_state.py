@@ -4,11 +4,13 @@ tracer (raw/bpftrace.log's S lines, or raw/tracefs.log's `state` events) -> the 
 from __future__ import annotations
 
 import re
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .. import tracefs
 from .base import Capture, RunView, map_by_ports
+
+if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
+    import pandas as pd
 
 _X1000 = "_x1000"  # a cc_state field `<x>_x1000` carries x scaled by 1000
 
@@ -31,6 +33,8 @@ def parse_cc_state(text: str) -> pd.DataFrame:
     Columns: t_ns, cc, sport, dport, key, value (float).  ``<x>_x1000=<n>`` becomes key ``x``
     with value n/1000.  Fields that are not ``name=integer`` are skipped.
     """
+    import pandas as pd
+
     rows = []
     for line in text.splitlines():
         parts = line.split()
@@ -61,6 +65,8 @@ def parse_tracefs_state(text: str) -> pd.DataFrame:
     """The modules' `state` events of a tracefs log -> parse_cc_state's long format, with cc empty:
     trace lines name the event (`state`), not its system (the module), so the cc is the flow's,
     filled in once the ports name the flow."""
+    import pandas as pd
+
     rows = []
     for t_ns, values in tracefs.events(text, "state"):
         try:

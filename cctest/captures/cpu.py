@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import threading
 import time
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .base import NS_PER_S, SAMPLING, Capture, RunView, StartContext
 from .sampler import PeriodicSampler, start_threads
+
+if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
+    import pandas as pd
 
 CPU_INTERVAL_S = 0.5  # /proc/stat ticks are 10 ms: half a second resolves busy fractions to 2 %
 
@@ -47,6 +49,8 @@ _IDLE_COLUMNS = (3, 4)
 def parse_cpu_stat(text: str) -> pd.DataFrame:
     """raw/cpu.jsonl -> one row per CPU ("cpu" = all together) per interval between samples:
     t_ns (interval end), interval_s, busy_frac (non-idle share of the ticks counted in it)."""
+    import pandas as pd
+
     samples = []
     for line in text.splitlines():
         try:

@@ -10,10 +10,12 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .base import US_PER_MS, Capture, RunView, num
+
+if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
+    import pandas as pd
 
 CLIENT_FILE = "iperf3-<flow>.json"
 SERVER_FILE = "iperf3-server-<flow>.log"
@@ -25,6 +27,15 @@ def client_file(flow: int) -> str:
 
 def server_file(flow: int) -> str:
     return SERVER_FILE.replace("<flow>", str(flow))
+
+
+INTERVAL_COLUMNS = ["t_rel_s", "interval_s", "bytes", "bits_per_second", "retransmits", "snd_cwnd_bytes", "rtt_ms"]
+
+
+def _no_intervals() -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame(columns=INTERVAL_COLUMNS)
 
 
 @dataclass
@@ -43,9 +54,7 @@ class Iperf3Result:
     complete: bool = False  # the whole document parsed
     # one row per interval: t_rel_s (interval end, relative to the client's start), interval_s,
     # bytes, bits_per_second, retransmits, snd_cwnd_bytes, rtt_ms
-    intervals: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
-        columns=["t_rel_s", "interval_s", "bytes", "bits_per_second", "retransmits",
-                 "snd_cwnd_bytes", "rtt_ms"]))
+    intervals: pd.DataFrame = field(default_factory=_no_intervals)
 
 
 def _salvage_json_object(text: str) -> tuple[dict, bool]:
@@ -124,6 +133,8 @@ def parse_iperf3_json(text: str) -> Iperf3Result:
     (no ``start.test_start``) there are no interval rows.  Interval rows use the ``sum`` entry for
     bytes/rate/retransmits and ``streams[0]`` for cwnd and RTT (iperf3 reports RTT in us).
     """
+    import pandas as pd
+
     doc, complete = _salvage_json_object(text)
     res = Iperf3Result(complete=complete)
     res.error = _get(doc, "error")
@@ -194,6 +205,8 @@ class Iperf3(Capture):
         return tables
 
     def _flows(self, run: RunView) -> pd.DataFrame:
+        import pandas as pd
+
         rows = []
         for f in run.flows:
             i = int(f["flow"])
@@ -219,6 +232,8 @@ class Iperf3(Capture):
 
     def _throughput(self, run: RunView) -> pd.DataFrame:
         """Interval ends are relative to the client's own start."""
+        import pandas as pd
+
         parts = []
         for f in run.flows:
             i = int(f["flow"])

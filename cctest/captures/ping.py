@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .base import BASE_RTT, Capture, RunView, StartContext
+
+if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
+    import pandas as pd
 
 PING_COUNT = 10
 PING_INTERVAL_S = 0.2
@@ -20,6 +22,8 @@ _PING_RE = re.compile(r"icmp_seq=(\d+)\b.*?\btime[=<]\s*([0-9.]+)\s*ms")
 
 def parse_ping(text: str) -> pd.DataFrame:
     """ping output -> one row per echo reply: seq (int), rtt_ms (float)."""
+    import pandas as pd
+
     rows = [{"seq": int(m.group(1)), "rtt_ms": float(m.group(2))}
             for m in map(_PING_RE.search, text.splitlines()) if m]
     return pd.DataFrame(rows, columns=["seq", "rtt_ms"]).astype({"seq": "int64",
@@ -45,6 +49,8 @@ class Ping(Capture):
             proc.wait(timeout=PING_TIMEOUT_S)
 
     def parse(self, raw: dict[str, str | None], run: RunView) -> dict[str, pd.DataFrame]:
+        import pandas as pd
+
         parts = []
         for f in run.flows:
             text = raw.get(PING_FILE.replace("<flow>", str(f["flow"])))

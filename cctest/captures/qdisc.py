@@ -7,8 +7,10 @@ import json
 import re
 import threading
 import time
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
+    import pandas as pd
 try:
     from pyroute2 import IPRoute
 except ImportError:  # a report-only install (no `run` extra): reading tables needs no netlink
@@ -104,6 +106,8 @@ def parse_qdisc_log(text: str) -> pd.DataFrame:
     cumulative counters backlog_bytes, backlog_pkts, drops, sent_bytes, sent_pkts, overlimits,
     requeues.  A line whose JSON does not parse is skipped.
     """
+    import pandas as pd
+
     rows = []
     for line in text.splitlines():
         m = _QDISC_LINE_RE.match(line.strip())

@@ -8,8 +8,10 @@ import math
 import socket
 import threading
 import time
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
+    import pandas as pd
 # Imported with the module, not in a sampler thread: under software emulation this import alone
 # takes ~10 s, which must not eat into the flows' time.
 try:
@@ -134,6 +136,8 @@ def parse_sock_diag(text: str) -> pd.DataFrame:
     connections appear; mapping to the data connection is done by the caller. Unreadable lines
     (a sampler killed mid-write) are skipped.
     """
+    import pandas as pd
+
     rows: list[dict] = []
     for line in text.splitlines():
         try:
@@ -176,6 +180,8 @@ class SockDiag(Capture):
 
     def parse(self, raw: dict[str, str | None], run: RunView) -> dict[str, pd.DataFrame]:
         """Keep only each flow's data connection, sampled in that flow's own blocks."""
+        import pandas as pd
+
         ss_raw = self.sockets(raw, run)
         if ss_raw is None:
             return {}

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .. import tracefs
 from ..tools import which
@@ -25,6 +23,9 @@ from .base import TRACING, US_PER_MS, Capture, RunView, StartContext, map_by_por
 from .cc_state import state_fields
 from .sampler import ProcessCapture
 from .sockdiag import TCP_INFINITE_SSTHRESH
+
+if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
+    import pandas as pd
 
 TCP_PROBE_MIN_GAP_NS = 10_000_000  # at most one tcp_probe line per socket per 10 ms
 BPFTRACE_ATTACH_TIMEOUT_S = 60.0  # attaching takes 8-20 s under emulation (docs/emulation.md)
@@ -83,6 +84,9 @@ def parse_tracefs_probe(text: str, min_gap_ns: int = TCP_PROBE_MIN_GAP_NS) -> pd
     """tcp_probe events of a tracefs log, thinned as bpftrace does it in the kernel: a socket's
     event is kept when at least `min_gap_ns` after the last kept one of the same source port.
     Same columns as parse_tcp_probe."""
+    import numpy as np
+    import pandas as pd
+
     rows = []
     last: dict[int, int] = {}
     for t_ns, f in tracefs.events(text, "tcp_probe"):
@@ -112,6 +116,8 @@ def parse_tcp_probe(text: str) -> pd.DataFrame:
     initial ssthresh (0x7fffffff) becomes NaN, as in the ss table.  Other lines
     (S lines, "Attaching 1 probe...") and lines with a wrong field count are ignored.
     """
+    import pandas as pd
+
     rows = []
     for line in text.splitlines():
         parts = line.split()
