@@ -17,7 +17,7 @@ GUEST = REPO / "tests" / "vm" / "guest.py"
 
 
 def build_c_harness(tmp_path_factory, source: str, what: str) -> Path:
-    """tests/c/<source>.c compiled against modules/bbr3's headers into a fresh tmp directory."""
+    """tests/c/<source>.c compiled against modules/bbr1's and bbr3's headers into a fresh tmp directory."""
     import shutil
     import subprocess
 
@@ -25,7 +25,8 @@ def build_c_harness(tmp_path_factory, source: str, what: str) -> Path:
     if cc is None:
         pytest.fail(f"no C compiler (cc/gcc): needed to build the {what} harness")
     binary = tmp_path_factory.mktemp(source) / source
-    subprocess.run([cc, "-Wall", "-Werror", "-O1", f"-I{REPO / 'modules' / 'bbr3'}", "-o", str(binary),
+    includes = [f"-I{REPO / 'modules' / tree}" for tree in ("bbr1", "bbr3")]
+    subprocess.run([cc, "-Wall", "-Werror", "-O1", *includes, "-o", str(binary),
                     str(REPO / "tests" / "c" / f"{source}.c")], check=True)
     return binary
 

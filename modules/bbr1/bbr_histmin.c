@@ -36,6 +36,7 @@
 #define BBR1_CC_NAME "bbr_histmin"
 #define BBR1_DEFAULT_CWND_GAIN_X1000 2000	/* BBRv1 ProbeBW cwnd gain */
 #include "bbr1_core.c"
+#include "bbr_histmin_episode.h"
 
 #define CREATE_TRACE_POINTS
 #include "bbr_histmin_trace.h"
@@ -59,34 +60,16 @@ BBR1_PARAM(tolerance_pct, 10, 0, 1000,
 BBR1_PARAM(drastic_x1000, 10000, 0, 1000000,
 	   "one episode minimum >= this x RTprop (x1000) raises RTprop; 0 = off (default 10000)");
 
-/* probe_min_us while an episode is open and has no sample yet */
-#define HISTMIN_NO_SAMPLE U32_MAX
-
-struct histmin {
-	u32 probe_min_us;	/* lowest sample of this ProbeRTT (0 = none open) */
-	u32 streak_min_us;	/* lowest episode minimum of the streak */
-	u32 streak;		/* consecutive episodes above RTprop */
-	u32 raised;		/* times RTprop was allowed to rise */
-};
-
-/* Expiry: keep RTprop.  The episode itself opens when ProbeRTT begins
- * (histmin_mode_change), on this ACK or, after an idle restart, later:
- * opening it here would miss every expiry whose ACK has no fresh,
- * undelayed sample above RTprop, and an expiry in idle restart would leave
- * a stale minimum for the next episode.
- */
+/* Expiry: RTprop stays; the episode opens when ProbeRTT begins. */
 static u32 histmin_min_rtt_expired(struct sock *sk, void *ext, u32 old_us,
 				   u32 sample_us)
 {
-	return old_us;
+	return histmin_expired(ext, old_us, sample_us);
 }
 
 static void histmin_min_rtt_lowered(struct sock *sk, void *ext)
 {
-	struct histmin *h = ext;
-
-	h->probe_min_us = 0;	/* this episode agrees with the history */
-	h->streak = 0;
+	histmin_lowered(ext);
 	bbr1_trace_request(sk);
 }
 
@@ -94,52 +77,25 @@ static void histmin_min_rtt_lowered(struct sock *sk, void *ext)
 static void histmin_on_model(struct sock *sk, const struct rate_sample *rs,
 			     void *ext)
 {
-	struct histmin *h = ext;
-
 	/* on the ACK that entered ProbeRTT too: on_model runs after it */
-	if (bbr1_ca(sk)->mode == BBR1_PROBE_RTT && h->probe_min_us &&
-	    rs->rtt_us > 0)
-		h->probe_min_us = min_t(u32, h->probe_min_us, rs->rtt_us);
+	if (bbr1_ca(sk)->mode == BBR1_PROBE_RTT)
+		histmin_sample(ext, rs->rtt_us);
 }
 
-/* Leaving ProbeRTT: count the episode, and raise RTprop when K agree. */
+/* Entering ProbeRTT opens an episode; leaving it judges the episode. */
 static void histmin_mode_change(struct sock *sk, void *ext, u32 from, u32 to)
 {
-	struct bbr1 *b = bbr1_ca(sk);
-	struct histmin *h = ext;
-	u32 k = clamp_t(int, agree_probes, 1, 1000);
-	u64 band = (u64)b->min_rtt_us * (100 + clamp_t(int, tolerance_pct, 0, 1000));
-	u32 drastic = clamp_t(int, drastic_x1000, 0, 1000000);
+	const struct histmin_rule rule = {
+		.agree = clamp_t(int, agree_probes, 1, 1000),
+		.tolerance_pct = clamp_t(int, tolerance_pct, 0, 1000),
+		.drastic_x1000 = clamp_t(int, drastic_x1000, 0, 1000000),
+	};
 
-	if (to == BBR1_PROBE_RTT) {
-		h->probe_min_us = HISTMIN_NO_SAMPLE;	/* the episode opens */
-		return;
-	}
-	if (from != BBR1_PROBE_RTT || !h->probe_min_us)
-		return;
-	if (h->probe_min_us == HISTMIN_NO_SAMPLE) {
-		h->probe_min_us = 0;	/* no sample: nothing to judge */
-		return;
-	}
-	if (drastic > 1000 &&
-	    (u64)h->probe_min_us * 1000 >= (u64)b->min_rtt_us * drastic) {
-		b->min_rtt_us = h->probe_min_us;	/* a route change */
-		h->streak = 0;
-		h->raised++;
-	} else if ((u64)h->probe_min_us * 100 > band) {
-		h->streak_min_us = h->streak ? min(h->streak_min_us,
-						   h->probe_min_us) :
-					       h->probe_min_us;
-		if (++h->streak >= k) {
-			b->min_rtt_us = h->streak_min_us;
-			h->streak = 0;
-			h->raised++;
-		}
-	} else {
-		h->streak = 0;
-	}
-	h->probe_min_us = 0;
-	bbr1_trace_request(sk);
+	if (to == BBR1_PROBE_RTT)
+		histmin_open(ext);
+	else if (from == BBR1_PROBE_RTT &&
+		 histmin_close(ext, &bbr1_ca(sk)->min_rtt_us, &rule))
+		bbr1_trace_request(sk);
 }
 
 static void histmin_trace(const struct sock *sk, const struct bbr1_tv *tv,

@@ -44,7 +44,7 @@
  * reported cwnd gain is BBR's gain times min(cap, target) / target.
  *
  * Which losses judge a search step (deviation modest-judged-window,
- * docs/algorithms.md). A cap set at
+ * docs/algorithms.md; the code: bbr_modest_search.h). A cap set at
  * the start of round k governs the packets sent from then on; the ACKs of
  * round k are for packets sent before it, and the losses and repair
  * retransmissions they bring belong to the window before (at search entry:
@@ -61,6 +61,7 @@
 #define BBR1_CC_NAME "bbr_modest"
 #define BBR1_DEFAULT_CWND_GAIN_X1000 2000	/* BBRv1 ProbeBW cwnd gain */
 #include "bbr1_core.c"
+#include "bbr_modest_search.h"
 
 #define CREATE_TRACE_POINTS
 #include "bbr_modest_trace.h"
@@ -79,26 +80,6 @@ BBR1_PARAM(wmin_x1000, 750, 0, 1000,
 BBR1_PARAM(smin_pkts, 1, 1, 1000,
 	   "min step, packets (002 Alg.1 l.15,22: 1)");
 
-enum modest_phase {		/* tracepoint field "phase" */
-	MODEST_NONE = 0,	/* BBR as is */
-	MODEST_SEARCH = 1,	/* bin_p = 1 */
-	MODEST_LINEAR = 2,	/* add_p = 1 */
-};
-
-struct modest {
-	u32 phase;		/* enum modest_phase */
-	u32 last_cwnd;		/* cwnd when the search began (line 3) */
-	u32 min_win;		/* packets (lines 4, 12) */
-	u32 max_win;		/* packets (lines 5, 9) */
-	u32 cap;		/* the algorithm's cwnd, packets */
-	u32 target;		/* BBR's last cwnd target, packets */
-	u32 cap_delivered;	/* tp->delivered when the cap was set */
-	u32 cap_seq;		/* tp->snd_nxt when the cap was set */
-	u32 cap_rounds;		/* round starts since the cap was set */
-	u8 cap_lossy;		/* a packet sent under the cap was lost */
-	u8 marked;		/* cap_delivered/cap_seq are set */
-};
-
 static u32 modest_param(int v, int lo, int hi)
 {
 	return clamp_t(int, v, lo, hi);
@@ -109,16 +90,11 @@ static bool modest_capping(const struct sock *sk, const struct modest *m)
 	return m->phase != MODEST_NONE && bbr1_ca(sk)->mode == BBR1_PROBE_BW;
 }
 
-/* Wmin x pkts, packets. */
-static u32 modest_wmin_of(u32 pkts)
-{
-	return div_u64((u64)pkts * modest_param(wmin_x1000, 0, 1000), 1000);
-}
-
 /* The cap in force: the searched window, never below Wmin x BBR's target. */
 static u32 modest_cap_now(const struct modest *m)
 {
-	return max(m->cap, modest_wmin_of(m->target));
+	return max(m->cap, modest_wmin_of(m->target,
+					   modest_param(wmin_x1000, 0, 1000)));
 }
 
 /* P = cap / target, clamped to [Wmin, Wmax]; 1 when not capping. */
@@ -134,114 +110,30 @@ static u32 modest_proportion_x1000(const struct sock *sk,
 		       lo, hi);
 }
 
-static void modest_set_phase(struct sock *sk, struct modest *m, u32 phase)
-{
-	if (m->phase != phase)
-		bbr1_trace_request(sk);
-	m->phase = phase;
-}
-
-/* From now on only losses of packets sent from now count (the window in
- * force changed: a new cap, or ProbeBW began).
+/* Per ACK in ProbeBW: Algorithm 1 (bbr_modest_search.h) on the socket's
+ * counters.
  */
-static void modest_mark(struct sock *sk, struct modest *m)
-{
-	struct tcp_sock *tp = tcp_sk(sk);
-
-	m->cap_delivered = tp->delivered;
-	m->cap_seq = tp->snd_nxt;
-	m->cap_rounds = 0;
-	m->cap_lossy = 0;
-	m->marked = 1;
-}
-
-/* A new search cap: its judgement starts with the packets sent from now. */
-static void modest_set_cap(struct sock *sk, struct modest *m, u32 cap)
-{
-	m->cap = cap;
-	modest_mark(sk, m);
-}
-
-/* Per ACK: was a packet sent since the last cap change lost?  This judges
- * a search step and also the entry into a search, so that each loss is
- * judged once: counting every loss of the round at entry would count again
- * those of packets sent under the last step's cap, which that step judged.
- */
-static void modest_note_cap_loss(struct sock *sk, const struct rate_sample *rs,
-				 struct modest *m)
-{
-	const struct tcp_sock *tp = tcp_sk(sk);
-
-	if (rs->losses <= 0 || !rs->prior_mstamp)
-		return;
-	if (m->marked && before(rs->prior_delivered, m->cap_delivered))
-		return;		/* ACK of a packet sent before the cap */
-	if (m->marked && before(tp->snd_una, m->cap_seq))
-		return;		/* a pre-cap hole: the loss may be one of those */
-	m->cap_lossy = 1;
-}
-
-/* Lines 1-6: a search anchored on BBR's own, uncapped target. */
-static void modest_enter_search(struct sock *sk, struct modest *m)
-{
-	u32 anchor = m->target;
-
-	if (!anchor)	/* no target computed yet: BBR's pre-loss window */
-		anchor = max(bbr1_cwnd(tcp_sk(sk)), bbr1_ca(sk)->prior_cwnd);
-	m->last_cwnd = anchor;
-	m->min_win = modest_wmin_of(anchor);
-	m->max_win = (anchor + m->min_win) / 2;
-	modest_set_cap(sk, m, m->max_win);
-	modest_set_phase(sk, m, MODEST_SEARCH);
-}
-
-/* Lines 7-19, once the round of packets sent under the cap is ACKed. */
-static void modest_search_step(struct sock *sk, struct modest *m, u32 smin)
-{
-	u32 mid = (m->max_win + m->min_win) / 2;
-
-	if (m->cap_lossy) {
-		m->max_win = mid;
-		modest_set_cap(sk, m, m->max_win);
-	} else {
-		m->min_win = mid;
-		modest_set_cap(sk, m, m->min_win);
-	}
-	if (m->max_win <= m->min_win + smin)
-		modest_set_phase(sk, m, MODEST_LINEAR);
-	bbr1_trace_request(sk);
-}
-
-/* Lines 20-24, per ACK: back to last_cwnd, then the cap is released.  The
- * cap grows without a new judgement mark: a loss of a packet sent under
- * the linear phase restarts the search.
- */
-static void modest_linear_step(struct sock *sk, struct modest *m, u32 smin)
-{
-	m->cap = min(m->cap + smin, m->last_cwnd);
-	if (m->cap >= m->last_cwnd)
-		modest_set_phase(sk, m, MODEST_NONE);	/* done */
-}
-
-/* Per ACK in ProbeBW: Algorithm 1, its feedback judged once per round. */
 static void modest_on_model(struct sock *sk, const struct rate_sample *rs,
 			    void *ext)
 {
-	struct modest *m = ext;
-	u32 smin = modest_param(smin_pkts, 1, 1000);
+	const struct tcp_sock *tp = tcp_sk(sk);
+	struct bbr1 *b = bbr1_ca(sk);
+	struct modest_ack a = {
+		.losses = rs->losses,
+		.prior_delivered = rs->prior_delivered,
+		.prior_valid = rs->prior_mstamp != 0,
+		.round_start = b->round_start,
+		.delivered = tp->delivered,
+		.snd_una = tp->snd_una,
+		.snd_nxt = tp->snd_nxt,
+		.bbr_cwnd = max(bbr1_cwnd(tp), b->prior_cwnd),
+	};
 
-	if (bbr1_ca(sk)->mode != BBR1_PROBE_BW)
+	if (b->mode != BBR1_PROBE_BW)
 		return;
-	modest_note_cap_loss(sk, rs, m);
-	if (bbr1_ca(sk)->round_start) {
-		/* a loss of a packet sent since the last cap change */
-		if (m->phase != MODEST_SEARCH && m->cap_lossy)
-			modest_enter_search(sk, m);
-		else if (m->phase == MODEST_SEARCH && ++m->cap_rounds >= 2)
-			modest_search_step(sk, m, smin);
-	}
-	if (m->phase == MODEST_LINEAR)
-		modest_linear_step(sk, m, smin);
+	if (modest_on_ack(ext, &a, modest_param(wmin_x1000, 0, 1000),
+			  modest_param(smin_pkts, 1, 1000)))
+		bbr1_trace_request(sk);
 }
 
 /* Line 20: the searched window caps BBR's cwnd, never raises it. */
@@ -280,12 +172,13 @@ static void modest_mode_change(struct sock *sk, void *ext, u32 from, u32 to)
 	struct bbr1 *b = bbr1_ca(sk);
 	struct modest *m = ext;
 
-	if (to == BBR1_PROBE_BW)
-		modest_mark(sk, m);	/* judge only ProbeBW's own losses */
+	if (to == BBR1_PROBE_BW)	/* judge only ProbeBW's own losses */
+		modest_mark(m, tcp_sk(sk)->delivered, tcp_sk(sk)->snd_nxt);
 	if (from != BBR1_PROBE_BW || m->phase == MODEST_NONE)
 		return;
 	b->prior_cwnd = max(b->prior_cwnd, m->last_cwnd);
-	modest_set_phase(sk, m, MODEST_NONE);
+	m->phase = MODEST_NONE;
+	bbr1_trace_request(sk);
 }
 
 static void modest_trace(const struct sock *sk, const struct bbr1_tv *tv,

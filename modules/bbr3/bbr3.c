@@ -156,6 +156,7 @@ static inline void bbr3_compat_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 #endif
 
 #include "bbr3_bw_filter.h"
+#include "bbr3_pacing.h"
 #include "bbr3_send_history.h"
 
 #define CREATE_TRACE_POINTS
@@ -1447,16 +1448,27 @@ static unsigned long bbr3_rate_bytes_per_sec(const struct sock *sk, u32 bw,
 	return (unsigned long)min_t(u64, rate, READ_ONCE(sk->sk_max_pacing_rate));
 }
 
+/* What the choice of a pacing rate (bbr3_pacing.h) reads: the model's bw,
+ * the rate bw x gain gives and the rate in force.
+ */
+static struct bbr3_pacing bbr3_pacing_at(const struct sock *sk,
+					 const struct bbr3 *st, u32 gain)
+{
+	return (struct bbr3_pacing){
+		.bw = st->bw,
+		.rate = bbr3_rate_bytes_per_sec(sk, st->bw, gain),
+		.in_force = READ_ONCE(sk->sk_pacing_rate),
+		.full_bw_reached = st->full_bw_reached,
+	};
+}
+
 /* draft SetPacingRateWithGain() */
 static void bbr3_set_pacing_rate_with_gain(struct sock *sk, struct bbr3 *st,
 					   u32 gain)
 {
-	unsigned long rate = bbr3_rate_bytes_per_sec(sk, st->bw, gain);
+	struct bbr3_pacing p = bbr3_pacing_at(sk, st, gain);
 
-	if (unlikely(!st->bw))
-		return;
-	if (st->full_bw_reached || rate > READ_ONCE(sk->sk_pacing_rate))
-		WRITE_ONCE(sk->sk_pacing_rate, rate);
+	WRITE_ONCE(sk->sk_pacing_rate, bbr3_pacing_rate_choice(&p));
 }
 
 /* draft InitPacingRate() */
@@ -1805,12 +1817,13 @@ static void bbr3_cwnd_event(struct sock *sk, enum tcp_ca_event event)
 	st->idle_restart = 1;
 	st->extra_acked_start = tp->tcp_mstamp;
 	st->extra_acked_delivered = 0;
-	/* pace at est. bw; the guarded setter keeps a zero bw (a bw_lo cut
-	 * to 0 by lossy rounds without samples) from setting rate 0 (B4) */
-	if (st->mode == BBR3_PROBE_BW)
-		bbr3_set_pacing_rate_with_gain(sk, st, GAIN_UNIT);
-	else if (st->mode == BBR3_PROBE_RTT)
+	if (st->mode == BBR3_PROBE_BW) {
+		struct bbr3_pacing p = bbr3_pacing_at(sk, st, GAIN_UNIT);
+
+		WRITE_ONCE(sk->sk_pacing_rate, bbr3_idle_restart_rate(&p));
+	} else if (st->mode == BBR3_PROBE_RTT) {
 		bbr3_check_probe_rtt_done(sk, st);
+	}
 }
 
 /* draft SetSendQuantum() lower bound of 2 packets (kernel tcp_tso_autosize) */
