@@ -21,17 +21,17 @@ from pathlib import Path
 
 from . import cgroup, kmod, tracefs
 from .doctor import DOCTOR_NS_PREFIX
-from .dumbbell import NODE_PREFIX
+from .dumbbell import NODE_PREFIX, ROOT_SYSCTL_MINIMUMS
 from .errors import BadInput
 from .journal import (STATE_DIR, SYS_MODULE, boot_id, is_same_process, lock_holder, module_identity, process_cgroup,
                       process_command, read_journal, take_lock, unlock, write_journal)
 
 # What cctest itself could have written, and so all `clean` replays: names with its prefixes,
-# its own modules, the commands it starts; no sysctl (every one it sets lives in a namespace that
-# dies with the run).
+# its own modules, the commands it starts, the root-namespace sysctls a session raises (every other
+# one it sets lives in a namespace that dies with the run).
 LINK_NAME = re.compile(rf"{NODE_PREFIX}(s\d+|snd\d+|rcv\d+)(-\w+)?")
 HOST_NAME = re.compile(rf"{NODE_PREFIX}(s|snd|rcv)\d+")
-ROOT_SYSCTLS: tuple[str, ...] = ()
+ROOT_SYSCTLS: tuple[str, ...] = tuple(ROOT_SYSCTL_MINIMUMS)
 COMMANDS = ("iperf3", "sh", "tc", "tcpdump", "bpftrace", "bash", "mnexec")
 OWN_MODULES = tuple(kmod.module_name(cc) for cc in kmod.PROJECT_CCS + kmod.KERNEL_CCS)
 # What a journal names that is still to undo once `clean` has done what it could.

@@ -20,6 +20,7 @@ Where each effect lives (docs/emulation.md: why they must not share a qdisc):
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 from . import bottleneck
@@ -144,10 +145,12 @@ def describe(run: RunSpec, with_fq: bool = True) -> str:
     lines.append("## offloads")
     for node, iface in all_ifaces(run):
         lines.append(f"[{node or 'root'}] {offload_cmd(iface)}")
-    lines.append("## sysctls (inside each sender namespace)")
+    lines.append("## sysctls (inside each host's namespace; the root's raised only where lower, restored after)")
     for flow in run.flows:
-        for key, value in SENDER_SYSCTLS.items():
-            lines.append(f"[{flow.sender}] sysctl -w {key}={value}")
+        for node, settings in ((flow.sender, {**HOST_SYSCTLS, **SENDER_SYSCTLS}), (flow.receiver, HOST_SYSCTLS)):
+            lines.append(f"[{node}] {host_sysctl_cmd(settings)}")
+    for key, minimum in ROOT_SYSCTL_MINIMUMS.items():
+        lines.append(f"[root] sysctl -w {key}={minimum}   # if lower")
     if link.ecn:
         for flow in run.flows:
             for node in (flow.sender, flow.receiver):
@@ -170,7 +173,23 @@ def describe(run: RunSpec, with_fq: bool = True) -> str:
     return "\n".join(lines)
 
 
+def host_sysctl_cmd(settings: dict[str, str]) -> str:
+    """One sysctl process for all of a host's settings (a process start is slow under emulation)."""
+    return "sysctl -qw " + " ".join(shlex.quote(f"{key}={value}") for key, value in settings.items())
+
+
 # Per-namespace sysctls: the namespaces die with the run, so nothing needs restoring.
 SENDER_SYSCTLS = {
     "net.ipv4.tcp_no_metrics_save": "1",  # no cached ssthresh/RTT between flows
 }
+# TCP's buffer limits in every host's namespace, the same on every machine: a flow's window is
+# bounded by the path, not by the 4 MB send buffer of the kernel's default (100 Mbit/s x 200 ms
+# with a 5 BDP queue needs 15 MB). These are the values Mininet's start-up wrote into the root
+# namespace, which new namespaces copy, for every run before cctest set them itself.
+HOST_TCP_BUFFERS = "10240 87380 16777216"
+HOST_SYSCTLS = {"net.ipv4.tcp_rmem": HOST_TCP_BUFFERS, "net.ipv4.tcp_wmem": HOST_TCP_BUFFERS}
+# Root-namespace minimums a run needs, raised only where lower, journaled and restored when the
+# session ends (`cctest clean` after a crash): veth hands every packet to the receiving CPU's
+# backlog, which drops beyond this (the kernel's 1000; Mininet raised it to 5000 for every run
+# before cctest set it itself).
+ROOT_SYSCTL_MINIMUMS = {"net.core.netdev_max_backlog": 5000}

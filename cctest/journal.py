@@ -230,6 +230,15 @@ class Journal:
         self.data["mounts"] = [m for m in self.data["mounts"] if m != path]
         self._write()
 
+    def add_sysctl(self, key: str, old: str) -> None:
+        """Before a root-namespace sysctl is written: its value to restore (the first one seen)."""
+        self.data["sysctls"].setdefault(key, old)
+        self._write()
+
+    def sysctl_restored(self, key: str) -> None:
+        self.data["sysctls"].pop(key, None)
+        self._write()
+
     def finish(self) -> None:
         """Everything was undone: forget it and let the next run in."""
         self.path.unlink(missing_ok=True)

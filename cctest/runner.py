@@ -76,7 +76,7 @@ def _progress(console: Console, live: bool) -> Progress:
 class Run:
     def __init__(self, spec: RunSpec, out_root: Path, mode: str, journal: Journal, console: Console,
                  release: str, topologies: Topologies, with_fq: bool = True, with_bpftrace: bool = True,
-                 vm_boot: dict | None = None):
+                 vm_boot: dict | None = None, root_sysctls: dict | None = None):
         self.spec = spec
         self.mode = mode
         self.journal = journal
@@ -85,6 +85,7 @@ class Run:
         self.with_fq = with_fq
         self.with_bpftrace = with_bpftrace and spec.scenario.capture.tcp_probe
         self.topologies = topologies  # the session's: consecutive runs can share one topology
+        self.root_sysctls = root_sysctls or {}  # what the session raised (net.rootsysctl), for meta.json
         self.status = "failed"  # until the flows have run; then "ok", or "interrupted"
         if mode == "vm":
             vmtime.sync_realtime()
@@ -168,8 +169,11 @@ class Run:
             settings = net.configure()
         self.meta["offloads"] = settings["offloads"]
         self.meta["sysctls"] = {
-            key: {"old": None, "new": value, "scope": "each sender's network namespace (discarded with it)"}
-            for key, value in settings["sender_sysctls"].items()
+            **{key: {"old": None, "new": value, "scope": "every host's network namespace (discarded with it)"}
+               for key, value in settings["host_sysctls"].items() if key not in settings["sender_sysctls"]},
+            **{key: {"old": None, "new": value, "scope": "each sender's network namespace (discarded with it)"}
+               for key, value in settings["sender_sysctls"].items()},
+            **self.root_sysctls,
         }
         self.meta["qdisc_plan"] = {q.iface: {"role": q.role, "node": q.node or "root", "tc": list(q.tc)}
                                    for q in dumbbell.qdiscs(self.spec, self.with_fq)}

@@ -143,6 +143,7 @@ def require_samplers() -> None:
 
 
 def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[Path]:
+    from .net import rootsysctl
     from .net.topology import Topologies
     from .runner import Run
 
@@ -158,21 +159,15 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
     if opts.in_vm:
         vm.watch_stop_file()  # the host's Ctrl-C (vm.stop) reaches this run as a KeyboardInterrupt
     run_cgroup = None
+    root_sysctls: dict = {}
     try:
         run_cgroup = enter_cgroup(journal, console)  # before anything is started: all of it is inside
-        if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules) and not opts.in_vm:
-            kmod.build(release)
-        check_module_params(specs, release, opts.experiments_file)  # every run's, before the first
-        # Only what changes how a run is made; the full doctor costs seconds under emulation.
-        with_fq = doctor.probe_qdisc("fq")
-        # A tracer for tcp_probe and module state: bpftrace, or tracefs where it cannot run (UML)
-        from .captures.tcp_probe import choose_tracer
-
-        with_bpftrace = choose_tracer(which("bpftrace") is not None) is not None
+        with_fq, with_bpftrace = _prepare_host(specs, release, opts)
+        root_sysctls = rootsysctl.raise_minimums(journal)
         for spec in specs:
             console.rule(f"{spec.scenario.name} {spec.label} repetition {spec.repetition}")
             run = Run(spec, opts.out, "vm" if opts.in_vm else "native", journal, console, release, topologies,
-                      with_fq=with_fq, with_bpftrace=with_bpftrace, vm_boot=vm_boot)
+                      with_fq=with_fq, with_bpftrace=with_bpftrace, vm_boot=vm_boot, root_sysctls=root_sysctls)
             run_dirs.append(run.dir)
             _record(opts.manifest, run.dir)
             try:
@@ -189,6 +184,9 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
             leftovers = True
         if run_cgroup is not None:
             leftovers = not close_cgroup(run_cgroup, journal, console) or leftovers
+        for key in rootsysctl.restore(root_sysctls, journal):
+            console.print(f"[red]could not restore sysctl {key}={root_sysctls[key]['old']}[/]")
+            leftovers = True
         if leftovers:
             # Keep the journal: `cctest clean` undoes what teardown could not.
             console.print("[red]teardown was incomplete (see meta.json warnings); run `cctest clean`[/]")
@@ -197,6 +195,20 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
             journal.finish()
     raise_for_ingest(ingest_failures)
     return run_dirs
+
+
+def _prepare_host(specs: list[RunSpec], release: str, opts: RunOptions) -> tuple[bool, bool]:
+    """The modules built and every run's parameters checked, before the first run; then whether fq
+    and bpftrace serve here: only what changes how a run is made (the full doctor costs seconds
+    under emulation)."""
+    from .captures.tcp_probe import choose_tracer
+
+    if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules) and not opts.in_vm:
+        kmod.build(release)
+    check_module_params(specs, release, opts.experiments_file)
+    with_fq = doctor.probe_qdisc("fq")
+    # a tracer for tcp_probe and module state: bpftrace, or tracefs where it cannot run (UML)
+    return with_fq, choose_tracer(which("bpftrace") is not None) is not None
 
 
 def enter_cgroup(journal: Journal, console: Console) -> "cgroup.RunCgroup | None":

@@ -343,3 +343,32 @@ def test_a_new_state_directory_is_made_for_its_user_alone(tmp_path):
         assert info.st_uid == os.geteuid() and info.st_mode & 0o077 == 0
     finally:
         j.finish()
+
+
+def test_a_session_raises_a_root_sysctl_only_where_lower_journals_it_and_restores_it(tmp_path, monkeypatch):
+    from cctest import dumbbell
+    from cctest.net import rootsysctl
+
+    proc_sys = tmp_path / "proc-sys"
+    monkeypatch.setattr(rootsysctl, "PROC_SYS", proc_sys)
+    (key, minimum), = dumbbell.ROOT_SYSCTL_MINIMUMS.items()
+    knob = proc_sys / key.replace(".", "/")
+    knob.parent.mkdir(parents=True)
+    state = tmp_path / "state"
+    state.mkdir()
+    for before, raised in ((str(minimum // 5), True), (str(minimum * 2), False)):
+        knob.write_text(before + "\n")
+        journal = Journal(state)
+        record = rootsysctl.raise_minimums(journal)
+        assert record[key]["old"] == before and record[key]["new"] == (str(minimum) if raised else before)
+        assert knob.read_text().strip() == record[key]["new"]
+        assert journal.data["sysctls"] == ({key: before} if raised else {})  # journaled before it is written
+        assert rootsysctl.restore(record, journal) == []
+        assert knob.read_text().strip() == before and journal.data["sysctls"] == {}
+
+
+def test_clean_restores_the_root_sysctls_a_session_raises():
+    from cctest import dumbbell
+
+    # a crashed session's raise is named in its journal; clean must be allowed to write it back
+    assert set(dumbbell.ROOT_SYSCTL_MINIMUMS) <= set(cleanup.ROOT_SYSCTLS)

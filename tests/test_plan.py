@@ -173,3 +173,15 @@ def test_runs_are_split_over_vms_each_once_balanced_and_grouped_by_topology():
     # never more VMs than runs, never an empty one
     assert split_for_vms(specs[:2], 8) == [[0], [1]]
     assert split_for_vms(specs, 1) == [sorted(range(len(specs)), key=lambda i: (len(specs[i].flows), i))]
+
+
+def test_the_dry_run_names_every_hosts_tcp_buffers_and_the_root_backlog():
+    (spec,) = expand(parse_experiments(
+        "scenarios:\n  s:\n    link: {rate_mbps: 10, rtt_ms: 10, buffer_bdp: 1}\n    flows: [{cc: cubic}]\n    duration_s: 5\n",
+        "exp.yaml"), "s")
+    text = dumbbell.describe(spec)
+    buffers = dumbbell.HOST_TCP_BUFFERS
+    for flow in spec.flows:
+        assert f"[{flow.receiver}] sysctl -qw 'net.ipv4.tcp_rmem={buffers}' 'net.ipv4.tcp_wmem={buffers}'" in text
+        assert f"[{flow.sender}] sysctl -qw 'net.ipv4.tcp_rmem={buffers}'" in text
+    assert "[root] sysctl -w net.core.netdev_max_backlog=5000   # if lower" in text

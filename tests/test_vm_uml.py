@@ -12,7 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cctest import umlkernel
+from cctest import dumbbell, umlkernel
+from cctest.net import rootsysctl
 from conftest import require_uml_kernel
 from cctest.uml import dmesg_problems
 
@@ -43,6 +44,16 @@ def test_the_run_went_through_uml_with_this_checkouts_kernel(uml_run):
     assert meta["vm"]["clock"] == "virtual" and meta["vm"]["vcpus"] == 1
     assert [m["name"] for m in meta["modules"]] == ["bbr_cws", "cubic"]
     assert not any("trace" in w for w in meta["warnings"]), meta["warnings"]
+
+
+def test_the_hosts_tcp_buffers_and_the_root_backlog_are_set_and_recorded(uml_run):
+    """cctest sets them itself (Mininet's start-up would have, unrecorded): the buffers read back
+    from a host's namespace, the backlog raised from the guest kernel's default."""
+    _, run_dir = uml_run
+    sysctls = json.loads((run_dir / "meta.json").read_text())["sysctls"]
+    for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"):
+        assert sysctls[key]["new"] == dumbbell.HOST_TCP_BUFFERS, sysctls
+    assert sysctls["net.core.netdev_max_backlog"] == {"old": "1000", "new": "5000", "scope": rootsysctl.SCOPE}
 
 
 def test_per_ack_cwnd_and_srtt_come_from_tracefs(uml_run):

@@ -43,6 +43,11 @@ class Dumbbell:
         from mininet.nodelib import LinuxBridge
 
         setLogLevel("error")
+        # Mininet's first instance would run fixLimits: global sysctls (the root's TCP buffers,
+        # which new namespaces copy, the backlog, ARP and route tables) written behind the run's
+        # back and never restored, and an open-file limit of 16384 that mnexec -c then closes one
+        # by one in every node (0.3 s each under UML). cctest sets what a run needs itself.
+        Mininet.inited = True
         net = Mininet(topo=None, controller=None, switch=LinuxBridge, link=Link, build=False,
                       autoSetMacs=False, waitConnected=False)
         self.net = net
@@ -79,7 +84,8 @@ class Dumbbell:
         self.apply_qdiscs()
 
     def configure_interfaces(self) -> dict:
-        """Offloads and sender sysctls: they live as long as the interfaces and namespaces."""
+        """Offloads and every host's sysctls (read back from the first sender for meta.json): they
+        live as long as the interfaces and namespaces."""
         offloads: dict[str, dict[str, str]] = {}
         root_cmds = []
         for node, iface in dumbbell.all_ifaces(self.run):
@@ -90,10 +96,14 @@ class Dumbbell:
                 self._host_cmd(node, cmd)
             offloads[iface] = {"tso": "off", "gso": "off", "gro": "off"}
         _run(["sh", "-c", "; ".join(root_cmds)])  # our own interface names only; one process
+        read_back = {}
         for flow in self.run.flows:
-            for key, value in dumbbell.SENDER_SYSCTLS.items():
-                self._host_cmd(flow.sender, f"sysctl -qw {key}={value}")
-        return {"offloads": offloads, "sender_sysctls": dict(dumbbell.SENDER_SYSCTLS)}
+            for node, settings in ((flow.sender, {**dumbbell.HOST_SYSCTLS, **dumbbell.SENDER_SYSCTLS}),
+                                   (flow.receiver, dumbbell.HOST_SYSCTLS)):
+                shown = self._host_cmd(node, f"{dumbbell.host_sysctl_cmd(settings)} && sysctl -n {' '.join(settings)}")
+                read_back[node] = dict(zip(settings, (" ".join(line.split()) for line in shown.splitlines())))
+        return {"offloads": offloads, "sender_sysctls": dict(dumbbell.SENDER_SYSCTLS),
+                "host_sysctls": read_back[self.run.flows[0].sender]}
 
     def set_sysctl(self, node: str, key: str, value: str) -> str:
         """Set `key` in `node`'s network namespace; returns the value it had."""
