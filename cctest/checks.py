@@ -24,9 +24,12 @@ Checks and what a failure means for the verdict:
                               the link is a result, not an emulation fault (and short or
                               loss-limited flows may never fill it).  Above GOODPUT_MAX -> fail:
                               the shaper is not limiting.
-    drops_outside_bottleneck  drop-counter growth on every qdisc whose role is not "bottleneck"
-                              must be 0.  Not ok -> fail (loss happened where the model has none).
+    drops_outside_bottleneck  drop-counter growth on every qdisc whose role is neither "bottleneck"
+                              nor "loss" (the scenario's random loss and outages) must be 0.  Not
+                              ok -> fail (loss happened where the model has none).
     bottleneck_drops          informational: drop-counter growth at the bottleneck.  Always ok.
+    modelled_loss_drops       informational: drop-counter growth at the random-loss qdiscs (none
+                              without loss_pct or outages).  Always ok.
     cpu_busy                  the CPUs' busy share (/proc/stat, all CPUs together) while flows
                               were active.  Above CPU_BUSY_MAX -> warn: the run was limited by
                               the (emulated) CPU, not only by the link, so timers and packets
@@ -136,12 +139,19 @@ def drop_growth(qdisc: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+# Roles whose qdiscs drop by design: the bottleneck's queue, and the netem that models the
+# scenario's random loss and outages (dumbbell.qdiscs).
+MODELLED_DROPS = ("bottleneck", "loss")
+
+
 def check_drops(qdisc: pd.DataFrame | None) -> list[tuple[dict, str]]:
     if qdisc is None or qdisc.empty:
         return [(_check("drops_outside_bottleneck", None, None, 0, "no qdisc samples"), WARN),
-                (_check("bottleneck_drops", True, None, None, "no qdisc samples"), INFO)]
+                (_check("bottleneck_drops", True, None, None, "no qdisc samples"), INFO),
+                (_check("modelled_loss_drops", True, None, None, "no qdisc samples"), INFO)]
     g = drop_growth(qdisc)
-    outside = g[g["role"] != "bottleneck"]
+    outside = g[~g["role"].isin(MODELLED_DROPS)]
+    modelled_loss = g[g["role"] == "loss"]
     bq = derived.bottleneck_samples(qdisc)
 
     def describe(rows: pd.DataFrame) -> str:
@@ -157,6 +167,8 @@ def check_drops(qdisc: pd.DataFrame | None) -> list[tuple[dict, str]]:
                 f"drop growth on non-bottleneck root qdiscs: {describe(outside)}"), FAIL),
         (_check("bottleneck_drops", True, n_bn, None,
                 f"informational; drop growth at the bottleneck: {where}: {n_bn:g}"), INFO),
+        (_check("modelled_loss_drops", True, float(modelled_loss["drops"].sum()), None,
+                f"informational; drop growth at the random-loss qdiscs: {describe(modelled_loss)}"), INFO),
     ]
 
 

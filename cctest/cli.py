@@ -553,7 +553,8 @@ def modules_unload(name: str) -> None:
 @main.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 def ingest(run_dirs) -> None:
-    """(Re)make the tidy tables and health verdict of run directories from their raw captures."""
+    """(Re)make the tidy tables and health verdict of run directories from their raw captures (a
+    compact one, without raw/, keeps its tables and has its health judged again)."""
     from .session import finalize_each
 
     failures: list[str] = []

@@ -115,6 +115,16 @@ def recover_from_ss(tables: dict[str, pd.DataFrame], run: RunView) -> None:
         tables["throughput"] = recovered if old is None or old.empty else pd.concat([old, recovered], ignore_index=True)
 
 
+def is_compact(run_dir: Path) -> bool:
+    """Tables without the raw captures they were made from: remaking them would lose them."""
+    return not (run_dir / "raw").exists() and (run_dir / "flows.parquet").is_file()
+
+
+def read_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
+    return {name: pd.read_parquet(run_dir / f"{name}.parquet") for name in TABLES
+            if (run_dir / f"{name}.parquet").is_file()}
+
+
 def load_raw(run_dir: str | Path, meta: dict) -> dict[str, str | None]:
     """Read the raw files build_tables needs; absent files map to None."""
     raw_dir = Path(run_dir) / "raw"
@@ -131,13 +141,17 @@ def write_tables(run_dir: str | Path, tables: dict[str, pd.DataFrame]) -> None:
 def ingest_run(run_dir: str | Path) -> dict[str, pd.DataFrame]:
     """Read ``meta.json`` and ``raw/`` of a run directory, write ``<table>.parquet``, return them.
 
-    Tables whose raw input is absent are omitted; ``flows`` is always present.
+    Tables whose raw input is absent are omitted; ``flows`` is always present. A compact run
+    directory (its tables kept, its raw captures not: scripts/compact-runs.sh) has nothing to
+    remake: its stored tables are returned as they are, for its health to be judged again.
     """
     run_dir = Path(run_dir)
     try:
         meta = json.loads(read_bounded(run_dir / "meta.json", MAX_META_BYTES, "a meta.json"))
     except Refused as error:
         raise Refused(f"{run_dir / 'meta.json'}: {error}") from None
+    if is_compact(run_dir):
+        return read_tables(run_dir)
     raw = load_raw(run_dir, meta)
     if meta.get("t0_monotonic_ns") is None:
         # The run ended before time zero (failed or interrupted during set-up): no sample has a

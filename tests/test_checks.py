@@ -126,6 +126,20 @@ def test_drops_outside_bottleneck_fail():
     assert res["verdict"] == "fail"
 
 
+def test_drops_of_the_scenarios_random_loss_are_modelled_not_a_fault():
+    rows = [
+        (0.0, "ccs2-rcv0", "loss", "netem", "1:", "root", 0),
+        (9.0, "ccs2-rcv0", "loss", "netem", "1:", "root", 2900),
+        (0.0, "r-eth1", "bottleneck", "htb", "1:", "root", 0),
+        (9.0, "r-eth1", "bottleneck", "htb", "1:", "root", 0),
+    ]
+    res = checks.evaluate(make_meta(), make_tables(rx_bytes=(20_000_000, 15_625_000), qdisc_rows=rows))
+    (out,) = by_name(res, "drops_outside_bottleneck")
+    (modelled,) = by_name(res, "modelled_loss_drops")
+    assert out["ok"] is True and out["measured"] == 0
+    assert modelled["measured"] == 2900 and "ccs2-rcv0" in modelled["detail"]
+
+
 def test_counter_growth_survives_reset():
     # 5 -> 8 (+3), reset, 2 (+2 since the reset), 6 (+4): 9 in total
     assert counter_growth(pd.Series([5.0, 8.0, 2.0, 6.0])) == 9.0
@@ -155,7 +169,8 @@ def test_recorded_run_checks(tmp_path):
     assert on_disk == res
     assert on_disk["verdict"] in ("pass", "warn", "fail")
     assert [c["name"] for c in on_disk["checks"]] == [
-        "base_rtt", "base_rtt", "goodput", "drops_outside_bottleneck", "bottleneck_drops", "cpu_busy"]
+        "base_rtt", "base_rtt", "goodput", "drops_outside_bottleneck", "bottleneck_drops", "modelled_loss_drops",
+        "cpu_busy"]
     for c in on_disk["checks"]:
         assert set(c) == {"name", "ok", "measured", "expected", "detail"}
     # the netem qdiscs dropped nothing in the recording; the bottleneck's htb root did

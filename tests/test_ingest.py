@@ -425,3 +425,26 @@ def test_a_killed_iperf3s_flows_are_recovered_from_ss_and_marked(sockdiag_run, t
     result = CliRunner().invoke(main, ["report", str(sockdiag_run), "-o", str(tmp_path / "r.html")])
     assert "flow(s) 0, 1: iperf3 left no results" in result.stderr and "come from ss" in result.stderr, result.output
     assert "come from ss" in (tmp_path / "r.html").read_text()
+
+
+def test_ingesting_a_compact_run_keeps_its_tables_and_judges_them_again(tmp_path):
+    """results/ holds compact runs (scripts/compact-runs.sh: no raw/). `cctest ingest` of one must
+    not remake its tables from captures it no longer has (the flows' totals were lost that way,
+    and the health verdict judged on nothing)."""
+    from click.testing import CliRunner
+
+    from cctest.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "raw", run / "raw")
+    shutil.move(run / "raw" / "meta.json", run / "meta.json")
+    assert CliRunner().invoke(main, ["ingest", str(run)]).exit_code == 0
+    shutil.rmtree(run / "raw")  # compacted
+    before = {p.name: p.read_bytes() for p in run.glob("*.parquet")}
+    verdict = json.loads((run / "checks.json").read_text())["verdict"]
+    (run / "checks.json").unlink()
+    result = CliRunner().invoke(main, ["ingest", str(run)])
+    assert result.exit_code == 0, result.output
+    assert {p.name: p.read_bytes() for p in run.glob("*.parquet")} == before
+    assert json.loads((run / "checks.json").read_text())["verdict"] == verdict
+    assert pd.read_parquet(run / "flows.parquet")["bytes_received"].notna().any()
