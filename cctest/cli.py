@@ -557,10 +557,28 @@ def ingest(run_dirs) -> None:
     compact one, without raw/, keeps its tables and has its health judged again)."""
     from .session import finalize_each
 
+    refuse_unknown_versions([Path(run_dir) for run_dir in run_dirs])
     failures: list[str] = []
     finalize_each([Path(run_dir) for run_dir in run_dirs], console, failures)
     if failures:
         raise CctestError(f"ingest failed for {len(failures)} of {len(run_dirs)} run(s); the first: {failures[0]}")
+
+
+def refuse_unknown_versions(run_dirs: list[Path]) -> None:
+    """Bad input before any run directory is touched: a meta.json of a format this code does not
+    read (one that is no JSON at all fails in its own run's ingest, as before)."""
+    import json
+
+    from .ingest import MAX_META_BYTES
+    from .record import check_version
+    from .safeload import read_bounded
+
+    for run_dir in run_dirs:
+        try:
+            meta = json.loads(read_bounded(run_dir / "meta.json", MAX_META_BYTES, "a meta.json"))
+        except (OSError, ValueError, CctestError):
+            continue
+        check_version(meta, run_dir / "meta.json")
 
 
 main.add_command(report_command)

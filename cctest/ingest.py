@@ -29,6 +29,7 @@ import pandas as pd
 
 from . import atomic
 from .captures import IPERF3, REGISTRY, SOCKETS, TABLES, RunView, raw_names
+from .record import check_version
 from .safeload import Refused, read_bounded
 
 MAX_RAW_BYTES = 4 << 30  # a raw capture of hours of per-ACK tracing stays far below
@@ -150,6 +151,7 @@ def ingest_run(run_dir: str | Path) -> dict[str, pd.DataFrame]:
         meta = json.loads(read_bounded(run_dir / "meta.json", MAX_META_BYTES, "a meta.json"))
     except Refused as error:
         raise Refused(f"{run_dir / 'meta.json'}: {error}") from None
+    check_version(meta, run_dir / "meta.json")  # a newer format's tables are not ours to remake
     if is_compact(run_dir):
         return read_tables(run_dir)
     raw = load_raw(run_dir, meta)

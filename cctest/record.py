@@ -293,12 +293,17 @@ def _problem(error: ValidationError) -> str:
     return f"{where} must be {expected.get(first['type'], first['msg'])}, not {_shown(first['input'])}"
 
 
-def read_record(data: dict, source: Path | str) -> RunRecord:
-    """meta.json's object as a RunRecord, or a RecordError naming `source` and what is wrong."""
-    version = data.get("schema_version", 1)
+def check_version(data: dict, source: Path | str) -> None:
+    """A RecordError naming `source` unless this code reads meta.json's format version."""
+    version = data.get("schema_version", 1) if isinstance(data, dict) else None
     if type(version) is not int or version not in READABLE_VERSIONS:
         raise RecordError(f"{source}: schema_version {_shown(version)}, which this cctest does not read "
                           f"(it reads {', '.join(map(str, READABLE_VERSIONS))})")
+
+
+def read_record(data: dict, source: Path | str) -> RunRecord:
+    """meta.json's object as a RunRecord, or a RecordError naming `source` and what is wrong."""
+    check_version(data, source)
     try:
         return RunRecord.model_validate(data)
     except ValidationError as e:

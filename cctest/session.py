@@ -23,6 +23,7 @@ from .errors import BadInput, CctestError, printable
 from .journal import Journal
 from .safeload import read_bounded
 from .plan import RunSpec, split_for_vms
+from .record import check_version
 from .rundir import write_meta
 from .tools import which
 
@@ -60,6 +61,7 @@ def finalize(run_dir: Path, console: Console) -> None:
 
     meta_path = run_dir / "meta.json"
     meta = json.loads(read_bounded(meta_path, MAX_META_BYTES, "a meta.json"))  # never a FIFO's endless wait
+    check_version(meta, meta_path)  # before anything is rewritten in a format this code does not know
     if meta.get("status") == "running":
         # The process (or VM) that ran it died without a word: whatever it measured stays.
         meta.update(status="interrupted", error=meta.get("error") or "the run's process ended before finishing")

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from cctest import engines, kmod, record, vm, vmtime
+from cctest.cli import main as cli_main
 from cctest.errors import BAD_INPUT
 from cctest.plan import expand
 from cctest.report.command import report_command
@@ -164,3 +165,15 @@ def test_a_guest_records_the_tool_versions_the_host_handed_in(monkeypatch):
     assert versions_with(json.dumps({"iperf3": "iperf 3.12"})) == {"iperf3": "iperf 3.12"}
     for unusable in ("not json", "[1, 2]", '{"iperf3": 3}'):
         assert versions_with(unusable) == host  # asked again, as if nothing were handed in
+
+
+@pytest.mark.parametrize("version", [2, "1", None])
+def test_ingest_refuses_a_record_of_an_unknown_version_in_one_line_and_changes_nothing(tmp_path, version):
+    run = tmp_path / "run"
+    run.mkdir()
+    meta = {**json.loads(FIXTURE.read_text()), "schema_version": version}
+    (run / "meta.json").write_text(json.dumps(meta))
+    result = CliRunner().invoke(cli_main, ["ingest", str(run)])
+    assert result.exit_code == BAD_INPUT and "schema_version" in result.output, result.output
+    assert sorted(p.name for p in run.iterdir()) == ["meta.json"]
+    assert json.loads((run / "meta.json").read_text()) == meta
