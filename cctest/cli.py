@@ -375,8 +375,9 @@ def _selected_runs(specs: list, kept: list[int], only_runs: str | None, shard_op
     if only_runs:
         try:
             kept = [int(i) for i in only_runs.split(",")]
-            [specs[i] for i in kept]  # noqa: B018 (an index out of the plan is bad input)
-        except (ValueError, IndexError):
+            if not all(0 <= i < len(specs) for i in kept):
+                raise ValueError
+        except ValueError:
             raise BadInput(f"--only-runs {only_runs}: indices of this invocation's {len(specs)} runs, "
                            "comma-separated") from None
     shard = parse_shard(shard_option)
@@ -567,15 +568,12 @@ def ingest(run_dirs) -> None:
 def refuse_unknown_versions(run_dirs: list[Path]) -> None:
     """Bad input before any run directory is touched: a meta.json of a format this code does not
     read (one that is no JSON at all fails in its own run's ingest, as before)."""
-    import json
-
-    from .ingest import MAX_META_BYTES
+    from .ingest import read_meta
     from .record import check_version
-    from .safeload import read_bounded
 
     for run_dir in run_dirs:
         try:
-            meta = json.loads(read_bounded(run_dir / "meta.json", MAX_META_BYTES, "a meta.json"))
+            meta = read_meta(run_dir)
         except (OSError, ValueError, CctestError):
             continue
         check_version(meta, run_dir / "meta.json")

@@ -146,9 +146,8 @@ def describe(run: RunSpec, with_fq: bool = True) -> str:
     for node, iface in all_ifaces(run):
         lines.append(f"[{node or 'root'}] {offload_cmd(iface)}")
     lines.append("## sysctls (inside each host's namespace; the root's raised only where lower, restored after)")
-    for flow in run.flows:
-        for node, settings in ((flow.sender, {**HOST_SYSCTLS, **SENDER_SYSCTLS}), (flow.receiver, HOST_SYSCTLS)):
-            lines.append(f"[{node}] {host_sysctl_cmd(settings)}")
+    for node, settings in host_sysctls(run):
+        lines.append(f"[{node}] {host_sysctl_cmd(settings)}")
     for key, minimum in ROOT_SYSCTL_MINIMUMS.items():
         lines.append(f"[root] sysctl -w {key}={minimum}   # if lower")
     if link.ecn:
@@ -171,6 +170,12 @@ def describe(run: RunSpec, with_fq: bool = True) -> str:
             f"-C {flow.cc} -t {flow.duration_s:g} -i 0.1 -J   # rtt {flow.rtt_ms:g} ms{' params ' + params if params else ''}"
         )
     return "\n".join(lines)
+
+
+def host_sysctls(run: RunSpec) -> list[tuple[str, dict[str, str]]]:
+    """(host, its sysctls) for every host: the TCP buffers everywhere, the senders' own besides."""
+    return [pair for flow in run.flows
+            for pair in ((flow.sender, {**HOST_SYSCTLS, **SENDER_SYSCTLS}), (flow.receiver, HOST_SYSCTLS))]
 
 
 def host_sysctl_cmd(settings: dict[str, str]) -> str:

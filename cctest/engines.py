@@ -117,11 +117,8 @@ class UmlEngine:
               seed: int | None = None) -> Guest:
         out = out.resolve()
         cpu = uml.cpu_for(index)
-        env = {"PATH": vm.guest_path(), **self.guest_env(cpu=cpu, seed=seed), **vm.host_clock_env(out)}
-        from .rundir import host_facts_env  # the host reads its checkout and tools fast
-
-        env.update(host_facts_env())
-        env.update(vm.GUEST_PYTHON_ENV)
+        env = {"PATH": vm.guest_path(), **self.guest_env(cpu=cpu, seed=seed), **vm.host_clock_env(out),
+               **vm.host_made_env()}
         return uml.start(self.build, guest_cmd, out, env, index=index, cpu=cpu, log=log or out / f".vm-{index}.log",
                          echo=log is None, seed=seed)
 

@@ -29,7 +29,6 @@ import pandas as pd
 
 from . import atomic
 from .captures import IPERF3, REGISTRY, SOCKETS, TABLES, RunView, raw_names
-from .record import check_version
 from .safeload import Refused, read_bounded
 
 MAX_RAW_BYTES = 4 << 30  # a raw capture of hours of per-ACK tracing stays far below
@@ -116,6 +115,15 @@ def recover_from_ss(tables: dict[str, pd.DataFrame], run: RunView) -> None:
         tables["throughput"] = recovered if old is None or old.empty else pd.concat([old, recovered], ignore_index=True)
 
 
+def read_meta(run_dir: Path) -> dict:
+    """A run directory's meta.json as JSON (bounded: never a FIFO's endless wait), a Refused naming
+    the file otherwise. Its format version is the caller's to check (record.check_version)."""
+    try:
+        return json.loads(read_bounded(run_dir / "meta.json", MAX_META_BYTES, "a meta.json"))
+    except Refused as error:
+        raise Refused(f"{run_dir / 'meta.json'}: {error}") from None
+
+
 def is_compact(run_dir: Path) -> bool:
     """Tables without the raw captures they were made from: remaking them would lose them."""
     return not (run_dir / "raw").exists() and (run_dir / "flows.parquet").is_file()
@@ -147,11 +155,7 @@ def ingest_run(run_dir: str | Path) -> dict[str, pd.DataFrame]:
     remake: its stored tables are returned as they are, for its health to be judged again.
     """
     run_dir = Path(run_dir)
-    try:
-        meta = json.loads(read_bounded(run_dir / "meta.json", MAX_META_BYTES, "a meta.json"))
-    except Refused as error:
-        raise Refused(f"{run_dir / 'meta.json'}: {error}") from None
-    check_version(meta, run_dir / "meta.json")  # a newer format's tables are not ours to remake
+    meta = read_meta(run_dir)
     if is_compact(run_dir):
         return read_tables(run_dir)
     raw = load_raw(run_dir, meta)

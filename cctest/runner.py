@@ -170,7 +170,7 @@ class Run:
         self.meta["offloads"] = settings["offloads"]
         self.meta["sysctls"] = {
             **{key: {"old": None, "new": value, "scope": "every host's network namespace (discarded with it)"}
-               for key, value in settings["host_sysctls"].items() if key not in settings["sender_sysctls"]},
+               for key, value in settings["host_sysctls"].items()},
             **{key: {"old": None, "new": value, "scope": "each sender's network namespace (discarded with it)"}
                for key, value in settings["sender_sysctls"].items()},
             **self.root_sysctls,

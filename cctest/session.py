@@ -21,7 +21,6 @@ from rich.console import Console
 from . import cgroup, doctor, engines, filelock, kmod, vm, vmtime
 from .errors import BadInput, CctestError, printable
 from .journal import Journal
-from .safeload import read_bounded
 from .plan import RunSpec, split_for_vms
 from .record import check_version
 from .rundir import write_meta
@@ -57,11 +56,10 @@ class SessionError(CctestError):
 def finalize(run_dir: Path, console: Console) -> None:
     """Raw captures -> tidy tables and the health verdict. Safe on partial (interrupted) runs."""
     from .checks import write_checks
-    from .ingest import MAX_META_BYTES, ingest_run
+    from .ingest import ingest_run, read_meta
 
-    meta_path = run_dir / "meta.json"
-    meta = json.loads(read_bounded(meta_path, MAX_META_BYTES, "a meta.json"))  # never a FIFO's endless wait
-    check_version(meta, meta_path)  # before anything is rewritten in a format this code does not know
+    meta = read_meta(run_dir)
+    check_version(meta, run_dir / "meta.json")  # before anything is rewritten in a format this code does not know
     if meta.get("status") == "running":
         # The process (or VM) that ran it died without a word: whatever it measured stays.
         meta.update(status="interrupted", error=meta.get("error") or "the run's process ended before finishing")

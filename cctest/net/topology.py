@@ -96,14 +96,12 @@ class Dumbbell:
                 self._host_cmd(node, cmd)
             offloads[iface] = {"tso": "off", "gso": "off", "gro": "off"}
         _run(["sh", "-c", "; ".join(root_cmds)])  # our own interface names only; one process
-        read_back = {}
-        for flow in self.run.flows:
-            for node, settings in ((flow.sender, {**dumbbell.HOST_SYSCTLS, **dumbbell.SENDER_SYSCTLS}),
-                                   (flow.receiver, dumbbell.HOST_SYSCTLS)):
-                shown = self._host_cmd(node, f"{dumbbell.host_sysctl_cmd(settings)} && sysctl -n {' '.join(settings)}")
-                read_back[node] = dict(zip(settings, (" ".join(line.split()) for line in shown.splitlines())))
+        for node, settings in dumbbell.host_sysctls(self.run):
+            self._host_cmd(node, dumbbell.host_sysctl_cmd(settings))
+        keys = list(dumbbell.HOST_SYSCTLS)
+        shown = self._host_cmd(self.run.flows[0].sender, f"sysctl -n {' '.join(keys)}")
         return {"offloads": offloads, "sender_sysctls": dict(dumbbell.SENDER_SYSCTLS),
-                "host_sysctls": read_back[self.run.flows[0].sender]}
+                "host_sysctls": dict(zip(keys, (" ".join(line.split()) for line in shown.splitlines())))}
 
     def set_sysctl(self, node: str, key: str, value: str) -> str:
         """Set `key` in `node`'s network namespace; returns the value it had."""
