@@ -43,7 +43,8 @@ def experiments(rates: list[int], runs: int, duration_s: float) -> dict:
         "link": {"rate_mbps": rate, "rtt_ms": 20, "buffer_bdp": 5},
         "flows": [{"cc": "bbr"}],
         "duration_s": duration_s, "repetitions": runs, "seed": 1,
-        "capture": {"tcp_probe": False, "pcap": False},
+        # ss every 10 ms: every 100 ms aliases with ProbeBW's ~165 ms gain cycle
+        "capture": {"tcp_probe": False, "pcap": False, "ss_interval_ms": 10},
         "matrix": {"flows.0.cc": list(SENDERS)},
     } for rate in rates}}
 
