@@ -95,7 +95,7 @@ def _unit(path: Path, seen: set[Path] | None = None) -> list[tuple[str, str]]:
             number += 1
             line = line[:-1] + " " + raw[number]
         number += 1
-        include = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+        include = projectccs.LOCAL_INCLUDE.match(line)
         if include:
             lines += _unit(path.parent / include[1], seen)
         else:

@@ -64,7 +64,8 @@ def project_ccs(modules_dir: Path = MODULES_DIR) -> tuple[str, ...]:
     return tuple(name for names in tree_modules(modules_dir).values() for name in names)
 
 
-_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# `#include "file"`: a file of the module's own tree, followed here (traced enums) and by modsource (parameters)
+LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # An enum that names the tracepoint field it numbers: `enum x { /* tracepoint field "mode" */ A = 0, ... }`.
 _TRACED_ENUM = re.compile(r'\benum\s+\w+\s*\{\s*/\*\s*tracepoint field "(\w+)"[^*]*\*/(.*?)\}', re.S)
 _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
@@ -75,7 +76,7 @@ def _unit_files(path: Path, seen: set[Path]) -> list[Path]:
     if path in seen or not path.is_file():
         return []
     seen.add(path)
-    return [path] + [f for name in _INCLUDE.findall(path.read_text(errors="replace"))
+    return [path] + [f for name in LOCAL_INCLUDE.findall(path.read_text(errors="replace"))
                      for f in _unit_files(path.parent / name, seen)]
 
 
