@@ -362,7 +362,7 @@ def steady_from(series: RunSeries | None, t0: float) -> dict:
     end): metrics.steady_window with skip t0. Empty when the run has no series."""
     import pandas as pd
 
-    from .metrics import steady_window, window_mean_mbps
+    from .metrics import short_rtt_flow, steady_window, window_mean_mbps
 
     if series is None or series.binned is None or series.binned.empty or not series.flows:
         return {}
@@ -376,9 +376,9 @@ def steady_from(series: RunSeries | None, t0: float) -> dict:
                  "short_rtt_flow_share": math.nan, "steady_share": {}}
     for cc, group in per_flow.groupby("cc"):
         out["steady_share"][cc] = float(mbps[group.index].sum()) / total if total > 0 else math.nan
-    rtts = per_flow["rtt_ms"].astype(float) if "rtt_ms" in per_flow else pd.Series(dtype=float)
-    if len(rtts) >= 2 and rtts.min() < rtts.max() and total > 0:
-        out["short_rtt_flow_share"] = float(mbps[rtts.idxmin()]) / total
+    short = short_rtt_flow(per_flow.get("rtt_ms", pd.Series(dtype=float)))
+    if short is not None and total > 0:
+        out["short_rtt_flow_share"] = float(mbps[short]) / total
     return out
 
 

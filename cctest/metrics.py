@@ -424,13 +424,17 @@ def _run_totals(rd: _RunData, totals: pd.DataFrame, out: dict) -> None:
     out["series"]["jain"] = jain_series(rd.binned)
 
 
+def short_rtt_flow(rtts: pd.Series):
+    """The index of the flow with the smallest configured RTT (001 Fig. 7); None unless there are
+    two flows or more and their RTTs differ."""
+    rtts = pd.to_numeric(rtts, errors="coerce")
+    return rtts.idxmin() if len(rtts) >= 2 and rtts.min() < rtts.max() else None
+
+
 def short_rtt_flow_share(totals: pd.DataFrame) -> float:
-    """The steady share of the flow with the smallest configured RTT (001 Fig. 7); NaN unless the
-    flows' RTTs differ."""
-    rtts = pd.to_numeric(totals.get("rtt_ms", pd.Series(dtype=float)), errors="coerce")
-    if len(totals) < 2 or not rtts.min() < rtts.max():
-        return float("nan")
-    return float(totals.loc[rtts.idxmin(), "steady_share"])
+    """The steady share of the short-RTT flow; NaN unless the flows' RTTs differ."""
+    flow = short_rtt_flow(totals.get("rtt_ms", pd.Series(dtype=float, index=totals.index)))
+    return float("nan") if flow is None else float(totals.loc[flow, "steady_share"])
 
 
 def _retransmissions(rd: _RunData, out: dict) -> None:
