@@ -66,11 +66,11 @@ def test_cubic_keeps_its_part_in_five_bdp(vm_results):
 @pytest.mark.vm_jobs("variants-vs-cubic", "cws-fairness")
 def test_cws_shares_fairly_with_cubic_in_half_a_bdp(vm_results):
     # 000 Fig. 13a: BBR-CWS brings Jain's index against CUBIC above 0.9 in shallow buffers. The
-    # paper's figure is a mean; single 15 s runs measured 0.897-0.997 (nine on UML, mean 0.952),
-    # so one run is judged against the bound only as part of the mean of four.
+    # paper's figure is a mean; single 15 s runs measured 0.858-0.999 (17 on UML, mean 0.95, sd
+    # 0.053), so the bound is judged on the mean of twelve: a mean of four fell to 0.916.
     paths = [find(vm_results, "variants-vs-cubic", buffer_bdp=0.5, **{"flows.1.cc": "bbr_cws"}),
              *runs_of(vm_results, "cws-fairness")]
-    assert len(paths) == 4, paths
+    assert len(paths) == 12, paths
     indices = [jain_index(receiver_bytes(path)) for path in paths]
     assert sum(indices) / len(indices) >= 0.9, indices
 
