@@ -25,6 +25,7 @@ from .dumbbell import NODE_PREFIX, ROOT_SYSCTL_MINIMUMS
 from .errors import BadInput
 from .journal import (STATE_DIR, SYS_MODULE, boot_id, is_same_process, lock_holder, module_identity, process_cgroup,
                       process_command, read_journal, take_lock, unlock, write_journal)
+from .net import rootsysctl
 
 # What cctest itself could have written, and so all `clean` replays: names with its prefixes,
 # its own modules, the commands it starts, the root-namespace sysctls a session raises (every other
@@ -235,11 +236,13 @@ def restore_sysctls(state: Replay) -> None:
             state.refuse("sysctls", {key: old}, f"to write sysctl {key}={old}: cctest sets no such sysctl outside its "
                                                 "namespaces")
             continue
-        if _run(["sysctl", "-qw", f"{key}={old}"]).returncode == 0:
-            state.actions.append(f"restored sysctl {key}={old}")
-        else:
+        try:
+            rootsysctl.write(key, old)
+        except OSError:
             state.actions.append(f"could not restore sysctl {key}={old}")
             state.remaining["sysctls"][key] = old
+            continue
+        state.actions.append(f"restored sysctl {key}={old}")
 
 
 def unload_modules(state: Replay) -> None:

@@ -17,6 +17,11 @@ def _path(key: str) -> Path:
     return PROC_SYS / key.replace(".", "/")
 
 
+def write(key: str, value: str) -> None:
+    """Write a root-namespace sysctl (an OSError where it cannot be written)."""
+    _path(key).write_text(value)
+
+
 def raise_minimums(journal: Journal) -> dict[str, dict]:
     """Raise each to its minimum where lower; meta.json's record of each (old, new, scope)."""
     record = {}
@@ -25,7 +30,7 @@ def raise_minimums(journal: Journal) -> dict[str, dict]:
         new = old
         if int(old) < minimum:
             journal.add_sysctl(key, old)
-            _path(key).write_text(str(minimum))
+            write(key, str(minimum))
             new = str(minimum)
         record[key] = {"old": old, "new": new, "scope": SCOPE}
     return record
@@ -38,7 +43,7 @@ def restore(record: dict[str, dict], journal: Journal) -> list[str]:
         if entry["old"] == entry["new"]:
             continue
         try:
-            _path(key).write_text(entry["old"])
+            write(key, entry["old"])
         except OSError:
             failed.append(key)
             continue
