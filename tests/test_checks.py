@@ -111,15 +111,19 @@ def test_base_rtt_tolerance_boundary():
     assert by_name(bad, "base_rtt")[0]["ok"] is False
 
 
-def test_drops_outside_bottleneck_fail():
+def dropping_qdisc_beside_a_quiet_bottleneck(iface: str, role: str, drops: int) -> dict:
+    """A run's checks where one netem qdisc dropped `drops` packets over 9 s and the bottleneck none."""
     rows = [
-        (0.0, "s-eth0", "delay", "netem", "1:", "root", 0),
-        (9.0, "s-eth0", "delay", "netem", "1:", "root", 3),
+        (0.0, iface, role, "netem", "1:", "root", 0),
+        (9.0, iface, role, "netem", "1:", "root", drops),
         (0.0, "r-eth1", "bottleneck", "htb", "1:", "root", 0),
         (9.0, "r-eth1", "bottleneck", "htb", "1:", "root", 0),
     ]
-    res = checks.evaluate(make_meta(), make_tables(rx_bytes=(20_000_000, 15_625_000),
-                                                   qdisc_rows=rows))
+    return checks.evaluate(make_meta(), make_tables(rx_bytes=(20_000_000, 15_625_000), qdisc_rows=rows))
+
+
+def test_drops_outside_bottleneck_fail():
+    res = dropping_qdisc_beside_a_quiet_bottleneck("s-eth0", "delay", 3)
     (out,) = by_name(res, "drops_outside_bottleneck")
     assert out["ok"] is False and out["measured"] == 3
     assert "s-eth0" in out["detail"]
@@ -127,13 +131,7 @@ def test_drops_outside_bottleneck_fail():
 
 
 def test_drops_of_the_scenarios_random_loss_are_modelled_not_a_fault():
-    rows = [
-        (0.0, "ccs2-rcv0", "loss", "netem", "1:", "root", 0),
-        (9.0, "ccs2-rcv0", "loss", "netem", "1:", "root", 2900),
-        (0.0, "r-eth1", "bottleneck", "htb", "1:", "root", 0),
-        (9.0, "r-eth1", "bottleneck", "htb", "1:", "root", 0),
-    ]
-    res = checks.evaluate(make_meta(), make_tables(rx_bytes=(20_000_000, 15_625_000), qdisc_rows=rows))
+    res = dropping_qdisc_beside_a_quiet_bottleneck("ccs2-rcv0", "loss", 2900)
     (out,) = by_name(res, "drops_outside_bottleneck")
     (modelled,) = by_name(res, "modelled_loss_drops")
     assert out["ok"] is True and out["measured"] == 0
