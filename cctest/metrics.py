@@ -433,7 +433,7 @@ def short_rtt_flow(rtts: pd.Series):
 
 def short_rtt_flow_share(totals: pd.DataFrame) -> float:
     """The steady share of the short-RTT flow; NaN unless the flows' RTTs differ."""
-    flow = short_rtt_flow(totals.get("rtt_ms", pd.Series(dtype=float, index=totals.index)))
+    flow = short_rtt_flow(totals.get("rtt_ms", pd.Series(dtype=float)))
     return float("nan") if flow is None else float(totals.loc[flow, "steady_share"])
 
 
