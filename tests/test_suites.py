@@ -1,5 +1,6 @@
-"""The paper suites in experiments.yaml: one per seed paper, tagged paper-000 ... paper-004, each with
-claims that cite the paper and can be judged on the runs the suite makes."""
+"""The paper suites in experiments.yaml: one scaled-down suite per seed paper, tagged quick-000 ...
+quick-004, and the scenarios at the paper's own scale, tagged paper-00N (the score), each with claims
+that cite the paper and can be judged on the runs the suite makes."""
 
 from __future__ import annotations
 
@@ -16,20 +17,39 @@ from cctest.scenario import load_experiments
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = load_experiments(REPO / "experiments.yaml")  # loading parses every claim and checks its ccs run
 PAPERS = [f"00{k}" for k in range(5)]
-# What the suites are sized for (docs/papers.md, "The suites"): the estimate `cctest list` shows for two VMs,
-# per repetition (each paper scenario runs 3: issue 20).
+# What the quick suites are sized for (docs/papers.md, "The suites"): the estimate `cctest list` shows for
+# two VMs, per repetition (each quick scenario runs 3).
 MAX_SUITE_VM_MINUTES_PER_REPETITION = 40
 REPETITIONS = 3
+# The protocol's least n for a scenario in the score (docs/papers.md, "Protocol").
+MIN_PAPER_SCALE_REPETITIONS = 5
 
 
 def suite(paper: str) -> dict:
-    return {name: s for name, s in EXPERIMENTS.scenarios.items() if f"paper-{paper}" in s.tags}
+    """The scaled-down suite of a paper (outside the score)."""
+    return tagged(f"quick-{paper}")
+
+
+def tagged(tag: str) -> dict:
+    return {name: s for name, s in EXPERIMENTS.scenarios.items() if tag in s.tags}
+
+
+def test_paper_scale_scenarios_fix_n_and_cite_their_paper():
+    papers = {tag for s in EXPERIMENTS.scenarios.values() for tag in s.tags if tag.startswith("paper-")}
+    assert papers, "no scenario at a paper's scale"
+    for tag in sorted(papers):
+        for name, scenario in tagged(tag).items():
+            assert scenario.repetitions >= MIN_PAPER_SCALE_REPETITIONS, f"{name}: n = {scenario.repetitions}"
+            assert scenario.expect and scenario.description, name
+            for entry in scenario.expect:
+                assert entry.source.startswith(f"{tag[-3:]} "), f"{name}: {entry.claim!r} cites {entry.source!r}"
+                assert entry.paper.strip(), f"{name}: {entry.claim!r} has no paper: value"
 
 
 @pytest.mark.parametrize("paper", PAPERS)
 def test_every_seed_paper_has_a_tagged_suite_whose_claims_cite_it(paper):
     scenarios = suite(paper)
-    assert scenarios, f"no scenario tagged paper-{paper}"
+    assert scenarios, f"no scenario tagged quick-{paper}"
     for name, scenario in scenarios.items():
         assert scenario.expect, f"{name}: a paper scenario without claims"
         assert scenario.description, f"{name}: say how it is scaled down from the paper"
@@ -41,7 +61,7 @@ def test_every_seed_paper_has_a_tagged_suite_whose_claims_cite_it(paper):
 def test_every_claim_selects_runs_that_measure_what_it_names(paper):
     """A claim's `where` must select at least one run, and the selected runs must run every congestion
     control the claim names (in one point, or across points): otherwise it could only say "no data"."""
-    for name in suite(paper):
+    for name in {**suite(paper), **tagged(f"paper-{paper}")}:
         specs = expand(EXPERIMENTS, name)
         for entry in EXPERIMENTS.get(name).expect:
             wanted = {k: v if isinstance(v, list) else [v] for k, v in entry.where.items()}
@@ -54,7 +74,7 @@ def test_every_claim_selects_runs_that_measure_what_it_names(paper):
 
 @pytest.mark.parametrize("paper", PAPERS)
 def test_cctest_list_shows_each_suite_and_it_fits_the_vm(paper):
-    result = CliRunner().invoke(main, ["list", "--tag", f"paper-{paper}", "-f", str(REPO / "experiments.yaml")])
+    result = CliRunner().invoke(main, ["list", "--tag", f"quick-{paper}", "-f", str(REPO / "experiments.yaml")])
     assert result.exit_code == 0, result.output
     for name in suite(paper):
         assert name[:12] in result.output
@@ -64,9 +84,9 @@ def test_cctest_list_shows_each_suite_and_it_fits_the_vm(paper):
 
 
 @pytest.mark.parametrize("paper", PAPERS)
-def test_every_paper_scenario_runs_three_repetitions_and_states_the_papers_value(paper):
-    """Issue 20: n >= 3 gives every claim a mean and an interval; docs/reproduction.md shows the
-    paper's value beside ours."""
+def test_every_quick_scenario_runs_three_repetitions_and_states_the_papers_value(paper):
+    """n >= 3 gives every claim a mean and an interval; docs/reproduction.md shows the paper's value
+    beside ours."""
     for name, scenario in suite(paper).items():
         assert scenario.repetitions == REPETITIONS, f"{name}: repetitions {scenario.repetitions}"
         for entry in scenario.expect:
@@ -85,10 +105,10 @@ def test_every_paper_has_the_central_results_the_review_found_unclaimed():
     histmin = [s for s in suite("004").values() if any(f.cc == "bbr_histmin" for f in s.flows)
                or "bbr_histmin" in str(s.matrix)]
     assert histmin, "no paper-004 scenario runs bbr_histmin"
-    # BBR-ACW both ways: the module default (per ACK) beside BBR, and per round
+    # BBR-ACW both ways: the module default (per gain cycle) beside BBR, and per round
     assert EXPERIMENTS.get("rtt-fairness").matrix["flows.*.cc"] == ["bbr", "bbr_acw"]
     per_round = EXPERIMENTS.get("rtt-fairness-acw-per-round")
-    assert {f.params.get("per_round") for f in per_round.flows} == {1}
+    assert {f.params.get("decide") for f in per_round.flows} == {2}
 
 
 def test_a_wildcard_matrix_key_sets_every_flow():
@@ -116,7 +136,7 @@ scenarios:
 def test_an_unknown_tag_exits_2_naming_the_known_ones():
     result = CliRunner().invoke(main, ["list", "--tag", "paper-999", "-f", str(REPO / "experiments.yaml")])
     assert result.exit_code == 2
-    assert "paper-000" in result.output and "paper-004" in result.output
+    assert "paper-000" in result.output and "quick-004" in result.output
 
 
 def test_the_demo_stays_outside_the_suites():

@@ -21,6 +21,12 @@
  *    goes back to 1 and the corrected RTprop does the work (lines 23-32);
  *  - every 3 loss-free RTTs usf grows by 0.01 to keep probing (33-37).
  *
+ * Two readings of Recovery (hold_in_recovery): Algorithm 1 lines 16-21 let
+ * cwnd regrow by the ACKed packets up to upper_cwnd during packet
+ * conservation (0, the default); the prose of section 4 ("The congestion
+ * window size is maintained until the lost packet is retransmitted and the
+ * TCP_CA_Recovery state is exited") holds it at upper_cwnd / 3 (1).
+ *
  * Decisions: "rtt" is the smoothed RTT; the recovery cut
  * replaces BBR's own recovery step (no loss subtraction, no restore of the
  * pre-recovery cwnd); conservation lasts until Recovery ends, not one
@@ -70,6 +76,12 @@ BBR1_PARAM(wait_rtts, 3, 0, 1000,
 /* Recovery cut: cwnd = inflight / recovery_div (000 Alg. 1 line 7: 3). */
 BBR1_PARAM(recovery_div, 3, 1, 100,
 	   "cwnd = inflight/div entering Recovery (000 Alg.1 l.7: 3)");
+
+/* 0 = regrow up to upper_cwnd in Recovery (000 Alg. 1 l.16-21), 1 = hold
+ * the cut until Recovery ends (000 section 4's prose).
+ */
+BBR1_PARAM(hold_in_recovery, 0, 0, 1,
+	   "0 = cwnd regrows to upper_cwnd in Recovery (000 Alg.1 l.16-21), 1 = held at the cut (000 Sec.4 prose)");
 
 struct cws {
 	u64 loss_detected_us;	/* 0 = no loss pending (Alg. 1 l.5) */
@@ -131,7 +143,7 @@ static bool cws_recovery(struct sock *sk, const struct rate_sample *rs,
 }
 
 /* Lines 18-21: upper_cwnd = target * usf; cwnd = min(cwnd + acked,
- * upper_cwnd).  Outside conservation the core already applied
+ * upper_cwnd), or in Recovery, with hold_in_recovery, the cut itself.  Outside conservation the core already applied
  * min(cwnd + acked, target), so only the usf cap remains.
  */
 static u32 cws_cwnd_cap(struct sock *sk, void *ext, u32 cwnd, u32 target,
@@ -141,7 +153,9 @@ static u32 cws_cwnd_cap(struct sock *sk, void *ext, u32 cwnd, u32 target,
 
 	if (!acked)
 		return cwnd;
-	if (c->conserving) {
+	if (c->conserving && cws_param(hold_in_recovery, 0, 1)) {
+		cwnd = c->upper_cwnd / cws_param(recovery_div, 1, 100);
+	} else if (c->conserving) {
 		cwnd = min(cwnd + acked, c->upper_cwnd);
 	} else if (target) {
 		c->upper_cwnd = div_u64((u64)target * c->usf_x1000, 1000);

@@ -20,8 +20,13 @@
  *    cwnd <= last_cwnd; a retransmission goes back to binary search.
  *
  * The searched window only ever caps BBR's own cwnd (line 20: never above
- * what BBR estimates), and the pacing rate is scaled by the same proportion
- * P = cwnd / BBR target, clamped to [Wmin, Wmax] (Eq. 1).
+ * what BBR estimates).  Pacing stays BBR's: Eq. 1 ("Pacing rate = BtlBw x
+ * RTprop x Proportion") is dimensionally a window ("the size of inflight
+ * packets is equal to BtlBw x RTprop") and Algorithm 1 sets only cwnd, so
+ * the proportion P = cwnd / BBR target, clamped to [Wmin, Wmax], caps the
+ * window.  Pacing at P x BBR's rate as well (scale_pacing = 1) is kept for
+ * comparison: it makes the flow's own BtlBw estimate decay, since a flow
+ * paced below its estimate measures less.
  *
  * Decisions (docs/algorithms.md, "bbr_modest"): feedback is evaluated once per packet-timed
  * round; line 7's "bin_p = 0" is a typo for 1 (seed 000); leaving ProbeBW
@@ -39,8 +44,8 @@
  *  - the cap is never below Wmin x BBR's current target.
  * Once linear increase reaches last_cwnd the search is over and the cap is
  * released (phase 0): the paper's cwnd is BBR's, which BBR rewrites on
- * every ACK once the algorithm stops touching it.  P is applied only while
- * a search/linear phase holds a cap (otherwise BBR paces as usual); the
+ * every ACK once the algorithm stops touching it.  With scale_pacing = 1,
+ * P scales pacing only while a search/linear phase holds a cap; the
  * reported cwnd gain is BBR's gain times min(cap, target) / target.
  *
  * Which losses judge a search step (deviation modest-judged-window,
@@ -79,6 +84,12 @@ BBR1_PARAM(wmin_x1000, 750, 0, 1000,
 /* Search resolution and linear step, packets (002 Alg. 1 l.15, l.22: 1). */
 BBR1_PARAM(smin_pkts, 1, 1, 1000,
 	   "min step, packets (002 Alg.1 l.15,22: 1)");
+
+/* 0 = pace as BBR (Algorithm 1 sets only cwnd; default), 1 = pace at
+ * P x BBR's rate too (Eq. 1 read as a rate).
+ */
+BBR1_PARAM(scale_pacing, 0, 0, 1,
+	   "1 = also scale the pacing rate by the proportion P (Eq.1 read as a rate), 0 = cap cwnd only (default)");
 
 static u32 modest_param(int v, int lo, int hi)
 {
@@ -149,9 +160,11 @@ static u32 modest_cwnd_cap(struct sock *sk, void *ext, u32 cwnd, u32 target,
 	return max(min(cwnd, modest_cap_now(m)), bbr1_cwnd_min_target);
 }
 
-/* Eq. 1: pace at P times BBR's rate. */
+/* scale_pacing = 1 only: pace at P times BBR's rate. */
 static u32 modest_pacing_gain(const struct sock *sk, void *ext, u32 gain)
 {
+	if (!modest_param(scale_pacing, 0, 1))
+		return gain;
 	return gain * modest_proportion_x1000(sk, ext) / 1000;
 }
 

@@ -191,10 +191,12 @@ BAD_PARAMS = {
     "bbr3": BBR3_BAD_PARAMS, "bbr3plus": BBR3_BAD_PARAMS, "bbr2": BBR3_BAD_PARAMS,
     "bbr1": {"cwnd_gain_x1000": 0},
     "bbr_shallow": {"cwnd_gain_x1000": 7997, "ack_aggregation": 2},
-    "bbr_cws": {"recovery_div": 0, "beta_x1000": 1001, "usf_floor_x1000": 0, "wait_rtts": -1},
-    "bbr_acw": {"enter_share_pct": 49, "queue_thresh_x1000": 999, "per_round": 2, "rate_rounds": 0,
-                "leave_share_pct": 0},  # 0 let a round hold a case with no vote for it: 0/0 (B1)
-    "bbr_modest": {"smin_pkts": 0, "wmin_x1000": 1001, "wmax_x1000": 4001},
+    "bbr_cws": {"recovery_div": 0, "beta_x1000": 1001, "usf_floor_x1000": 0, "wait_rtts": -1,
+                "hold_in_recovery": 2},
+    "bbr_acw": {"enter_share_pct": 49, "queue_thresh_x1000": 999, "decide": 3, "rate_rounds": 0,
+                "leave_share_pct": 0,  # 0 let a round hold a case with no vote for it: 0/0
+                "cut_needs_loss": 2},
+    "bbr_modest": {"smin_pkts": 0, "wmin_x1000": 1001, "wmax_x1000": 4001, "scale_pacing": 2},
     "bbr_histmin": {"agree_probes": 0, "tolerance_pct": 1001, "drastic_x1000": -1},
 }
 
