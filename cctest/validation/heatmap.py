@@ -22,6 +22,13 @@ MIN_RANGE = 10.0  # percentage points: a table of small gains is not painted as 
 PANEL_PX = (330, 300)  # width, height of one panel
 
 
+def signed(value: float) -> str:
+    """A gain as a cell shows it: whole points with their sign, 0 without one."""
+    if not math.isfinite(value):
+        return "not run"
+    return "0" if round(value) == 0 else f"{value:+.0f}"
+
+
 def figure(testbed: dict[Cell, float], results: list[CellResult], engines: list[str]):
     """A plotly Figure: one row per buffer, columns testbed + `engines`."""
     from plotly.subplots import make_subplots
@@ -45,7 +52,7 @@ def figure(testbed: dict[Cell, float], results: list[CellResult], engines: list[
                 got = [testbed.get(c, math.nan) if source == "testbed" else ours.get((c, source), math.nan)
                        for c in cells]
                 z.append([v if math.isfinite(v) else None for v in got])
-                text.append([f"{v:+.0f}" if math.isfinite(v) else "not run" for v in got])
+                text.append([signed(v) for v in got])
             fig.add_trace(dict(type="heatmap", x=[f"{r:g}" for r in rates], y=[f"{t:g}" for t in rtts], z=z,
                                text=text, texttemplate="%{text}", coloraxis="coloraxis",
                                hovertemplate=f"{source}<br>%{{x}} Mbit/s, %{{y}} ms: %{{text}} %<extra></extra>"),

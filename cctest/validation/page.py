@@ -40,8 +40,11 @@ def _cell(text: object) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def _pct(x: float, sign: bool = True) -> str:
-    return (f"{x:+.1f}" if sign else f"{x:.1f}") if math.isfinite(x) else "–"
+def _pct(x: float) -> str:
+    """Percent or points with their sign, 0 without one; a dash for no value."""
+    if not math.isfinite(x):
+        return "–"
+    return "0" if round(x, 1) == 0 else f"{x:+.1f}"
 
 
 def ours_text(r: CellResult) -> str:
