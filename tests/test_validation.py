@@ -261,3 +261,16 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, no_svg, args
     assert message in result.output and result.output.count("\n") == 1
     assert sorted(p for p in tmp_path.rglob("*")) == before
     assert (tmp_path / "R.md").read_text() == "no mark\n"
+
+
+def test_the_committed_page_and_the_readme_line_agree():
+    """README's validation line is the page's summary, or says "not run yet" while the page does."""
+    text = (REPO / "docs" / "validation.md").read_text()
+    readme = (REPO / "README.md").read_text()
+    [line] = [x for x in readme.splitlines() if x.startswith(page.SCORE_MARK)]
+    assert line.endswith("[docs/validation.md](docs/validation.md).")
+    if "Not run yet" in text:
+        assert "not run yet" in line
+    else:
+        summaries = [x[len("- **"):-len(".**")] for x in text.splitlines() if x.startswith("- **")]
+        assert line == page.readme_line([], "docs/validation.md").strip().replace("not run yet", "; ".join(summaries))
