@@ -19,6 +19,7 @@ from .completion import complete_scenarios, complete_tags
 from .errors import BadInput, CctestError
 from .limits import MAX_RUNS
 from .report.command import check_command, report_command
+from .validation.command import validate_command
 
 DEFAULT_EXPERIMENTS = "experiments.yaml"
 
@@ -581,3 +582,4 @@ def refuse_unknown_versions(run_dirs: list[Path]) -> None:
 
 main.add_command(report_command)
 main.add_command(check_command)
+main.add_command(validate_command)
