@@ -18,13 +18,15 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "cctest"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("entry: the command line", ("cctest.__main__", "cctest.cli", "cctest.completion", "cctest.report.command")),
+    ("entry: the command line", ("cctest.__main__", "cctest.cli", "cctest.completion", "cctest.report.command",
+                                  "cctest.validation.command")),
     ("commands: a run, a VM session, the doctor, clean", (
         "cctest.session", "cctest.doctor", "cctest.engines", "cctest.cleanup")),
     ("machines: the guest kernels and the run itself", ("cctest.vm", "cctest.uml", "cctest.umlkernel", "cctest.runner")),
     ("side effects: the network, captures, modules, files", (
         "cctest.net", "cctest.net.*", "cctest.captures", "cctest.captures.*", "cctest.ingest", "cctest.journal",
-        "cctest.kmod", "cctest.rundir", "cctest.checks", "cctest.report", "cctest.report.*", "cctest.cgroup",
+        "cctest.kmod", "cctest.rundir", "cctest.checks", "cctest.report", "cctest.report.*", "cctest.validation",
+        "cctest.validation.*", "cctest.cgroup",
         "cctest.tracefs", "cctest.filelock")),
     ("the model: pure code on scenarios, plans and tables", (
         "cctest.scenario", "cctest.plan", "cctest.dumbbell", "cctest.bottleneck", "cctest.aqm", "cctest.claims",
