@@ -97,9 +97,16 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
-def scenario_plan(experiments, name: str, force: bool, cores: int) -> dict:
+def vm_engine() -> str:
+    """The engine a plain `--vm` would boot here (uml where its kernel is built), for the estimates."""
+    from . import engines, vm
+
+    return engines.resolve("auto", None, vm.VMClock())
+
+
+def scenario_plan(experiments, name: str, force: bool, cores: int, engine: str) -> dict:
     """One scenario as `list --json` and `show` give it: link, flows, matrix, claims, runs and the
-    estimated wall time natively and with --vm on `cores` single-vCPU VMs."""
+    estimated wall time natively and with --vm on `cores` single-vCPU VMs of `engine`."""
     from .plan import estimated_wall_s, expand
 
     from .modsource import check_declared_params
@@ -108,7 +115,7 @@ def scenario_plan(experiments, name: str, force: bool, cores: int) -> dict:
     specs = expand(experiments, name, force=force)
     check_declared_params(specs, experiments.source)  # what insmod would refuse, before anything is built
     native = sum(estimated_wall_s(spec, vm=False) for spec in specs)
-    in_vm = sum(estimated_wall_s(spec, vm=True) for spec in specs) / min(cores, len(specs))
+    in_vm = sum(estimated_wall_s(spec, vm=True, engine=engine) for spec in specs) / min(cores, len(specs))
     return {
         "name": name, "description": scenario.description, "tags": list(scenario.tags),
         "link": scenario.link.model_dump(mode="json"), "flows": [f.model_dump(mode="json") for f in scenario.flows],
@@ -117,7 +124,7 @@ def scenario_plan(experiments, name: str, force: bool, cores: int) -> dict:
         "claims": [e.model_dump(mode="json") for e in scenario.expect],
         "runs": [{"label": spec.label, "matrix": spec.matrix, "repetition": spec.repetition, "seed": spec.seed}
                  for spec in specs],
-        "estimate_s": {"native": native, "vm": in_vm, "vm_jobs": cores},
+        "estimate_s": {"native": native, "vm": in_vm, "vm_jobs": cores, "vm_engine": engine},
         "_specs": specs,
     }
 
@@ -158,14 +165,14 @@ def list_scenarios(experiments_file: str, tags: tuple[str, ...], force: bool, as
 
     experiments = load_experiments(experiments_file)
     names = tagged(experiments, experiments_file, tags) if tags else list(experiments.scenarios)
-    cores = _cores()
-    plans = [scenario_plan(experiments, name, force, cores) for name in dict.fromkeys(names)]
+    cores, engine = _cores(), vm_engine()
+    plans = [scenario_plan(experiments, name, force, cores, engine) for name in dict.fromkeys(names)]
     if as_json:
         print_json([{k: v for k, v in p.items() if not k.startswith("_")} for p in plans])
         return
     table = Table("scenario", "tags", "bottleneck", "flows", "matrix", "runs", "claims", "native", f"--vm -j{cores}",
-                  caption=f"native, --vm: estimated wall time (the VM's from bench/vm_clock.py's figures, {cores} "
-                          "single-vCPU VMs in parallel)", caption_justify="left")
+                  caption=f"native, --vm: estimated wall time (the VM's on the {engine} engine --vm would use here, "
+                          f"from its cost model, {cores} single-vCPU VMs in parallel)", caption_justify="left")
     table.columns[0].no_wrap = True
     totals = [0, 0.0, 0.0]
     for p in plans:
@@ -199,7 +206,7 @@ def show(name: str, experiments_file: str, force: bool, as_json: bool) -> None:
     claims and the estimated wall time."""
     experiments = load_experiments(experiments_file)
     experiments.get(name)  # an unknown name is bad input, with the closest names
-    p = scenario_plan(experiments, name, force, _cores())
+    p = scenario_plan(experiments, name, force, _cores(), vm_engine())
     if as_json:
         print_json({k: v for k, v in p.items() if not k.startswith("_")})
         return
@@ -221,7 +228,7 @@ def show(name: str, experiments_file: str, force: bool, as_json: bool) -> None:
         lines.append(f"  {e.claim}{where}" + (f"  [{e.source}]" if e.source else "") + (f" — {e.note}" if e.note else ""))
     est = p["estimate_s"]
     lines.append(f"estimated wall time: {_duration(est['native'])} native, {_duration(est['vm'])} with --vm "
-                 f"on {est['vm_jobs']} single-vCPU VMs")
+                 f"on {est['vm_jobs']} single-vCPU {est['vm_engine']} VMs")
     for line in lines:
         console.print(line, highlight=False, soft_wrap=True)
 
@@ -433,7 +440,8 @@ def dry_run_json(spec, vm_clock) -> dict:
             "link": dataclasses.asdict(spec.link), "flows": [dataclasses.asdict(f) for f in spec.flows],
             "modules": spec.modules, "vm_clock": {"kind": vm_clock.kind, "icount_shift": vm_clock.shift,
                                                   "kvm": vm_clock.kvm},
-            "estimate_s": {"native": estimated_wall_s(spec, vm=False), "vm": estimated_wall_s(spec, vm=True)},
+            "estimate_s": {"native": estimated_wall_s(spec, vm=False),
+                           "vm": estimated_wall_s(spec, vm=True, engine=vm_engine())},
             "plan": dumbbell.describe(spec)}
 
 

@@ -380,17 +380,33 @@ def shard(specs: list[RunSpec], index: int, count: int) -> list[int]:
     return parts[index - 1] if index <= len(parts) else []
 
 
-# Host seconds per guest second on the virtual clock (bench/vm_clock.py, 2 VMs on 2 cores): 2.0 for
-# one flow at 20 Mbit/s, 3.0 at 50; six flows at 50 Mbit/s with tcp_probe, 9.3. A linear fit in the
-# rate times a per-extra-flow factor; for the estimate `cctest list` shows, never for results.
-VM_COST_BASE, VM_COST_PER_MBPS, VM_COST_PER_EXTRA_FLOW = 1.33, 0.033, 0.42
+@dataclass(frozen=True)
+class VMCost:
+    """Host seconds per guest second of one VM on one core: a linear fit in the rate times a
+    per-extra-flow factor; for the estimates `cctest list`, `show` and `run --dry-run` give, never
+    for results."""
+
+    base: float
+    per_mbps: float
+    per_extra_flow: float
+
+    def per_guest_s(self, rate_mbps: float, flows: int) -> float:
+        return (self.base + self.per_mbps * rate_mbps) * (1 + self.per_extra_flow * (flows - 1))
 
 
-def estimated_wall_s(spec: RunSpec, vm: bool) -> float:
-    """Rough wall seconds one run takes natively, or in one single-vCPU VM on the virtual clock."""
+VM_COSTS = {
+    # QEMU's instruction-counted clock (bench/vm_clock.py, 2 VMs on 2 cores): 2.0 for one flow at
+    # 20 Mbit/s, 3.0 at 50; six flows at 50 Mbit/s with tcp_probe, 9.3.
+    "qemu": VMCost(base=1.33, per_mbps=0.033, per_extra_flow=0.42),
+    # UML's time travel (docs/papers.md, "What the campaigns cost": two UML guests on 2 cores, all
+    # captures on, boot and per-run set-up included).
+    "uml": VMCost(base=0.33, per_mbps=0.0059, per_extra_flow=0.087),
+}
+
+
+def estimated_wall_s(spec: RunSpec, vm: bool, engine: str = "uml") -> float:
+    """Rough wall seconds one run takes natively, or in one single-vCPU VM of `engine`."""
     guest_s = spec.scenario.duration_s + RUN_OVERHEAD_S
     if not vm:
         return guest_s
-    per_guest_s = (VM_COST_BASE + VM_COST_PER_MBPS * spec.link.rate_mbps) * (
-        1 + VM_COST_PER_EXTRA_FLOW * (len(spec.flows) - 1))
-    return guest_s * per_guest_s
+    return guest_s * VM_COSTS[engine].per_guest_s(spec.link.rate_mbps, len(spec.flows))

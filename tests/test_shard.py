@@ -83,7 +83,8 @@ def test_list_filters_by_tag_and_estimates_time(tmp_path):
     # 2 runs of 10 s plus the per-run overhead, natively
     assert round(sum(estimated_wall_s(s, vm=False) for s in specs) / 60) == 1 and "1 min" in out
     # in the VM a run costs more host time than its guest time, and more with more flows
-    assert estimated_wall_s(specs[0], vm=True) > estimated_wall_s(specs[0], vm=False)
+    assert estimated_wall_s(specs[0], vm=True, engine="qemu") > estimated_wall_s(specs[0], vm=False)
+    assert estimated_wall_s(specs[0], vm=True, engine="uml") < estimated_wall_s(specs[0], vm=True, engine="qemu")
     bad = CliRunner().invoke(main, ["list", "-f", str(f), "--tag", "paper-999"])
     assert bad.exit_code == 2 and "tags: paper-000" in bad.output
 
