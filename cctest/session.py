@@ -21,7 +21,7 @@ from rich.console import Console
 from . import cgroup, doctor, engines, filelock, kmod, vm, vmtime
 from .errors import BadInput, CctestError, printable
 from .journal import Journal
-from .plan import RunSpec, split_for_vms
+from .plan import RunSpec, estimated_wall_s, split_for_vms
 from .record import check_version
 from .rundir import write_meta
 from .tools import which
@@ -315,9 +315,11 @@ def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, e
     console.print(f"booting {len(parts)} guest(s): {engine.describe()}")
     codes: list[int] = []
     crashes: dict[int, str] = {}
+    started = time.monotonic()
     try:
         # every VM's console goes to out/.vm-<k>.log (kept in its run directories), one VM or many
         codes = _run_parallel(engine, guests, out, console)
+        console.print(cost_line(specs, parts, time.monotonic() - started, engine.name), highlight=False)
     finally:
         run_dirs = []
         for k, (_, manifest, _, _) in enumerate(guests):
@@ -347,6 +349,16 @@ def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, e
 
 
 GUEST_CONSOLE = "guest-console.log"
+
+
+def cost_line(specs: list[RunSpec], parts: list[list[int]], wall_s: float, engine: str) -> str:
+    """What the session cost, beside what the cost model `cctest list` uses had estimated, so that a
+    user can check the estimate: host seconds per guest second of the flows, per VM."""
+    guest_s = sum(specs[i].scenario.duration_s for part in parts for i in part)
+    estimate_s = max(sum(estimated_wall_s(specs[i], vm=True, engine=engine) for i in part) for part in parts)
+    per_guest_s = wall_s * len(parts) / guest_s if guest_s else 0.0
+    return (f"cost: {wall_s:.0f} host s for {guest_s:.0f} guest s of flows in {len(parts)} {engine} VM(s), "
+            f"{per_guest_s:.2f} host s per guest s per VM (estimated {estimate_s:.0f} host s)")
 
 
 def guest_command(opts: RunOptions, part: list[int], out: Path, manifest: Path) -> list[str]:

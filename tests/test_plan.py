@@ -185,3 +185,24 @@ def test_the_dry_run_names_every_hosts_tcp_buffers_and_the_root_backlog():
         assert f"[{flow.receiver}] sysctl -qw 'net.ipv4.tcp_rmem={buffers}' 'net.ipv4.tcp_wmem={buffers}'" in text
         assert f"[{flow.sender}] sysctl -qw 'net.ipv4.tcp_rmem={buffers}'" in text
     assert "[root] sysctl -w net.core.netdev_max_backlog=5000   # if lower" in text
+
+
+def test_the_cost_line_sets_the_measured_cost_beside_the_estimate():
+    from cctest.plan import estimated_wall_s
+    from cctest.session import cost_line
+
+    specs = expand(parse_experiments(COST_SCENARIO, "x.yaml"), "c")
+    line = cost_line(specs, [[0, 1], [2]], 150.0, "uml")
+    # three 50 s runs over two VMs for 150 host s: 300 VM-seconds, 2.00 host s per guest s per VM
+    assert "150 host s for 150 guest s of flows in 2 uml VM(s), 2.00 host s per guest s per VM" in line
+    assert f"estimated {estimated_wall_s(specs[0], vm=True, engine='uml') * 2:.0f} host s" in line
+
+
+COST_SCENARIO = """
+scenarios:
+  c:
+    link: {rate_mbps: 20, rtt_ms: 10, buffer_bdp: 1}
+    flows: [{cc: cubic}]
+    duration_s: 50
+    repetitions: 3
+"""
