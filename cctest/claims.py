@@ -331,7 +331,8 @@ class Verdict:
                 continue
             if any(text in label for label in self.paired):
                 ci_text = ""  # judged on the paired margin below, not on its own interval
-            elif text in self.intervals and (lo_hi := self.intervals[text]) != (mean - ci, mean + ci):
+            elif not math.isnan(ci) and text in self.intervals and (lo_hi := self.intervals[text]) != (mean - ci,
+                                                                                                   mean + ci):
                 ci_text = f" [{lo_hi[0]:.3g}, {lo_hi[1]:.3g}]"
             else:
                 ci_text = f" ± {ci:.3g}" if not math.isnan(ci) else ""
