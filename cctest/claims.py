@@ -551,8 +551,8 @@ def declared_runs(e: Expectation, label: str, records: list[dict]) -> tuple[list
             raise MixedRuns(f"{e.scenario} {label}: two runs of repetition {rep} ({seen[rep]} and {run['run_id']}); "
                             "a point is judged on one run per repetition: give one set of runs")
         seen[rep] = str(run["run_id"])
-    extra = sorted({str(_repetition(r)) for r in records if r not in chosen})
-    note = (f"runs of repetition {', '.join(extra)} ignored: the scenario declares n = {n}" if extra else "")
+    extra = sorted({_repetition(r) for r in records if r not in chosen}, key=lambda x: (x is None, x or 0))
+    note = (f"runs of repetition {', '.join(map(str, extra))} ignored: the scenario declares n = {n}" if extra else "")
     return chosen, note
 
 

@@ -555,3 +555,114 @@ def test_the_committed_reproduction_page_and_readme_agree_with_experiments_yaml(
     readme = (REPO / "README.md").read_text()
     assert f"<!-- reproduction-score --> **Reproduction of the seed papers:** {score}: " \
            "[docs/reproduction.md](docs/reproduction.md)." in readme
+
+
+# --- the protocol: fixed n, one build, races, bounded intervals, one judge ----------------------
+
+PROTOCOL_EXPERIMENTS = """
+scenarios:
+  race:
+    tags: [paper-001]
+    link: {rate_mbps: 20, rtt_ms: 10, buffer_bdp: 1}
+    flows: [{cc: bbr, rtt_ms: 10}, {cc: cubic, rtt_ms: 10}]
+    duration_s: 12
+    repetitions: 3
+    expect:
+      - claim: "share(bbr) > 0.5"
+      - claim: "share(bbr) > 0.5"
+        at_least_runs: 2
+      - claim: "jain < 0.9"
+        sanity: true
+"""
+
+
+def protocol_runs(root: Path, reps=(0, 1, 2), build=None, tags="[paper-001]") -> Path:
+    """Fixture runs of the scenario `race` (report_fixtures), each recording its suite's tag and a
+    module build (`build`: repetition -> sha256 of bbr's module)."""
+    from report_fixtures import FlowSpec, RunSpec, make_run
+
+    for rep in reps:
+        run = make_run(root, RunSpec(scenario="race", flows=[FlowSpec("bbr", 10), FlowSpec("cubic", 10)],
+                                     duration_s=12, repetition=rep, seed=10 + rep, noise=0.6))
+        (run / "scenario.yaml").write_text(f"name: race\ntags: {tags}\n")
+        if build:
+            meta = json.loads((run / "meta.json").read_text())
+            meta["modules"] = [{"name": "bbr_x", "sha256": build[rep], "loaded_by_cctest": True}]
+            (run / "meta.json").write_text(json.dumps(meta))
+    return root
+
+
+def test_a_point_of_two_module_builds_is_refused_and_nothing_is_written(tmp_path):
+    f = tmp_path / "e.yaml"
+    f.write_text(PROTOCOL_EXPERIMENTS)
+    runs = protocol_runs(tmp_path / "runs", build={0: "a" * 64, 1: "a" * 64, 2: "b" * 64})
+    out = tmp_path / "claims.json"
+    result = CliRunner().invoke(main, ["check", str(runs), "-f", str(f), "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert "two builds of bbr_x: aaaaaaaaaaaa" in last and "bbbbbbbbbbbb" in last, last
+    assert not out.exists()
+
+
+def test_a_point_is_judged_on_its_declared_n_only(tmp_path):
+    """Two of three declared runs: incomplete, never a pass; a fourth run (index 3) is ignored, with a note."""
+    f = tmp_path / "e.yaml"
+    f.write_text(PROTOCOL_EXPERIMENTS)
+    out = tmp_path / "claims.json"
+    runs = protocol_runs(tmp_path / "two", reps=(0, 1))
+    result = CliRunner().invoke(main, ["check", str(runs), "-f", str(f), "-o", str(out)])
+    plain = json.loads(out.read_text())["results"][0]
+    assert plain["status"] == "incomplete" and "incomplete (2 of 3)" in plain["reason"], result.output
+    runs = protocol_runs(tmp_path / "four", reps=(0, 1, 2, 3))
+    CliRunner().invoke(main, ["check", str(runs), "-f", str(f), "-o", str(out)])
+    [point] = [c for c in json.loads(out.read_text())["claims"] if c["claim"] == "share(bbr) > 0.5"][:1]
+    assert point["values"]["share(bbr)"]["n"] == 3 and "repetition 3 ignored" in point["reason"]
+
+
+def test_a_race_is_judged_on_its_runs_and_shows_each(tmp_path):
+    from cctest.claims import Expectation, check_expectation
+
+    e = Expectation.from_entry("race", {"claim": "share(bbr) > 0.5", "at_least_runs": 2}, (), 3)
+    shares = {0: 0.9, 1: 0.3, 2: 0.95}  # a coin toss: the mean 0.72 +- 0.83 says nothing of any run
+    runs = pd.DataFrame([{"run_id": f"r{k}", "scenario": "race", "repetition": k, "group": "g", "group_label": "race"}
+                         for k in shares])
+    groups = pd.DataFrame([{"run_id": f"r{k}", "cc": "bbr", "share": v} for k, v in shares.items()])
+    [v] = check_expectation(e, runs, groups)
+    assert v.verdict == "pass" and "r0 0.9 holds; r1 0.3 fails; r2 0.95 holds (2 of 3 hold, 2 needed)" in v.measured()
+    [v] = check_expectation(e, runs[runs["repetition"] < 2], groups)
+    assert v.verdict == "incomplete"  # one win, one run to come: undecided
+    groups.loc[2, "share"] = 0.1
+    [v] = check_expectation(e, runs, groups)
+    assert v.verdict == "fail"
+
+
+def test_an_interval_of_a_bounded_metric_stays_in_its_range():
+    """Jain 0.671, 0.605, 0.984: the t-interval is 0.753 +- 0.503; judged and shown, it ends at 1."""
+    from cctest.claims import Expectation, check_expectation
+
+    e = Expectation.from_entry("s", {"claim": "jain < 1.2"}, (), 3)
+    runs = pd.DataFrame([{"run_id": f"r{k}", "scenario": "s", "repetition": k, "group": "g", "group_label": "s",
+                          "jain": j} for k, j in enumerate((0.671, 0.605, 0.984))])
+    [v] = check_expectation(e, runs, pd.DataFrame())
+    assert v.verdict == "pass"  # the unclipped interval reaches 1.26 and would straddle 1.2
+    assert "jain = 0.753 [0.25, 1] (n=3)" in v.measured()
+
+
+def test_check_report_and_the_page_agree_on_the_same_runs(tmp_path):
+    f = tmp_path / "e.yaml"
+    f.write_text(PROTOCOL_EXPERIMENTS)
+    runs = protocol_runs(tmp_path / "runs")
+    out, html, page = tmp_path / "c.json", tmp_path / "r.html", tmp_path / "page.md"
+    check = CliRunner().invoke(main, ["check", str(runs), "-f", str(f), "-o", str(out), "--no-fail"])
+    report = CliRunner().invoke(main, ["report", str(runs), "-f", str(f), "-o", str(html), "--no-fail"])
+    CliRunner().invoke(main, ["check", str(runs), "-f", str(f), "-o", str(tmp_path / "p.json"), "--markdown",
+                              str(page), "--no-fail"])
+    first = f"judging the runs with the claims of {f} (known: included)"
+    assert check.output.splitlines()[0] == first and report.output.splitlines()[0] == first
+    score = [line for line in check.output.splitlines() if line.startswith("score: ")]
+    assert score and score == [line for line in report.output.splitlines() if line.startswith("score: ")]
+    assert f"**Score: {score[0].removeprefix('score: ')}.**" in page.read_text()
+    statuses = json.loads(out.read_text())["statuses"]
+    assert statuses == json.loads(html.with_suffix(".claims.json").read_text())["statuses"]
+    assert statuses == json.loads((tmp_path / "p.json").read_text())["statuses"]
+    assert "sanity checks outside the score: " in score[0] and "of 2 claims pass" in score[0]
