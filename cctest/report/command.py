@@ -87,10 +87,10 @@ def report_command(paths, output, open_, bin_ms, skip_s, jain_window_s, max_poin
     opts = Options(bin_ms=bin_ms, skip_s=skip_s, jain_window_s=jain_window_s, max_points=max_points,
                    title=title, figures_dir=figures_dir, figures_format=figures_format)
     claims = claims_source(experiments_file, recorded_claims)
-    click.echo(printable(claims.describe()))
     t = time.perf_counter()
     res = write_report(paths, output, opts, compare_paths=compare_paths, threshold_pct=threshold, claims=claims)
     dt = time.perf_counter() - t
+    click.echo(printable(claims.describe()))  # first, once the runs could be read: an error stays one line
     for w in res.warnings:
         click.echo(printable(f"warning: {w}"), err=True)
     if res.compare is not None and not res.compare.empty:
@@ -189,7 +189,6 @@ def check_command(paths, output, skip_s, markdown, readme, no_fail, as_json, exp
     if markdown and recorded_claims:
         raise click.UsageError("--markdown judges the experiments file's suite claims: drop --recorded-claims")
     claims = claims_source(experiments_file, recorded_claims)
-    click.echo(printable(claims.describe()), err=as_json)
     skipped: list[str] = []  # runs that could not be read or analysed: named, never silently dropped
     expectations = None
     if markdown:
@@ -199,6 +198,8 @@ def check_command(paths, output, skip_s, markdown, readme, no_fail, as_json, exp
     runs, res, summary = analyse(loaded, Options(skip_s=skip_s), skipped)
     verdicts, notes = judge_claims(runs, summary, res, expectations, claims)
     notes = skipped + notes
+    if verdicts:  # first, once judged: an error stays one line
+        click.echo(printable(claims.describe()), err=as_json)
     for note in notes:
         click.echo(printable(f"warning: {note}"), err=True)
     if not verdicts:
