@@ -5,27 +5,40 @@ report's metrics and numbers. It is parsed with Python's `ast` into a whitelist 
 evaluated by walking that tree: nothing is ever passed to eval, names outside the vocabulary below
 are rejected at load with the allowed ones listed.
 
-Judging. A claim whose congestion controls all run in each selected matrix point is judged per
-point: every repetition gives a margin (how far the comparison holds: positive = holds), and the
-point passes when the 95 % Student-t interval of the margins lies on the holding side, fails when it
-lies on the other, and is inconclusive when it straddles zero. One repetition judges by its value.
+Judging (docs/papers.md, "Protocol"). A claim whose congestion controls all run in each selected
+matrix point is judged per point: every repetition gives a margin (how far the comparison holds:
+positive = holds), and the point passes when the 95 % Student-t interval of the margins lies on the
+holding side, fails when it lies on the other, and is inconclusive when it straddles zero. Where a
+side of the comparison is one bounded metric (a Jain index, a share: metric_table's `bounds`), its
+interval is clipped to the metric's range before it is judged: the interval shown is the one judged.
 A claim naming controls that run in different points (`retransmits(bbr_cws) <= 0.5 *
 retransmits(bbr)` over a `flows.1.cc` sweep) is judged across points: each term is averaged over
-the selected points where it was measured, per repetition index, and those margins are judged the
-same way.
+the selected points where it was measured, per repetition index, and those margins (paired by
+seed) are judged the same way.
 
-On top of a point's statistics (docs/experiments.md, "Claims"):
+The protocol, enforced here:
+- Fixed n: a point is judged on exactly its scenario's declared `repetitions` runs, indices 0 to
+  n-1. With fewer it is *incomplete (k of n)*, never passed; runs of higher indices (a point
+  extended after the fact) are ignored, with a note: n is fixed before the data are seen.
+- One build, one engine: the runs a verdict pools must have loaded the same build of every module
+  (meta.json's modules[].sha256) and run on the same engine and kernel; a mix is refused
+  (MixedRuns, exit 2), naming the two. So is a point with two runs of one repetition index.
 - Health: runs whose checks.json verdict is *fail* are left out of the statistics, and a point that
   had any is *inconclusive*, naming the runs and their failing checks: a broken emulation neither
   confirms nor refutes a paper.
+- `at_least_runs: K` (a race: which flow wins is a coin toss per run, and a mean of two outcomes
+  describes no run): the point passes when the claim holds in at least K of its n runs, fails as
+  soon as it cannot anymore, and shows every run's values.
 - `at_least: K`: the claim holds when at least K of its selected points pass ("in most buffer
   cases"); without it every point must pass.
 - `steady_from_s: S`: the steady-state terms (jain_steady, steady_share(cc), short_rtt_share) are
   measured from S seconds after time zero instead of the report's --skip-s.
+- `sanity: true`: a check of our emulation or reading that no paper measured; judged and shown
+  apart, never in the score.
 - `known: {triage, reason}`: an expected failure. The claim's *status* (what `cctest check` gates
-  on) is pass, fail, known-fail, unexpected-pass, inconclusive or not-run; only fail and
-  unexpected-pass change the exit code, so a gate over known failures goes red only when a result
-  changed.
+  on) is pass, fail, known-fail, unexpected-pass, inconclusive, incomplete or not-run; only fail
+  and unexpected-pass change the exit code, so a gate over known failures goes red only when a
+  result changed.
 """
 
 from __future__ import annotations
@@ -36,7 +49,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from .limits import MAX_EXPERIMENTS_BYTES
-from .metric_table import CC_TERMS, RUN_TERMS, STEADY_CC_TERMS, STEADY_RUN_TERMS
+from .errors import BadInput
+from .metric_table import (BOUNDED_CC_TERMS, BOUNDED_RUN_TERMS, CC_TERMS, RUN_TERMS, STEADY_CC_TERMS,
+                           STEADY_RUN_TERMS)
 from .projectccs import project_ccs
 from .safeload import Refused, load_yaml_file
 from .stats import jain_index, mean_ci95
@@ -216,9 +231,13 @@ def margins(claim: Claim, lookup: Callable[[ast.expr], float]) -> list[float]:
 # Judging on measured runs
 # ---------------------------------------------------------------------------------------------
 
-TRIAGES = ("implementation", "scale", "paper")  # why a claim fails, exactly one of
+# Why a claim fails, exactly one of: our code does not do what the specification says; the
+# specification's reading of the paper; a setting the paper leaves unstated and we chose; the paper
+# itself (only after its faithful readings and the calibrated baseline ran at its scale). A
+# scaled-down setting is no triage: at the paper's scale a claim passes or fails.
+TRIAGES = ("implementation", "spec", "setting", "paper")
 # A claim's status, what `cctest check` reports and gates on (docs/experiments.md, "Claims"); GATE fails the run.
-STATUSES = ("pass", "fail", "known-fail", "unexpected-pass", "inconclusive", "not-run")
+STATUSES = ("pass", "fail", "known-fail", "unexpected-pass", "inconclusive", "incomplete", "not-run")
 GATE = ("fail", "unexpected-pass")
 
 
@@ -244,9 +263,20 @@ class Expectation:
     at_least: int | None = None  # points that must pass (default: all)
     steady_from_s: float | None = None  # steady-state terms measured from here (default: --skip-s)
     tags: tuple[str, ...] = ()
+    repetitions: int | None = None  # the scenario's declared n; None: every run is judged
+    at_least_runs: int | None = None  # a race: runs of a point in which the claim must hold
+    sanity: bool = False  # no paper measured it: judged, shown apart, never scored
+
+    @property
+    def scored(self) -> bool:
+        """In the reproduction score: a claim of a paper-scale suite scenario (tag paper-*, none
+        quick-*) that a paper measured (not a sanity check)."""
+        return (any(t.startswith("paper-") for t in self.tags) and not any(t.startswith("quick-") for t in self.tags)
+                and not self.sanity)
 
     @classmethod
-    def from_entry(cls, scenario: str, entry: dict, tags: tuple[str, ...] = ()) -> "Expectation":
+    def from_entry(cls, scenario: str, entry: dict, tags: tuple[str, ...] = (),
+                   repetitions: int | None = None) -> "Expectation":
         where = {k: v if isinstance(v, list) else [v] for k, v in (entry.get("where") or {}).items()}
         known = entry.get("known")
         if known is not None:
@@ -255,10 +285,13 @@ class Expectation:
             known = Known(str(known["triage"]), str(known["reason"]))
         at_least = entry.get("at_least")
         steady = entry.get("steady_from_s")
+        runs = entry.get("at_least_runs")
         return cls(scenario, parse(entry["claim"]), where, str(entry.get("source") or ""),
                    str(entry.get("note") or ""), str(entry.get("paper") or ""), known,
                    int(at_least) if at_least is not None else None,
-                   float(steady) if steady is not None else None, tuple(tags))
+                   float(steady) if steady is not None else None, tuple(tags),
+                   int(repetitions) if repetitions is not None else None,
+                   int(runs) if runs is not None else None, bool(entry.get("sanity")))
 
 
 def steady_terms(claim: Claim) -> list[str]:
@@ -277,20 +310,48 @@ def steady_terms(claim: Claim) -> list[str]:
 class Verdict:
     expectation: Expectation
     point: str  # the matrix point's label, or "across points"
-    verdict: str  # pass, fail, inconclusive, no data, not run
+    verdict: str  # pass, fail, inconclusive, incomplete, no data, not run
     margin: tuple[float, float, int]  # mean, 95 % CI half-width, n (worst comparison of a chain)
     values: dict[str, tuple[float, float, int]]  # each non-constant operand: mean, CI, n
     reason: str = ""
     unhealthy: list[str] = field(default_factory=list)  # runs left out: "run_id (check, check)"
+    # The intervals judged, as shown: a bounded term's clipped to its range ((lo, hi) by operand
+    # text); a comparison of two terms by its seed-paired margin ((mean, lo, hi, n) by comparison).
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    paired: dict[str, tuple[float, float, float, int]] = field(default_factory=dict)
+    # A race (at_least_runs): each run's repetition, its operands' values and whether the claim held.
+    runs: list[tuple[Any, dict[str, float], bool]] = field(default_factory=list)
 
     def measured(self) -> str:
+        if self.runs:
+            return self._per_run()
         parts = []
         for text, (mean, ci, n) in self.values.items():
             if n == 0:
                 continue
-            ci_text = f" ± {ci:.3g}" if not math.isnan(ci) else ""
+            if any(text in label for label in self.paired):
+                ci_text = ""  # judged on the paired margin below, not on its own interval
+            elif not math.isnan(ci) and text in self.intervals and (lo_hi := self.intervals[text]) != (mean - ci,
+                                                                                                   mean + ci):
+                ci_text = f" [{lo_hi[0]:.3g}, {lo_hi[1]:.3g}]"
+            else:
+                ci_text = f" ± {ci:.3g}" if not math.isnan(ci) else ""
             parts.append(f"{text} = {mean:.3g}{ci_text} (n={n})")
+        for label, (mean, lo, hi, n) in self.paired.items():
+            interval = f" [{lo:.3g}, {hi:.3g}]" if n > 1 else ""
+            parts.append(f"margin of {label} = {mean:.3g}{interval} (seed-paired, n={n})")
         return "; ".join(parts) or self.reason
+
+    def _per_run(self) -> str:
+        shown = []
+        for rep, values, holds in self.runs:
+            terms = ", ".join(f"{v:.3g}" for v in values.values())
+            shown.append(f"r{rep} {terms} {'holds' if holds else 'fails'}")
+        names = ", ".join(self.values)
+        wins = sum(holds for _, _, holds in self.runs)
+        e = self.expectation
+        of = e.repetitions if e.repetitions is not None else len(self.runs)
+        return f"{names} per run: {'; '.join(shown)} ({wins} of {of} hold, {e.at_least_runs} needed)"
 
     def as_dict(self) -> dict:
         """As claims.json has it (NaN stays NaN here: the writer makes it null, as for summary.json)."""
@@ -299,17 +360,37 @@ class Verdict:
                 "note": e.note, "point": self.point, "verdict": self.verdict,
                 "margin": {"mean": self.margin[0], "ci95": self.margin[1], "n": self.margin[2]},
                 "values": {k: {"mean": m, "ci95": c, "n": n} for k, (m, c, n) in self.values.items()},
+                "intervals": {k: list(v) for k, v in self.intervals.items()},
+                "paired_margins": {k: {"mean": m, "low": lo, "high": hi, "n": n}
+                                   for k, (m, lo, hi, n) in self.paired.items()},
+                "runs": [{"repetition": rep, "values": values, "holds": holds} for rep, values, holds in self.runs],
                 "measured": self.measured(), "reason": self.reason, "unhealthy_runs": self.unhealthy}
 
 
-def judge(margins_per_rep: list[list[float]], strict: list[bool]) -> tuple[str, tuple[float, float, int]]:
+# A comparison's margin as a bounded term's: margin = sign * term + offset, the term in [low, high].
+Limit = tuple[float, float, float, float]
+
+
+def judge(margins_per_rep: list[list[float]], strict: list[bool],
+          limits: list[Limit | None] | None = None) -> tuple[str, tuple[float, float, int]]:
     """Verdict from the margins of each repetition (one list per comparison of the chain)."""
-    verdicts, worst = [], (math.nan, math.nan, 0)
+    verdict, worst, _ = judge_intervals(margins_per_rep, strict, limits)
+    return verdict, worst
+
+
+def judge_intervals(margins_per_rep: list[list[float]], strict: list[bool], limits: list[Limit | None] | None = None
+                    ) -> tuple[str, tuple[float, float, int], list[tuple[float, float]]]:
+    """The verdict, the worst comparison's (mean, CI, n), and each comparison's judged interval:
+    the 95 % t-interval of its margins, kept inside the range of a bounded term (`limits`)."""
+    verdicts, worst, judged = [], (math.nan, math.nan, 0), []
     for k, is_strict in enumerate(strict):
         mean, ci, n = mean_ci95([m[k] for m in margins_per_rep])
         if n == 0:
-            return "no data", (mean, ci, n)
+            return "no data", (mean, ci, n), judged
         lo, hi = (mean, mean) if n < 2 else (mean - ci, mean + ci)
+        if limits and limits[k] is not None:
+            lo, hi = bounded(lo, hi, limits[k])
+        judged.append((lo, hi))
         holds = lo > 0 or (not is_strict and lo >= 0)
         breaks = hi < 0 or (is_strict and hi <= 0)
         verdicts.append("pass" if holds else "fail" if breaks else "inconclusive")
@@ -317,8 +398,50 @@ def judge(margins_per_rep: list[list[float]], strict: list[bool]) -> tuple[str, 
             worst = (mean, ci, n)
     for v in ("fail", "inconclusive"):
         if v in verdicts:
-            return v, worst
-    return "pass", worst
+            return v, worst, judged
+    return "pass", worst, judged
+
+
+def bounded(lo: float, hi: float, limit: Limit) -> tuple[float, float]:
+    """A margin's interval [lo, hi] with the term it is made of kept inside the term's range."""
+    sign, offset, low, high = limit
+    ends = sorted(min(high, max(low, (x - offset) / sign)) for x in (lo, hi))
+    return tuple(sorted(sign * t + offset for t in ends))  # type: ignore[return-value]
+
+
+def bounds_of(node: ast.expr) -> tuple[float, float] | None:
+    """The range of a lone bounded metric (jain, share(cc), ...), None for anything else."""
+    if isinstance(node, ast.Name):
+        return BOUNDED_RUN_TERMS.get(node.id)
+    if isinstance(node, ast.Call):
+        return BOUNDED_CC_TERMS.get(node.func.id)
+    return None
+
+
+def limits_of(claim: Claim) -> list[Limit | None]:
+    """Per comparison of the chain: how its margin is a bounded term compared with a constant, or None."""
+    out: list[Limit | None] = []
+    for k, op in enumerate(claim.operators):
+        a, b = claim.operands[k], claim.operands[k + 1]
+        below = op in ("<", "<=")  # the margin is b - a; else a - b
+        limit = None
+        if claim.is_constant(k) and (range_ := bounds_of(b)):
+            c = evaluate(a, lambda _: math.nan)
+            limit = (1.0, -c, *range_) if below else (-1.0, c, *range_)
+        elif claim.is_constant(k + 1) and (range_ := bounds_of(a)):
+            c = evaluate(b, lambda _: math.nan)
+            limit = (-1.0, c, *range_) if below else (1.0, -c, *range_)
+        out.append(limit)
+    return out
+
+
+def holds_in(margins_: list[float], strict: list[bool]) -> bool:
+    """Whether one run's margins (one per comparison) all hold."""
+    return all(m > 0 or (not is_strict and m >= 0) for m, is_strict in zip(margins_, strict))
+
+
+class MixedRuns(BadInput):
+    """The runs one verdict would pool differ in module build or engine, or repeat a repetition."""
 
 
 def _matches(value: Any, wanted: list[Any]) -> bool:
@@ -406,11 +529,62 @@ def _unhealthy(run: dict) -> str | None:
     return f"{run['run_id']} ({checks})"
 
 
+def _repetition(run: dict) -> int | None:
+    try:
+        rep = float(run.get("repetition"))
+    except (TypeError, ValueError):
+        return None
+    return int(rep) if math.isfinite(rep) else None
+
+
+def declared_runs(e: Expectation, label: str, records: list[dict]) -> tuple[list[dict], str]:
+    """The runs a point is judged on: repetition indices 0 to n-1 of the scenario's declared n (all
+    runs when none is declared), and a note naming those ignored. Two runs of one index are refused:
+    which of them is the point's is not the data's to choose."""
+    n = e.repetitions
+    chosen = records if n is None else [r for r in records if _repetition(r) is not None
+                                         and 0 <= _repetition(r) < n]
+    seen: dict[int | None, str] = {}
+    for run in chosen:
+        rep = _repetition(run)
+        if rep in seen:
+            raise MixedRuns(f"{e.scenario} {label}: two runs of repetition {rep} ({seen[rep]} and {run['run_id']}); "
+                            "a point is judged on one run per repetition: give one set of runs")
+        seen[rep] = str(run["run_id"])
+    extra = sorted({_repetition(r) for r in records if r not in chosen}, key=lambda x: (x is None, x or 0))
+    note = (f"runs of repetition {', '.join(map(str, extra))} ignored: the scenario declares n = {n}" if extra else "")
+    return chosen, note
+
+
+def one_build(e: Expectation, label: str, records: list[dict]) -> None:
+    """Refuse runs that loaded two builds of one module, or ran on two engines or kernels."""
+    modules: dict[str, tuple[str, str]] = {}  # module -> (its first build, the run that had it)
+    engines: dict[str, str] = {}
+    for run in records:
+        for entry in str(run.get("module_builds") or "").split():
+            name, _, build = entry.partition("=")
+            first = modules.setdefault(name, (build, str(run["run_id"])))
+            if first[0] != build:
+                raise MixedRuns(f"{e.scenario} {label}: runs of two builds of {name}: {first[0]} ({first[1]}) and "
+                                f"{build} ({run['run_id']}); a verdict pools one build: judge each build's runs apart")
+        engine = run.get("engine_build")
+        if isinstance(engine, str) and engine:
+            engines.setdefault(engine, str(run["run_id"]))
+        if len(engines) > 1:
+            (a, ra), (b, rb) = list(engines.items())[:2]
+            raise MixedRuns(f"{e.scenario} {label}: runs on two engines: {a} ({ra}) and {b} ({rb}); a verdict "
+                            "pools one engine and kernel: judge each engine's runs apart")
+
+
 def check_expectation(e: Expectation, runs: pd.DataFrame, groups: pd.DataFrame,
                       series: dict[str, RunSeries] | None = None) -> list[Verdict]:
     """Judge one expectation on the per-run table and the per-run x cc table of a report (and, for
-    `steady_from_s`, the runs' series by run_id)."""
+    `steady_from_s`, the runs' series by run_id). Only runs of the expectation's suite count: a
+    scenario tagged paper-00N or quick-00N judges the runs that record that tag."""
     mine = runs[runs["scenario"] == e.scenario] if len(runs) else runs
+    suite = [t for t in e.tags if t.startswith(("paper-", "quick-"))]
+    if suite and len(mine) and "tags" in mine:
+        mine = mine[mine["tags"].fillna("").astype(str).map(lambda t: any(x in t.split(", ") for x in suite))]
     for key, wanted in e.where.items():
         column = f"matrix.{key}"
         mine = mine[mine[column].map(lambda v: _matches(v, wanted))] if column in mine else mine.iloc[0:0]
@@ -418,7 +592,8 @@ def check_expectation(e: Expectation, runs: pd.DataFrame, groups: pd.DataFrame,
         return [Verdict(e, "-", "not run", (math.nan, math.nan, 0), {},
                         f"no runs of {e.scenario}" + (f" where {e.where}" if e.where else ""))]
     cc_values = _cc_values(groups[groups["run_id"].isin(mine["run_id"])]) if len(groups) else {}
-    points = list(mine.groupby("group", sort=False))
+    points = [(str(d["group_label"].iloc[0]), d) for _, d in mine.groupby("group", sort=False)]
+    chosen = {label: declared_runs(e, label, d.to_dict("records")) for label, d in points}
     steady: dict[str, dict] = {}
     if e.steady_from_s is not None:
         steady = {run_id: steady_from((series or {}).get(run_id), e.steady_from_s) for run_id in mine["run_id"]}
@@ -431,20 +606,22 @@ def check_expectation(e: Expectation, runs: pd.DataFrame, groups: pd.DataFrame,
 
     if all(in_point(d) for _, d in points):
         verdicts = []
-        for _, d in points:
-            records = d.to_dict("records")
+        for label, _ in points:
+            records, note = chosen[label]
+            one_build(e, label, records)
             sick = [s for s in map(_unhealthy, records) if s]
-            healthy = [run for run in records if not _unhealthy(run)]
-            verdicts.append(_judged(e, str(d["group_label"].iloc[0]), [of_run(run) for run in healthy],
-                                    "not measured", sick))
+            healthy = [(_repetition(run), of_run(run)) for run in records if not _unhealthy(run)]
+            verdicts.append(_judged(e, label, healthy, "not measured", sick, len(records), note))
         return verdicts
     # Across points: each term averaged, per repetition index, over the points where it was measured.
+    records = [run for label, _ in points for run in chosen[label][0]]
+    one_build(e, "across points", records)
+    notes = "; ".join(f"{label}: {note}" for label, (_, note) in chosen.items() if note)
     by_rep: dict[Any, list[dict]] = {}
-    records = mine.to_dict("records")
     sick = [s for s in map(_unhealthy, records) if s]
     for run in records:
         if not _unhealthy(run):
-            by_rep.setdefault(run.get("repetition"), []).append(run)
+            by_rep.setdefault(_repetition(run), []).append(run)
 
     def of_repetition(runs: list[dict]) -> Callable[[ast.expr], float]:
         def lookup(node: ast.expr) -> float:
@@ -454,31 +631,99 @@ def check_expectation(e: Expectation, runs: pd.DataFrame, groups: pd.DataFrame,
             return float(np.mean(values)) if values else math.nan
         return lookup
 
-    return [_judged(e, "across points", [of_repetition(runs) for runs in by_rep.values()],
-                    "not measured in any selected point", sick)]
+    present = min(len(runs_) for runs_, _ in chosen.values())
+    return [_judged(e, "across points", [(rep, of_repetition(runs)) for rep, runs in by_rep.items()],
+                    "not measured in any selected point", sick, present, notes)]
 
 
-def _judged(e: Expectation, label: str, samples: list[Callable[[ast.expr], float]], missing: str,
-            unhealthy: list[str]) -> Verdict:
-    """Judge a claim on its samples: one lookup (metric node -> value) per repetition (healthy runs
-    only). Any run left out for its health makes the verdict inconclusive."""
+def _judged(e: Expectation, label: str, samples: list[tuple[Any, Callable[[ast.expr], float]]], missing: str,
+            unhealthy: list[str], present: int | None = None, note: str = "") -> Verdict:
+    """Judge a claim on its samples: (repetition, lookup: metric node -> value) per run (healthy runs
+    only), `present` of the declared n runs there. Fewer than n runs make it incomplete; any run
+    left out for its health makes it inconclusive."""
     claim = e.claim
-    per_rep = [m for m in (margins(claim, look) for look in samples) if all(math.isfinite(x) for x in m)]
-    values = {claim.operand_text(k): mean_ci95([evaluate(operand, look) for look in samples])
+    strict = [op in ("<", ">") for op in claim.operators]
+    lookups = [look for _, look in samples]
+    per_rep = [m for m in (margins(claim, look) for look in lookups) if all(math.isfinite(x) for x in m)]
+    values = {claim.operand_text(k): mean_ci95([evaluate(operand, look) for look in lookups])
               for k, operand in enumerate(claim.operands) if not claim.is_constant(k)}
-    verdict, margin = judge(per_rep, [op in ("<", ">") for op in claim.operators])
+    limits = limits_of(claim)
+    verdict, margin, judged = judge_intervals(per_rep, strict, limits)
+    intervals, paired = _shown_intervals(claim, values, limits, judged, margin[2])
+    runs: list[tuple[Any, dict[str, float], bool]] = []
     reason = ""
+    n = e.repetitions
+    if e.at_least_runs is not None and verdict != "no data":
+        runs = _race_runs(claim, samples, strict)
+        verdict, margin = _race_verdict(e, runs, present), (margin[0], math.nan, len(runs))
+        intervals, paired = {}, {}
+        if verdict == "incomplete":
+            reason = f"incomplete ({present} of {n}): the race is not decided yet"
+    elif verdict != "no data" and n is not None and present is not None and present < n:
+        verdict, reason = "incomplete", f"incomplete ({present} of {n})"
     if verdict == "no data" and samples:
         terms = [node for operand in claim.operands for node in metric_nodes(operand)]
-        unmeasured = sorted({ast.unparse(t) for t in terms if all(math.isnan(look(t)) for look in samples)})
+        unmeasured = sorted({ast.unparse(t) for t in terms if all(math.isnan(look(t)) for look in lookups)})
         reason = f"{missing}: {', '.join(unmeasured) or 'a term'}"
         if e.steady_from_s is not None and any(t in steady_terms(claim) for t in unmeasured):
             reason += f" (steady_from_s: {e.steady_from_s:g} s needs the runs' throughput series)"
+    if n is not None and present is not None and present < n and verdict == "no data" and not samples:
+        verdict, reason = "incomplete", f"incomplete ({present} of {n})"
     if unhealthy:
         healthy = f"the healthy runs alone: {verdict}" if samples else "no healthy run"
         reason = (f"health fail, left out: {', '.join(unhealthy)}; {healthy}" + (f" ({reason})" if reason else ""))
         verdict = "inconclusive"
-    return Verdict(e, label, verdict, margin, values, reason, list(unhealthy))
+    if note:
+        reason = f"{reason}; {note}" if reason else note
+    return Verdict(e, label, verdict, margin, values, reason, list(unhealthy), intervals, paired, runs)
+
+
+def _shown_intervals(claim: Claim, values: dict, limits: list[Limit | None], judged: list[tuple[float, float]],
+                     n: int) -> tuple[dict, dict]:
+    """What the judged intervals look like next to the terms: a bounded term's clipped interval by
+    its text, and the seed-paired margin of each comparison of two terms."""
+    intervals: dict[str, tuple[float, float]] = {}
+    paired: dict[str, tuple[float, float, float, int]] = {}
+    for k, interval in enumerate(judged):
+        a, b = claim.operand_text(k), claim.operand_text(k + 1)
+        if limits[k] is not None:
+            term = b if claim.is_constant(k) else a
+            mean, ci, _ = values[term]
+            low, high = limits[k][2:]
+            intervals[term] = (mean, mean) if math.isnan(ci) else (max(low, mean - ci), min(high, mean + ci))
+        elif not claim.is_constant(k) and not claim.is_constant(k + 1):
+            mid = (interval[0] + interval[1]) / 2
+            paired[f"{a} {claim.operators[k]} {b}"] = (mid, interval[0], interval[1], n)
+    return intervals, paired
+
+
+def _race_runs(claim: Claim, samples: list[tuple[Any, Callable[[ast.expr], float]]],
+               strict: list[bool]) -> list[tuple[Any, dict[str, float], bool]]:
+    """Each run of a race: its repetition, its operands' values and whether the claim held in it."""
+    out = []
+    for rep, look in sorted(samples, key=lambda s: (s[0] is None, s[0] or 0)):
+        m = margins(claim, look)
+        if not all(math.isfinite(x) for x in m):
+            continue
+        values = {claim.operand_text(k): evaluate(op, look) for k, op in enumerate(claim.operands)
+                  if not claim.is_constant(k)}
+        out.append((rep, values, holds_in(m, strict)))
+    return out
+
+
+def _race_verdict(e: Expectation, runs: list[tuple[Any, dict[str, float], bool]], present: int | None) -> str:
+    """Pass once the claim held in at_least_runs runs, fail once it no longer can (the runs not yet
+    made counted as wins), incomplete otherwise: no run to come can change a decided race."""
+    need = e.at_least_runs or 0
+    n = e.repetitions if e.repetitions is not None else len(runs)
+    wins = sum(holds for _, _, holds in runs)
+    missing = max(0, n - (present if present is not None else len(runs))) + \
+        max(0, (present if present is not None else len(runs)) - len(runs))
+    if wins >= need:
+        return "pass"
+    if wins + missing < need:
+        return "fail"
+    return "incomplete"
 
 
 def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
@@ -498,23 +743,27 @@ def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
             resolved = {}
         resolved = resolved if isinstance(resolved, dict) else {}
         tags = resolved.get("tags") if isinstance(resolved.get("tags"), list) else []
-        seen[name] = (resolved.get("expect") or [], tuple(str(t) for t in tags))
+        reps = resolved.get("repetitions")
+        seen[name] = (resolved.get("expect") or [], tuple(str(t) for t in tags),
+                      reps if isinstance(reps, int) and not isinstance(reps, bool) and reps >= 1 else None)
     out = []
-    for name, (entries, tags) in seen.items():
+    for name, (entries, tags, reps) in seen.items():
         for k, entry in enumerate(entries):
             try:
-                out.append(Expectation.from_entry(name, entry, tags))
+                out.append(Expectation.from_entry(name, entry, tags, reps))
             except (ClaimError, KeyError, TypeError, AttributeError, ValueError) as error:
                 notes.append(f"scenario {name}: expect.{k}: {error}; not judged")
     return out, notes
 
 
 def expectations_of_experiments(experiments) -> list[Expectation]:
-    """Every claim of an experiments file (cctest.scenario.Experiments), with its scenario's tags."""
+    """Every claim of an experiments file (cctest.scenario.Experiments), with its scenario's tags and
+    declared repetitions (the n every point is judged on)."""
     out = []
     for name, scenario in experiments.scenarios.items():
         for entry in scenario.expect:
-            out.append(Expectation.from_entry(name, entry.model_dump(exclude_none=True), tuple(scenario.tags)))
+            out.append(Expectation.from_entry(name, entry.model_dump(exclude_none=True), tuple(scenario.tags),
+                                              scenario.repetitions))
     return out
 
 
@@ -529,7 +778,7 @@ def failed(verdicts: list[Verdict]) -> list[Verdict]:
 
 
 def counts(verdicts: list[Verdict]) -> dict[str, int]:
-    out = {"pass": 0, "fail": 0, "inconclusive": 0, "no data": 0, "not run": 0}
+    out = {"pass": 0, "fail": 0, "inconclusive": 0, "incomplete": 0, "no data": 0, "not run": 0}
     for v in verdicts:
         out[v.verdict] += 1
     return out
@@ -559,6 +808,8 @@ class ClaimResult:
         e = self.expectation
         return {"scenario": e.scenario, "claim": e.claim.text, "where": e.where, "source": e.source,
                 "paper": e.paper, "at_least": e.at_least, "steady_from_s": e.steady_from_s,
+                "repetitions": e.repetitions, "at_least_runs": e.at_least_runs, "sanity": e.sanity,
+                "scored": e.scored,
                 "known": None if e.known is None else {"triage": e.known.triage, "reason": e.known.reason},
                 "verdict": self.verdict, "status": self.status, "reason": self.reason,
                 "points": [v.point for v in self.points]}
@@ -566,8 +817,8 @@ class ClaimResult:
 
 def overall(e: Expectation, points: list[Verdict]) -> tuple[str, str]:
     """A claim's verdict over its points and why: pass when at least `at_least` (default: all) pass,
-    fail when so many fail (or have no data) that it cannot, inconclusive otherwise; not run when no
-    point ran. "no data" stands for points that ran without the terms the claim needs."""
+    fail when so many fail (or have no data) that it cannot, incomplete while a point lacks declared
+    runs, inconclusive otherwise; not run when no point ran. "no data" stands for points that ran without the terms the claim needs."""
     ran = [v for v in points if v.verdict != "not run"]
     if not ran:
         return "not run", (points[0].reason if points else f"no runs of {e.scenario}")
@@ -583,7 +834,8 @@ def overall(e: Expectation, points: list[Verdict]) -> tuple[str, str]:
     if len(points) - len(failed_) < need:
         no_data = all(v.verdict == "no data" for v in failed_)
         return ("no data" if no_data else "fail"), why
-    return "inconclusive", why
+    # undecided: incomplete while a point still lacks declared runs, inconclusive once all ran
+    return ("incomplete" if any(v.verdict == "incomplete" for v in points) else "inconclusive"), why
 
 
 def results(verdicts: list[Verdict]) -> list[ClaimResult]:
@@ -601,13 +853,15 @@ def results(verdicts: list[Verdict]) -> list[ClaimResult]:
 
 def status_of(verdict: str, known: Known | None) -> str:
     """pass -> pass (known: unexpected-pass); fail -> fail (known: known-fail); no data -> fail even
-    when known (a known finding is a result, not a missing measurement); inconclusive; not run."""
+    when known (a known finding is a result, not a missing measurement); inconclusive; incomplete; not run."""
     if verdict == "pass":
         return "unexpected-pass" if known else "pass"
     if verdict == "fail":
         return "known-fail" if known else "fail"
     if verdict == "no data":
         return "fail"
+    if verdict == "incomplete":
+        return "incomplete"
     return "not-run" if verdict == "not run" else "inconclusive"
 
 

@@ -494,6 +494,8 @@ def _cc_groups(rd: _RunData, totals: pd.DataFrame, out: dict) -> None:
             "steady_share_p25": float(gs.quantile(0.25)) if len(gs) else float("nan"),
             "steady_share_p75": float(gs.quantile(0.75)) if len(gs) else float("nan"),
             "retransmits": float(g["retransmits"].sum()),
+            "retransmits_per_mb": (float(g["retransmits"].sum()) / (float(g["bytes"].sum()) / 1e6)
+                                   if float(g["bytes"].sum()) > 0 else float("nan")),
             "mean_mbps": float(g["mean_mbps"].mean()),
             "startup_exit_s": float(g["startup_exit_s"].mean()),  # NaN without a mode trace
             # srtt - min RTT averaged over cc's flows (NaN without ss): the claim term qdelay(cc)

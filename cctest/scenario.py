@@ -227,8 +227,18 @@ class CaptureSettings(Strict):
 class Known(Strict):
     """An expected failure of a claim: why it fails (its triage) and the evidence, one line."""
 
-    triage: Literal["implementation", "scale", "paper"]
+    # claims.TRIAGES: no "scale": a scaled-down copy is tagged quick-* and stays outside the score
+    triage: Literal["implementation", "spec", "setting", "paper"]
     reason: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300)]
+
+    @field_validator("triage", mode="before")
+    @classmethod
+    def scale_is_no_triage(cls, triage: Any) -> Any:
+        if triage == "scale":
+            raise ValueError("scale is no triage: run the claim at the paper's scale, where it passes or fails "
+                             "(a scaled-down copy is tagged quick-* outside the score); allowed: implementation, "
+                             "spec, setting, paper")
+        return triage
 
 
 class Expect(Strict):
@@ -242,6 +252,9 @@ class Expect(Strict):
     known: Known | None = None  # an expected failure: `cctest check` reports known-fail, not fail
     at_least: int | None = Field(default=None, ge=1)  # selected points that must pass (default all)
     steady_from_s: float | None = Field(default=None, gt=0, le=3600)  # steady terms measured from here
+    # A race: the claim must hold in at least this many of a point's declared runs (per-run values shown)
+    at_least_runs: int | None = Field(default=None, ge=1)
+    sanity: bool = False  # no paper measured it: judged and listed apart, never in the score
 
     @model_validator(mode="after")
     def steady_from_needs_a_steady_term(self) -> "Expect":
@@ -357,6 +370,10 @@ class Scenario(Strict):
             if entry.at_least is not None and entry.at_least > points:
                 raise ValueError(f"claim {i}: at_least: {entry.at_least} is more than the {points} matrix "
                                  "point(s) it selects")
+            repetitions = info.data.get("repetitions")
+            if entry.at_least_runs is not None and repetitions is not None and entry.at_least_runs > repetitions:
+                raise ValueError(f"claim {i}: at_least_runs: {entry.at_least_runs} is more than the scenario's "
+                                 f"{repetitions} repetitions")
             duration = info.data.get("duration_s")
             if entry.steady_from_s is not None and duration is not None and entry.steady_from_s >= duration:
                 raise ValueError(f"claim {i}: steady_from_s: {entry.steady_from_s:g} s is not before the "

@@ -188,13 +188,15 @@ SICK = "cubic-bbr-shallow-20261121-231855-base-r0"  # health fail: base RTT +11 
 
 
 def recorded(tmp_path: Path, fixture: str, expect: list[dict], name: str = "run", checks: dict | None = None,
-             repetition: int | None = None) -> Path:
+             repetition: int | None = None, repetitions: int | None = None) -> Path:
     """A copy of a recorded VM run whose scenario.yaml carries `expect` (and optionally other
     checks.json content or repetition index); returns the directory that holds the copies."""
     run = tmp_path / "runs" / name
     shutil.copytree(FIXTURES / fixture, run)
     resolved = yaml.safe_load((run / "scenario.yaml").read_text())
     resolved["expect"] = expect
+    if repetitions is not None:
+        resolved["repetitions"] = repetitions
     (run / "scenario.yaml").write_text(yaml.safe_dump(resolved))
     if checks is not None:
         (run / "checks.json").write_text(json.dumps(checks))
@@ -214,7 +216,7 @@ def recorded_with_claims(tmp_path):
 
 def test_check_judges_recorded_runs_and_exits_3_on_a_failed_claim(recorded_with_claims, tmp_path):
     out = tmp_path / "claims.json"
-    result = CliRunner().invoke(main, ["check", str(recorded_with_claims), "-o", str(out)])
+    result = CliRunner().invoke(main, ["check", str(recorded_with_claims), "-o", str(out), "--recorded-claims"])
     assert result.exit_code == 3, result.output
     claims = json.loads(out.read_text())
     verdicts = {c["claim"]: c for c in claims["claims"]}
@@ -222,21 +224,22 @@ def test_check_judges_recorded_runs_and_exits_3_on_a_failed_claim(recorded_with_
     assert verdicts["share(bbr) > 0.7"]["values"]["share(bbr)"]["mean"] == pytest.approx(0.544, abs=0.01)
     assert verdicts["share(bbr) > 0.7"]["source"] == "000 Table 2"
     assert verdicts["0.4 < share(cubic) < 0.6"]["verdict"] == "pass"
-    assert claims["counts"] == {"pass": 1, "fail": 1, "inconclusive": 0, "no data": 0, "not run": 0}
+    assert claims["counts"] == {"pass": 1, "fail": 1, "inconclusive": 0, "incomplete": 0, "no data": 0,
+                                "not run": 0}
     assert claims["statuses"] == {"pass": 1, "fail": 1, "known-fail": 0, "unexpected-pass": 0,
-                                  "inconclusive": 0, "not-run": 0}
+                                  "inconclusive": 0, "incomplete": 0, "not-run": 0}
     assert [r["status"] for r in claims["results"]] == ["fail", "pass"]
-    assert CliRunner().invoke(main, ["check", str(recorded_with_claims), "-o", str(out), "--no-fail"]).exit_code == 0
+    assert CliRunner().invoke(main, ["check", str(recorded_with_claims), "-o", str(out), "--no-fail", "--recorded-claims"]).exit_code == 0
 
 
 def test_report_puts_claims_first_and_writes_claims_json(recorded_with_claims, tmp_path):
     html = tmp_path / "out" / "report.html"
-    result = CliRunner().invoke(main, ["report", str(recorded_with_claims), "-o", str(html)])
+    result = CliRunner().invoke(main, ["report", str(recorded_with_claims), "-o", str(html), "--recorded-claims"])
     assert result.exit_code == 3, result.output
     page = html.read_text()
     assert page.index("id='claims'") < page.index("id='overview'")
     assert json.loads((html.parent / "report.claims.json").read_text())["counts"]["fail"] == 1
-    assert CliRunner().invoke(main, ["report", str(recorded_with_claims), "-o", str(html), "--no-fail"]).exit_code == 0
+    assert CliRunner().invoke(main, ["report", str(recorded_with_claims), "-o", str(html), "--no-fail", "--recorded-claims"]).exit_code == 0
 
 
 # --- known findings: the gate goes red only when a result changes ------------------------------
@@ -254,11 +257,13 @@ def test_check_exits_non_zero_only_when_a_result_changed(tmp_path, claim, known,
     entry = {"claim": claim, **({"known": known} if known else {})}
     runs = recorded(tmp_path, DEMO, [entry])
     out = tmp_path / "claims.json"
-    result = CliRunner().invoke(main, ["check", str(runs), "-o", str(out)])
+    result = CliRunner().invoke(main, ["check", str(runs), "-o", str(out), "--recorded-claims"])
     assert result.exit_code == code, result.output
     [judged] = json.loads(out.read_text())["results"]
     assert judged["status"] == status
-    assert result.output.startswith(status.upper())
+    first, second = result.output.splitlines()[:2]
+    assert first == "judging the runs with the claims recorded in their scenario.yaml (--recorded-claims)"
+    assert second.startswith(status.upper())
     if known:
         assert judged["known"] == KNOWN and "known, implementation" in result.output
 
@@ -272,7 +277,7 @@ def test_the_same_claim_on_changed_results_changes_the_gate():
     after[(0.5, "bbr_cws")] = [0.62, 0.65, 0.63]  # BBR-CWS lost its fairness at 0.5 BDP
     claim = {"claim": "jain >= 0.9", "where": {"buffer_bdp": 0.5, "flows.1.cc": "bbr_cws"}}
     plain = Expectation.from_entry("sweep", claim)
-    known = Expectation.from_entry("sweep", {**claim, "known": {"triage": "scale", "reason": "r"}})
+    known = Expectation.from_entry("sweep", {**claim, "known": {"triage": "setting", "reason": "r"}})
     assert isinstance(known.known, Known)
 
     def status(e, jain):
@@ -286,10 +291,13 @@ def test_the_same_claim_on_changed_results_changes_the_gate():
 
 
 @pytest.mark.parametrize("known, says", [
-    ("{triage: bug, reason: x}", "key expect.0.known.triage: Input should be 'implementation', 'scale' or 'paper'"),
-    ("{triage: scale}", "key expect.0.known.reason: Field required"),
-    ("{triage: scale, reason: x, why: y}", "key expect.0.known.why: unknown key"),
-    ("scale", "key expect.0.known: Input should be a valid dictionary"),
+    ("{triage: bug, reason: x}",
+     "key expect.0.known.triage: Input should be 'implementation', 'spec', 'setting' or 'paper'"),
+    # a scaled-down run is no triage: at the paper's scale a claim passes or fails
+    ("{triage: scale, reason: x}", "key expect.0.known.triage: scale is no triage: run the claim at the paper's scale"),
+    ("{triage: setting}", "key expect.0.known.reason: Field required"),
+    ("{triage: setting, reason: x, why: y}", "key expect.0.known.why: unknown key"),
+    ("setting", "key expect.0.known: Input should be a valid dictionary"),
 ])
 def test_a_bad_known_is_one_line_exit_2_naming_file_scenario_key_and_allowed(tmp_path, known, says):
     f = tmp_path / "e.yaml"
@@ -306,13 +314,13 @@ def test_a_bad_known_is_one_line_exit_2_naming_file_scenario_key_and_allowed(tmp
 def test_a_failed_health_run_makes_its_claim_inconclusive_naming_the_check(tmp_path):
     runs = recorded(tmp_path, SICK, [{"claim": "share(bbr) < 0.6"}])  # holds on the data: 0.504
     out = tmp_path / "claims.json"
-    result = CliRunner().invoke(main, ["check", str(runs), "-o", str(out)])
+    result = CliRunner().invoke(main, ["check", str(runs), "-o", str(out), "--recorded-claims"])
     assert result.exit_code == 0, result.output  # inconclusive neither passes nor fails the gate
     [point] = json.loads(out.read_text())["claims"]
     assert point["verdict"] == "inconclusive"
     assert "health fail" in point["reason"] and "base_rtt 22.2 vs 20" in point["reason"]
     assert point["unhealthy_runs"] and "goodput" in point["unhealthy_runs"][0]
-    assert result.output.startswith("INCONCLUSIVE") and "base_rtt" in result.output
+    assert result.output.splitlines()[1].startswith("INCONCLUSIVE") and "base_rtt" in result.output
 
 
 def test_failed_health_runs_are_left_out_of_the_statistics(tmp_path):
@@ -322,9 +330,10 @@ def test_failed_health_runs_are_left_out_of_the_statistics(tmp_path):
                                            "expected": 0, "detail": "test"}]}
     expect = [{"claim": "share(bbr) > 0.5"}]
     for rep in range(3):
-        runs = recorded(tmp_path, DEMO, expect, name=f"r{rep}", repetition=rep, checks=sick if rep == 2 else None)
+        runs = recorded(tmp_path, DEMO, expect, name=f"r{rep}", repetition=rep, checks=sick if rep == 2 else None,
+                        repetitions=3)
     out = tmp_path / "claims.json"
-    result = CliRunner().invoke(main, ["check", str(runs), "-o", str(out)])
+    result = CliRunner().invoke(main, ["check", str(runs), "-o", str(out), "--recorded-claims"])
     assert result.exit_code == 0, result.output
     [point] = json.loads(out.read_text())["claims"]
     assert point["values"]["share(bbr)"]["n"] == 2
@@ -335,7 +344,7 @@ def test_failed_health_runs_are_left_out_of_the_statistics(tmp_path):
 
 def test_check_without_claims_is_bad_input(tmp_path):
     shutil.copytree(FIXTURES / "cubic-bbr-shallow-20261121-231855-base-r0", tmp_path / "run")
-    result = CliRunner().invoke(main, ["check", str(tmp_path / "run"), "-o", str(tmp_path / "c.json")])
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "run"), "-o", str(tmp_path / "c.json"), "--recorded-claims"])
     assert result.exit_code == 2 and "no claims" in result.output
 
 
@@ -457,6 +466,14 @@ def paper_claims() -> list[tuple[str, str]]:
             if any(t.startswith("paper-") for t in s.tags) for e in s.expect]
 
 
+def sanity_claims() -> list[tuple[str, str]]:
+    from cctest.scenario import load_experiments
+
+    experiments = load_experiments(REPO / "experiments.yaml")
+    return [(name, e.claim) for name, s in experiments.scenarios.items()
+            if any(t.startswith("paper-") for t in s.tags) for e in s.expect if e.sanity]
+
+
 def test_the_reproduction_page_lists_every_paper_claim_never_run_ones_included(tmp_path):
     """The recorded fixtures run no suite scenario: every claim is on the page, as not run."""
     page, readme = tmp_path / "reproduction.md", tmp_path / "README.md"
@@ -473,7 +490,10 @@ def test_the_reproduction_page_lists_every_paper_claim_never_run_ones_included(t
                    for row in rows), (name, claim)
     for k in range(5):
         assert f"## 00{k}: " in text and f"--tag paper-00{k} --out results/paper-00{k}" in text
-    score = f"0 of {len(claims)} claims pass (0 known failure(s), triaged; {len(claims)} not run)"
+    sanity = len(sanity_claims())
+    scored = len(claims) - sanity
+    score = (f"0 of {scored} claims pass (0 known failure(s); 0 fail; 0 inconclusive; 0 incomplete; {scored} not run); "
+             f"sanity checks outside the score: 0 of {sanity} pass")
     assert f"**Score: {score}.**" in text
     assert readme.read_text().splitlines()[2] == (f"<!-- reproduction-score --> **Reproduction of the seed papers:** "
                                                   f"{score}: [reproduction.md](reproduction.md).")
@@ -493,11 +513,16 @@ def test_the_reproduction_page_shows_measured_claims_with_their_status_and_triag
     untagged = tmp_path / "results" / "targeted" / "modest-vs-bbr" / "run-r0"
     shutil.copytree(run, untagged)
     (run / "scenario.yaml").write_text("tags: [paper-002]\n" + (run / "scenario.yaml").read_text())
+    for rep in (1, 2):  # the scenario declares 3 repetitions: a verdict needs all three
+        copy = run.with_name(f"run-r{rep}")
+        shutil.copytree(run, copy)
+        meta["repetition"], meta["run_id"] = rep, f"{meta['run_id']}-{rep}"
+        (copy / "meta.json").write_text(json.dumps(meta))
     experiments = (REPO / "experiments.yaml").read_text()
     # the demo ran cubic and bbr: the claims name bbr_modest, so only a bbr claim can be judged; add one
     marker = '      - claim: "0.4 < share(bbr_modest) < 0.5"'
     experiments = experiments.replace(marker, '      - claim: "share(bbr) > 0.9"\n        source: "002 test"\n'
-                                      '        paper: "0.93"\n        known: {triage: scale, reason: "a test reason"}\n'
+                                      '        paper: "0.93"\n        known: {triage: setting, reason: "a test reason"}\n'
                                       + marker, 1)
     f = tmp_path / "experiments.yaml"
     f.write_text(experiments)
@@ -507,14 +532,15 @@ def test_the_reproduction_page_shows_measured_claims_with_their_status_and_triag
     assert result.exit_code == 3, result.output  # the two Modest claims have no data: bbr_modest never ran
     rows = {line.split(" | ")[0]: line for line in page.read_text().splitlines() if line.startswith("| `modest-vs-bbr`")}
     known = rows["| `modest-vs-bbr`: `share(bbr) > 0.9`"]
-    assert "| 0.93 | share(bbr) = 0.544 | 1 | known fail | scale | a test reason |" in known  # n = 1: the untagged copy left out
+    assert "| 0.93 | share(bbr) = 0.544 ± 0 | 3 | known fail | setting | a test reason |" in known  # the untagged copy left out
     assert "1 run(s) without a paper-00N tag" in result.output
-    assert "untriaged" in rows["| `modest-vs-bbr`: `retransmits(bbr_modest) < 0.6 * retransmits(bbr)`"]
+    assert "untriaged" in rows["| `modest-vs-bbr`: `0.4 * retrans_per_mb(bbr) < retrans_per_mb(bbr_modest) < 0.6 * retrans_per_mb(bbr)`"]
     assert "| **fail** | paper |" in rows["| `modest-vs-bbr`: `0.4 < share(bbr_modest) < 0.5`"]  # experiments.yaml's triage
     text = page.read_text()
     assert "Measured on: uml" in text
-    assert "`cctest run --vm --engine uml -j 1 -n 3 --tag paper-002 --out results/paper-002`" in text
-    assert "`cctest run --vm -j 2 -n 3 --tag paper-000 --out results/paper-000`" in text  # not run: the default
+    # no -n: the scenarios' declared repetitions are the n their verdicts are judged on
+    assert "`cctest run --vm --engine uml -j 1 --tag paper-002 --out results/paper-002`" in text
+    assert "`cctest run --vm -j 2 --tag paper-000 --out results/paper-000`" in text  # not run: the default
 
 
 def test_the_committed_reproduction_page_and_readme_agree_with_experiments_yaml():
@@ -529,3 +555,114 @@ def test_the_committed_reproduction_page_and_readme_agree_with_experiments_yaml(
     readme = (REPO / "README.md").read_text()
     assert f"<!-- reproduction-score --> **Reproduction of the seed papers:** {score}: " \
            "[docs/reproduction.md](docs/reproduction.md)." in readme
+
+
+# --- the protocol: fixed n, one build, races, bounded intervals, one judge ----------------------
+
+PROTOCOL_EXPERIMENTS = """
+scenarios:
+  race:
+    tags: [paper-001]
+    link: {rate_mbps: 20, rtt_ms: 10, buffer_bdp: 1}
+    flows: [{cc: bbr, rtt_ms: 10}, {cc: cubic, rtt_ms: 10}]
+    duration_s: 12
+    repetitions: 3
+    expect:
+      - claim: "share(bbr) > 0.5"
+      - claim: "share(bbr) > 0.5"
+        at_least_runs: 2
+      - claim: "jain < 0.9"
+        sanity: true
+"""
+
+
+def protocol_runs(root: Path, reps=(0, 1, 2), build=None, tags="[paper-001]") -> Path:
+    """Fixture runs of the scenario `race` (report_fixtures), each recording its suite's tag and a
+    module build (`build`: repetition -> sha256 of bbr's module)."""
+    from report_fixtures import FlowSpec, RunSpec, make_run
+
+    for rep in reps:
+        run = make_run(root, RunSpec(scenario="race", flows=[FlowSpec("bbr", 10), FlowSpec("cubic", 10)],
+                                     duration_s=12, repetition=rep, seed=10 + rep, noise=0.6))
+        (run / "scenario.yaml").write_text(f"name: race\ntags: {tags}\n")
+        if build:
+            meta = json.loads((run / "meta.json").read_text())
+            meta["modules"] = [{"name": "bbr_x", "sha256": build[rep], "loaded_by_cctest": True}]
+            (run / "meta.json").write_text(json.dumps(meta))
+    return root
+
+
+def test_a_point_of_two_module_builds_is_refused_and_nothing_is_written(tmp_path):
+    f = tmp_path / "e.yaml"
+    f.write_text(PROTOCOL_EXPERIMENTS)
+    runs = protocol_runs(tmp_path / "runs", build={0: "a" * 64, 1: "a" * 64, 2: "b" * 64})
+    out = tmp_path / "claims.json"
+    result = CliRunner().invoke(main, ["check", str(runs), "-f", str(f), "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert "two builds of bbr_x: aaaaaaaaaaaa" in last and "bbbbbbbbbbbb" in last, last
+    assert not out.exists()
+
+
+def test_a_point_is_judged_on_its_declared_n_only(tmp_path):
+    """Two of three declared runs: incomplete, never a pass; a fourth run (index 3) is ignored, with a note."""
+    f = tmp_path / "e.yaml"
+    f.write_text(PROTOCOL_EXPERIMENTS)
+    out = tmp_path / "claims.json"
+    runs = protocol_runs(tmp_path / "two", reps=(0, 1))
+    result = CliRunner().invoke(main, ["check", str(runs), "-f", str(f), "-o", str(out)])
+    plain = json.loads(out.read_text())["results"][0]
+    assert plain["status"] == "incomplete" and "incomplete (2 of 3)" in plain["reason"], result.output
+    runs = protocol_runs(tmp_path / "four", reps=(0, 1, 2, 3))
+    CliRunner().invoke(main, ["check", str(runs), "-f", str(f), "-o", str(out)])
+    [point] = [c for c in json.loads(out.read_text())["claims"] if c["claim"] == "share(bbr) > 0.5"][:1]
+    assert point["values"]["share(bbr)"]["n"] == 3 and "repetition 3 ignored" in point["reason"]
+
+
+def test_a_race_is_judged_on_its_runs_and_shows_each(tmp_path):
+    from cctest.claims import Expectation, check_expectation
+
+    e = Expectation.from_entry("race", {"claim": "share(bbr) > 0.5", "at_least_runs": 2}, (), 3)
+    shares = {0: 0.9, 1: 0.3, 2: 0.95}  # a coin toss: the mean 0.72 +- 0.83 says nothing of any run
+    runs = pd.DataFrame([{"run_id": f"r{k}", "scenario": "race", "repetition": k, "group": "g", "group_label": "race"}
+                         for k in shares])
+    groups = pd.DataFrame([{"run_id": f"r{k}", "cc": "bbr", "share": v} for k, v in shares.items()])
+    [v] = check_expectation(e, runs, groups)
+    assert v.verdict == "pass" and "r0 0.9 holds; r1 0.3 fails; r2 0.95 holds (2 of 3 hold, 2 needed)" in v.measured()
+    [v] = check_expectation(e, runs[runs["repetition"] < 2], groups)
+    assert v.verdict == "incomplete"  # one win, one run to come: undecided
+    groups.loc[2, "share"] = 0.1
+    [v] = check_expectation(e, runs, groups)
+    assert v.verdict == "fail"
+
+
+def test_an_interval_of_a_bounded_metric_stays_in_its_range():
+    """Jain 0.671, 0.605, 0.984: the t-interval is 0.753 +- 0.503; judged and shown, it ends at 1."""
+    from cctest.claims import Expectation, check_expectation
+
+    e = Expectation.from_entry("s", {"claim": "jain < 1.2"}, (), 3)
+    runs = pd.DataFrame([{"run_id": f"r{k}", "scenario": "s", "repetition": k, "group": "g", "group_label": "s",
+                          "jain": j} for k, j in enumerate((0.671, 0.605, 0.984))])
+    [v] = check_expectation(e, runs, pd.DataFrame())
+    assert v.verdict == "pass"  # the unclipped interval reaches 1.26 and would straddle 1.2
+    assert "jain = 0.753 [0.25, 1] (n=3)" in v.measured()
+
+
+def test_check_report_and_the_page_agree_on_the_same_runs(tmp_path):
+    f = tmp_path / "e.yaml"
+    f.write_text(PROTOCOL_EXPERIMENTS)
+    runs = protocol_runs(tmp_path / "runs")
+    out, html, page = tmp_path / "c.json", tmp_path / "r.html", tmp_path / "page.md"
+    check = CliRunner().invoke(main, ["check", str(runs), "-f", str(f), "-o", str(out), "--no-fail"])
+    report = CliRunner().invoke(main, ["report", str(runs), "-f", str(f), "-o", str(html), "--no-fail"])
+    CliRunner().invoke(main, ["check", str(runs), "-f", str(f), "-o", str(tmp_path / "p.json"), "--markdown",
+                              str(page), "--no-fail"])
+    first = f"judging the runs with the claims of {f} (known: included)"
+    assert check.output.splitlines()[0] == first and report.output.splitlines()[0] == first
+    score = [line for line in check.output.splitlines() if line.startswith("score: ")]
+    assert score and score == [line for line in report.output.splitlines() if line.startswith("score: ")]
+    assert f"**Score: {score[0].removeprefix('score: ')}.**" in page.read_text()
+    statuses = json.loads(out.read_text())["statuses"]
+    assert statuses == json.loads(html.with_suffix(".claims.json").read_text())["statuses"]
+    assert statuses == json.loads((tmp_path / "p.json").read_text())["statuses"]
+    assert "sanity checks outside the score: " in score[0] and "of 2 claims pass" in score[0]

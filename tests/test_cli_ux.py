@@ -140,7 +140,8 @@ def test_check_json_prints_the_verdicts_it_writes(tmp_path):
     resolved["expect"] = [{"claim": "share(cubic) > 0.01"}]
     (run / "scenario.yaml").write_text(yaml.safe_dump(resolved))
     out = tmp_path / "c.json"
-    result = CliRunner().invoke(main, ["check", str(tmp_path / "runs"), "-o", str(out), "--json", "--no-fail"])
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "runs"), "-o", str(out), "--json", "--no-fail",
+                                       "--recorded-claims"])
     printed = json.loads(result.stdout)
     assert printed == json.loads(out.read_text())
     assert printed["claims"][0]["claim"] == "share(cubic) > 0.01"

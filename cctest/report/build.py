@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import jsonsafe, metrics
-from ..claims import RunSeries, Verdict, expectations_of_runs, judge_all
+from ..claims import RunSeries, Verdict, expectations_of_experiments, expectations_of_runs, judge_all
 from ..defaults import DEFAULT_JAIN_WINDOW_S, DEFAULT_MAX_POINTS, DEFAULT_SKIP_S
 from ..metric_table import COMPARED
 from ..record import LINK_SETTINGS
@@ -85,13 +85,39 @@ def analyse(runs: list[Run], opts: Options, skipped: list[str]) -> tuple[list[Ru
     return kept, results, summarize(kept, results)
 
 
+@dataclass
+class Claims:
+    """Whose claims judge the runs: an experiments file's (`known:` included), or, with `file` None,
+    those recorded with the runs (their scenario.yaml, for run directories from elsewhere)."""
+
+    file: str | None = "experiments.yaml"
+    every_scenario: bool = False  # the file's claims of scenarios with no run too (as not run)
+
+    def describe(self) -> str:
+        """The first line `check` and `report` print: which claims judge the runs."""
+        if self.file is None:
+            return "judging the runs with the claims recorded in their scenario.yaml (--recorded-claims)"
+        return f"judging the runs with the claims of {self.file} (known: included)"
+
+    def expectations(self, runs: list[Run]) -> tuple[list, list[str]]:
+        """The claims to judge and notes on any that could not be read; for the file's claims, those
+        of scenarios the runs belong to (every scenario's with every_scenario)."""
+        if self.file is None:
+            return expectations_of_runs(runs)
+        from ..scenario import load_experiments
+
+        ran = {run.meta.get("scenario") for run in runs}
+        claims = expectations_of_experiments(load_experiments(self.file))
+        return [e for e in claims if self.every_scenario or e.scenario in ran], []
+
+
 def judge_claims(runs: list[Run], summary: Summary, results: list[dict] | None = None,
-                 expectations: list | None = None) -> tuple[list[Verdict], list[str]]:
-    """The `expect:` claims recorded with these runs (or the given ones), judged on their metrics;
-    `results` (run_metrics of each run) lets a claim re-measure its steady window (steady_from_s)."""
+                 expectations: list | None = None, claims: Claims | None = None) -> tuple[list[Verdict], list[str]]:
+    """The claims (`claims`, default: the recorded ones; or the given expectations), judged on the
+    runs' metrics; `results` (run_metrics of each run) lets a claim re-measure its steady window."""
     notes: list[str] = []
     if expectations is None:
-        expectations, notes = expectations_of_runs(runs)
+        expectations, notes = (claims or Claims(None)).expectations(runs)
     series = {run.run_id: RunSeries.of(res) for run, res in zip(runs, results or [])}
     return judge_all(expectations, summary.runs, summary.groups, series), notes
 
@@ -293,11 +319,12 @@ class _Analysis:
 
 
 def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
-                 threshold_pct: float = 5.0) -> Result:
-    """Load, analyse and judge the runs, then write the page (sections in order) and its files."""
+                 threshold_pct: float = 5.0, claims: Claims | None = None) -> Result:
+    """Load, analyse and judge the runs (with `claims`, default: those recorded with them), then
+    write the page (sections in order) and its files."""
     output = Path(output)
     skipped: list[str] = []
-    a = _analyse_all(paths, opts, compare_paths, threshold_pct, skipped)
+    a = _analyse_all(paths, opts, compare_paths, threshold_pct, skipped, claims or Claims(None))
     page = _new_page(a, opts)
     warnings = _skipped_section(page, skipped) + _run_notes(a.runs) + list(a.claim_notes)
     if a.verdicts or a.claim_notes:
@@ -318,12 +345,13 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
                   a.verdicts, claims_path, exported)
 
 
-def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skipped: list[str]) -> _Analysis:
+def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skipped: list[str],
+                 claims: Claims) -> _Analysis:
     """Metrics of every run; with compare_paths, both sides, their comparison, and the claims
     judged on the candidate (it must bear them out)."""
     if not compare_paths:
         runs, results, summary = analyse(load_runs(paths, skipped), opts, skipped)
-        verdicts, notes = judge_claims(runs, summary, results)
+        verdicts, notes = judge_claims(runs, summary, results, claims=claims)
         return _Analysis(runs, results, summary, None, verdicts, notes)
     base_runs, cand_runs = load_runs([compare_paths[0]], skipped), load_runs([compare_paths[1]], skipped)
     base_runs, base_res, base_s = analyse(base_runs, opts, skipped)
@@ -333,7 +361,7 @@ def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skip
     for r in cand_runs:
         r.side = "candidate"
     runs, results = base_runs + cand_runs, base_res + cand_res
-    verdicts, notes = judge_claims(cand_runs, cand_s, cand_res)
+    verdicts, notes = judge_claims(cand_runs, cand_s, cand_res, claims=claims)
     return _Analysis(runs, results, summarize(runs, results), compare(base_s, cand_s, threshold_pct),
                      verdicts, notes, (base_s, cand_s))
 

@@ -15,6 +15,31 @@ from .. import defaults
 from ..defaults import DEFAULT_MAX_POINTS
 
 
+def claims_options(command):
+    """-f FILE and --recorded-claims: whose claims `report` and `check` judge the runs with."""
+    command = click.option("--recorded-claims", is_flag=True,
+                           help="Judge with the claims recorded in each run's scenario.yaml instead of the "
+                                "experiments file's (run directories from another project).")(command)
+    return click.option("-f", "--file", "experiments_file", default=DEFAULT_EXPERIMENTS, show_default=True,
+                        type=click.Path(dir_okay=False),
+                        help="The experiments file whose claims (known: included) judge the runs.")(command)
+
+
+DEFAULT_EXPERIMENTS = "experiments.yaml"
+
+
+def claims_source(experiments_file: str, recorded: bool, every_scenario: bool = False):
+    """The Claims to judge with; an experiments file that does not exist is bad input, named."""
+    from .build import Claims
+
+    if recorded:
+        return Claims(None)
+    if not Path(experiments_file).is_file():
+        raise BadInput(f"{experiments_file}: no such experiments file: name one with -f FILE, or judge with the "
+                       "runs' own claims with --recorded-claims")
+    return Claims(experiments_file, every_scenario)
+
+
 @click.command("report", cls=errors.Command)
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
@@ -39,8 +64,9 @@ from ..defaults import DEFAULT_MAX_POINTS
 @click.option("--format", "figures_format", type=click.Choice(["svg", "pdf"]), default="svg", show_default=True,
               help="With --figures: the files' format.")
 @click.option("--no-fail", is_flag=True, help="Report failed claims without exit code 3.")
+@claims_options
 def report_command(paths, output, open_, bin_ms, skip_s, jain_window_s, max_points, compare_paths,
-                   threshold, title, figures_dir, figures_format, no_fail):
+                   threshold, title, figures_dir, figures_format, no_fail, experiments_file, recorded_claims):
     """Write one self-contained HTML report (plus its summary .csv/.json) from run directories.
 
     PATHS are run directories (holding meta.json) or any directories containing run directories
@@ -60,9 +86,11 @@ def report_command(paths, output, open_, bin_ms, skip_s, jain_window_s, max_poin
 
     opts = Options(bin_ms=bin_ms, skip_s=skip_s, jain_window_s=jain_window_s, max_points=max_points,
                    title=title, figures_dir=figures_dir, figures_format=figures_format)
+    claims = claims_source(experiments_file, recorded_claims)
     t = time.perf_counter()
-    res = write_report(paths, output, opts, compare_paths=compare_paths, threshold_pct=threshold)
+    res = write_report(paths, output, opts, compare_paths=compare_paths, threshold_pct=threshold, claims=claims)
     dt = time.perf_counter() - t
+    click.echo(printable(claims.describe()))  # first, once the runs could be read: an error stays one line
     for w in res.warnings:
         click.echo(printable(f"warning: {w}"), err=True)
     if res.compare is not None and not res.compare.empty:
@@ -101,6 +129,7 @@ def print_claims(verdicts) -> None:
             else f"{e.scenario}" + (" (across points)" if points[0].point == "across points" else "")
         measured = f": {points[0].measured()}" if len(points) == 1 and points[0].values else ""
         known = f" [known, {e.known.triage}: {e.known.reason}]" if e.known else ""
+        known += " [sanity: outside the score]" if e.sanity else ""
         reason = f" ({r.reason})" if r.reason else ""
         # the scenario name and the claim come from the run directory (meta.json, scenario.yaml)
         click.echo(printable(f"{r.status.upper():16s}{head}: {e.claim.text}{measured}{reason}{known}", limit=2000))
@@ -108,6 +137,10 @@ def print_claims(verdicts) -> None:
             for v in points:
                 click.echo(printable(f"    {v.verdict:13s}{v.point}: {v.measured()}"
                                      + (f" ({v.reason})" if v.reason and v.values else ""), limit=2000))
+    from .reproduction import score
+
+    if any(v.expectation.scored for v in verdicts):
+        click.echo(printable(f"score: {score(results(verdicts))}"))
 
 
 def exit_on_claims(verdicts, no_fail: bool) -> None:
@@ -132,19 +165,20 @@ def exit_on_claims(verdicts, no_fail: bool) -> None:
 @click.option("--markdown", "markdown", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the reproduction page (e.g. docs/reproduction.md): every paper-suite claim of the "
                    "experiments file judged on PATHS, one table per paper, never-run claims included.")
-@click.option("-f", "--file", "experiments_file", default="experiments.yaml", show_default=True,
-              type=click.Path(dir_okay=False), help="With --markdown: the experiments file whose claims are judged.")
 @click.option("--readme", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="With --markdown: rewrite this file's '<!-- reproduction-score -->' line with the score.")
 @click.option("--no-fail", is_flag=True, help="Report failed claims without exit code 3.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout (as written to -o).")
-def check_command(paths, output, skip_s, markdown, experiments_file, readme, no_fail, as_json):
-    """Judge the scenarios' `expect:` claims on run directories (as `cctest report`, without HTML).
+@claims_options
+def check_command(paths, output, skip_s, markdown, readme, no_fail, as_json, experiments_file, recorded_claims):
+    """Judge run directories with the experiments file's claims (as `cctest report`, without HTML).
 
-    Each claim gets a status: pass, fail, known-fail, unexpected-pass, inconclusive (a failed-health
-    run, or an interval that straddles the bound) or not-run. Exit 3 on a fail (also: a claim whose
-    runs lack the terms it needs) or an unexpected pass; 0 otherwise. With --markdown, PATHS are
-    searched for runs of the paper suites (tags paper-000 ...) and the page lists every claim."""
+    Each claim of a scenario that ran gets a status: pass, fail, known-fail, unexpected-pass,
+    inconclusive (a failed-health run, or an interval that straddles the bound), incomplete (fewer
+    runs than the scenario's repetitions) or not-run. Runs of two module builds or engines in one
+    verdict are refused (exit 2, nothing written). Exit 3 on a fail (also: a claim whose runs lack
+    the terms it needs) or an unexpected pass; 0 otherwise. With --markdown, PATHS are searched for
+    runs of the suites (tags paper-000 ..., quick-000 ...) and the page lists every suite claim."""
     from .. import jsonsafe
     from .build import Options, analyse, judge_claims
     from .claims_view import claims_json
@@ -152,6 +186,9 @@ def check_command(paths, output, skip_s, markdown, experiments_file, readme, no_
 
     if readme and not markdown:
         raise click.UsageError("--readme goes with --markdown")
+    if markdown and recorded_claims:
+        raise click.UsageError("--markdown judges the experiments file's suite claims: drop --recorded-claims")
+    claims = claims_source(experiments_file, recorded_claims)
     skipped: list[str] = []  # runs that could not be read or analysed: named, never silently dropped
     expectations = None
     if markdown:
@@ -159,12 +196,15 @@ def check_command(paths, output, skip_s, markdown, experiments_file, readme, no_
     else:
         loaded = load_runs(paths, skipped)
     runs, res, summary = analyse(loaded, Options(skip_s=skip_s), skipped)
-    verdicts, notes = judge_claims(runs, summary, res, expectations)
+    verdicts, notes = judge_claims(runs, summary, res, expectations, claims)
     notes = skipped + notes
+    if verdicts:  # first, once judged: an error stays one line
+        click.echo(printable(claims.describe()), err=as_json)
     for note in notes:
         click.echo(printable(f"warning: {note}"), err=True)
     if not verdicts:
-        raise BadInput(f"no claims: none of the {len(runs)} run(s) records an expect: list")
+        whose = "records an expect: list" if recorded_claims else f"is of a scenario of {experiments_file} with claims"
+        raise BadInput(f"no claims: none of the {len(runs)} run(s) {whose}")
     verdicts_json = jsonsafe.dumps(claims_json(verdicts, notes), indent=1)
     if as_json:
         click.echo(verdicts_json)

@@ -39,7 +39,29 @@ def provenance(meta: dict) -> dict:
         "seed": meta.get("seed"), "aqm": link.get("aqm") or "fifo", "ecn": bool(link.get("ecn")),
         "rate_schedule": "; ".join(f"{s.get('rate_mbps')} Mbit/s at {s.get('at_s')} s" for s in schedule),
         "outages": "; ".join(f"{o.get('at_s')}-{_end(o)} s" for o in outages),
+        "module_builds": module_builds(meta), "engine_build": engine_build(meta),
     }
+
+
+def module_builds(meta: dict) -> str:
+    """The builds of the modules the run loaded, "name=sha12 ..." sorted by name ("" when it used
+    only the kernel's own): what one verdict may not mix (claims.one_build)."""
+    builds = {}
+    for module in meta.get("modules") or []:
+        if isinstance(module, dict) and module.get("name") and module.get("sha256"):
+            builds[str(module["name"])] = str(module["sha256"])[:12]
+    return " ".join(f"{name}={sha}" for name, sha in sorted(builds.items()))
+
+
+def engine_build(meta: dict) -> str:
+    """The engine and the kernel build it ran, e.g. "uml 6.1.192 c5cd4796fcaf", "qemu 6.1.0-28-amd64",
+    "native 6.8.0-45-generic": what one verdict may not mix either."""
+    engine = meta.get("engine") if isinstance(meta.get("engine"), dict) else {}
+    kernel = engine.get("kernel") if isinstance(engine.get("kernel"), dict) else {}
+    name = engine.get("name") or ("native" if meta.get("mode") == "native" else "qemu" if meta.get("mode") else "")
+    release = kernel.get("release") or (meta.get("kernel") or {}).get("release") or ""
+    build = str(kernel.get("inputs_sha256") or kernel.get("image") or "")[:12]
+    return " ".join(str(x) for x in (name, release, build) if x)
 
 
 def _end(outage: dict):

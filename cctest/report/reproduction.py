@@ -1,9 +1,12 @@
-"""docs/reproduction.md: every paper-suite claim of experiments.yaml, judged on run directories.
+"""docs/reproduction.md: every suite claim of experiments.yaml, judged on run directories.
 
-`cctest check DIR... --markdown FILE` writes it. One table per paper (the scenarios tagged
-`paper-00N`): the claim, its source, the paper's value, our mean ± 95 % CI per matrix point, n, the
-claim's status, its triage and a one-line reason. A claim no run measured is listed as not run,
-never left out. The score counts claims that pass out of all of them, known failures apart.
+`cctest check DIR... --markdown FILE` writes it. Per paper, one table of the claims in the score
+(scenarios tagged `paper-00N`, claims a paper measured), one of its sanity checks (`sanity: true`)
+and one of its scaled-down scenarios (tagged `quick-00N`): the claim, its source, the paper's value,
+our values per matrix point (the interval judged), n, the claim's status, its triage and a one-line
+reason. A claim no run measured is listed as not run, never left out. The score counts the claims
+in the score only: passes, known failures, fails, inconclusive, incomplete and not run apart, and
+the sanity checks beside it (docs/papers.md, "Protocol").
 """
 
 from __future__ import annotations
@@ -21,24 +24,36 @@ PAPERS = {
     "paper-003": "003: BBRv3+ (Chu, Chiang; Engineering Proceedings 2025)",
     "paper-004": "004: Sharing but not Caring (Claypool et al.; AICT 2019)",
 }
-PAPER_TAG = re.compile(r"paper-\d{3}")
+PAPER_TAG = re.compile(r"(?:paper|quick)-\d{3}")
 SCORE_MARK = "<!-- reproduction-score -->"  # the README line `--readme` rewrites
 REGENERATE = "cctest check results --markdown docs/reproduction.md --readme README.md"
 STATUS_TEXT = {"pass": "pass", "fail": "**fail**", "known-fail": "known fail", "unexpected-pass": "**unexpected pass**",
-               "inconclusive": "inconclusive", "not-run": "not run"}
+               "inconclusive": "inconclusive", "incomplete": "incomplete", "not-run": "not run"}
 
 
 def paper_of(tags) -> str | None:
-    return next((t for t in tags if PAPER_TAG.fullmatch(t)), None)
+    """The paper a suite scenario reproduces, as its paper-00N tag (a quick-00N copy's too)."""
+    tag = next((t for t in tags if PAPER_TAG.fullmatch(t)), None)
+    return tag.replace("quick-", "paper-") if tag else None
 
 
 def score(claim_results: list[ClaimResult]) -> str:
-    """"P of T claims pass" and the rest by status (known failures counted apart)."""
-    n = status_counts(claim_results)
-    rest = [f"{n['known-fail']} known failure(s), triaged"]
-    rest += [f"{n[s]} {STATUS_TEXT[s].strip('*')}" for s in ("fail", "unexpected-pass", "inconclusive", "not-run")
-             if n[s]]
-    return f"{n['pass']} of {len(claim_results)} claims pass ({'; '.join(rest)})"
+    """"P of T claims pass" over the claims in the score, every other status counted apart (known
+    failures included), then the sanity checks; quick-* scenarios' claims are in neither."""
+    scored = [r for r in claim_results if r.expectation.scored]
+    n = status_counts(scored)
+    rest = [f"{n['known-fail']} known failure(s)", f"{n['fail']} fail"]
+    rest += [f"{n[s]} {STATUS_TEXT[s].strip('*')}" for s in ("unexpected-pass", "inconclusive", "incomplete",
+                                                              "not-run") if n[s] or s != "unexpected-pass"]
+    sanity = [r for r in claim_results if r.expectation.sanity and paper_of(r.expectation.tags)
+              and not _quick(r)]
+    checks = status_counts(sanity)
+    return (f"{n['pass']} of {len(scored)} claims pass ({'; '.join(rest)}); sanity checks outside the score: "
+            f"{checks['pass']} of {len(sanity)} pass")
+
+
+def _quick(r: ClaimResult) -> bool:
+    return any(t.startswith("quick-") for t in r.expectation.tags)
 
 
 def _cell(text: str) -> str:
@@ -50,13 +65,13 @@ def _number(x: float) -> str:
 
 
 def _measured(r: ClaimResult) -> tuple[str, str]:
-    """Our values per point (mean ± 95 % CI of each term) and the repetitions they rest on."""
+    """Our values per point, with the interval judged (Verdict.measured: a bounded term's clipped
+    interval, a seed-paired margin, a race's runs), and the repetitions they rest on."""
     lines, ns = [], []
     for v in r.points:
         if v.verdict == "not run":
             continue
-        terms = "; ".join(f"{name} = {_number(m)}" + (f" ± {_number(ci)}" if math.isfinite(ci) else "")
-                          for name, (m, ci, _) in v.values.items())
+        terms = re.sub(r" \(n=\d+\)", "", v.measured()) if v.values else ""
         where = v.point.split(" [", 1)[1].rstrip("]") if " [" in v.point else v.point
         prefix = f"{where}: " if len(r.points) > 1 or v.point == "across points" else ""
         lines.append(_cell(prefix + (terms or v.verdict)))
@@ -88,7 +103,8 @@ def run_command(tag: str, engines: set[str]) -> str:
     """The command that made a suite's runs: its engine as the runs record it (UML's is named)."""
     engine = " --engine uml" if engines == {"uml"} else ""
     jobs = "1" if engine else "2"  # UML instances add no throughput on 2 cores (docs/uml.md)
-    return f"cctest run --vm{engine} -j {jobs} -n 3 --tag {tag} --out results/{tag}"
+    # no -n: the scenario's declared repetitions are the n its verdicts are judged on
+    return f"cctest run --vm{engine} -j {jobs} --tag {tag} --out results/{tag}"
 
 
 def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], command: str,
@@ -101,11 +117,15 @@ def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], comma
     out = ["# Reproduction of the seed papers", "",
            f"Generated by `{command}` from {runs} run director{'y' if runs == 1 else 'ies'} "
            f"({', '.join(f'`{p}`' for p in inputs) or 'none'}); do not edit by hand. Each claim is "
-           "experiments.yaml's, judged as docs/experiments.md's \"Claims\" says: per matrix point on the "
-           "95 % Student-t interval of its repetitions, runs whose health failed left out (the point is then "
-           "inconclusive). Status: pass; fail; known fail (an expected failure with its triage: "
-           "*implementation*, *scale* or *paper*); unexpected pass (a known failure that now passes); "
-           "inconclusive; not run.", "",
+           "experiments.yaml's, judged under docs/papers.md's \"Protocol\": per matrix point on exactly the "
+           "scenario's declared repetitions (fewer: incomplete), runs of one module build and one engine, on "
+           "the 95 % Student-t interval of the margins (kept inside a bounded metric's range; a comparison of "
+           "two terms on its seed-paired margin), a race on how many of its runs the claim held in; runs whose "
+           "health failed left out (the point is then inconclusive). Status: pass; fail; known fail (an "
+           "expected failure with its triage: *implementation*, *spec*, *setting* or *paper*); unexpected "
+           "pass (a known failure that now passes); inconclusive; incomplete (k of n runs); not run. The score "
+           "counts the claims of the paper-scale scenarios (tag paper-00N) that a paper measured; sanity "
+           "checks and the scaled-down scenarios (tag quick-00N) are listed apart, outside it.", "",
            f"**Score: {score(claim_results)}.**", ""]
     for tag, rows in by_paper.items():
         if not rows:
@@ -116,22 +136,35 @@ def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], comma
                 (f"Measured on: {', '.join(measured_on)} (docs/uml.md says how the engines differ). "
                  if measured_on else "") +
                 f"Reproduce: `{run_command(tag, set(measured_on))}`, then `{REGENERATE}` "
-                "(docs/papers.md, \"Publishing the reproduction\").", "",
-                "| claim | source | paper | ours (mean ± 95 % CI) | n | status | triage | reason |",
-                "|---|---|---|---|---|---|---|---|"]
-        for r in rows:
-            e = r.expectation
-            where = ", ".join(f"{k}={'/'.join(map(str, v))}" for k, v in e.where.items())
-            extra = [x for x in (f"at least {e.at_least} points" if e.at_least else "",
-                                 f"steady from {e.steady_from_s:g} s" if e.steady_from_s is not None else "") if x]
-            claim = f"`{e.scenario}`" + (f" ({where})" if where else "") + f": `{e.claim.text}`" + \
-                (f" ({', '.join(extra)})" if extra else "")
-            measured, n = _measured(r)
-            triage = e.known.triage if e.known else ("untriaged" if r.status == "fail" else "")
-            out.append("| " + " | ".join([_cell(claim), _cell(e.source), _cell(e.paper or "–"), measured, n,
-                                          STATUS_TEXT[r.status], triage, _cell(_reason(r))]) + " |")
-        out.append("")
+                "(docs/papers.md, \"Publishing the reproduction\").", ""]
+        scored = [r for r in rows if r.expectation.scored]
+        sanity = [r for r in rows if r.expectation.sanity and not _quick(r)]
+        quick = [r for r in rows if _quick(r)]
+        for heading, part in (("", scored), ("### Sanity checks (no paper measurement; outside the score)", sanity),
+                              ("### Scaled-down scenarios (quick; outside the score)", quick)):
+            if part:
+                out += ([heading, ""] if heading else []) + _table(part)
     return "\n".join(out)
+
+
+def _table(rows: list[ClaimResult]) -> list[str]:
+    out = ["| claim | source | paper | ours (the interval judged) | n | status | triage | reason |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        e = r.expectation
+        where = ", ".join(f"{k}={'/'.join(map(str, v))}" for k, v in e.where.items())
+        extra = [x for x in (f"at least {e.at_least} points" if e.at_least else "",
+                             f"in at least {e.at_least_runs} of {e.repetitions} runs" if e.at_least_runs else "",
+                             f"steady from {e.steady_from_s:g} s" if e.steady_from_s is not None else "") if x]
+        claim = f"`{e.scenario}`" + (f" ({where})" if where else "") + f": `{e.claim.text}`" + \
+            (f" ({', '.join(extra)})" if extra else "")
+        measured, n = _measured(r)
+        triage = e.known.triage if e.known else ("untriaged" if r.status == "fail" else "")
+        status = STATUS_TEXT[r.status]
+        out.append("| " + " | ".join([_cell(claim), _cell(e.source), _cell(e.paper or "–"), measured, n,
+                                      status, triage, _cell(_reason(r))]) + " |")
+    out.append("")
+    return out
 
 
 def write(path: Path, text: str) -> None:
