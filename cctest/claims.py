@@ -38,7 +38,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from .limits import MAX_EXPERIMENTS_BYTES
 from .metric_table import CC_TERMS, RUN_TERMS, STEADY_CC_TERMS, STEADY_RUN_TERMS
 from .projectccs import project_ccs
-from .safeload import Refused, load_yaml_file
+from . import runfiles
+from .errors import BadInput
+from .safeload import Refused
 from .stats import jain_index, mean_ci95
 
 if TYPE_CHECKING:  # imported where used: experiments.yaml's claims are parsed without pandas
@@ -481,32 +483,78 @@ def _judged(e: Expectation, label: str, samples: list[Callable[[ast.expr], float
     return Verdict(e, label, verdict, margin, values, reason, list(unhealthy))
 
 
+class UnjudgeableClaims(BadInput):
+    """A claim carried by run directories that cannot be judged: it fails the gate (exit 2) rather
+    than dropping out of it with a warning."""
+
+
+def _scenario_file(run) -> dict:
+    """The run's scenario.yaml as run (absent: no claims), by the one reader of run directories and
+    the bounded loader of experiments files (a run directory may come from anywhere: a CI artifact)."""
+    resolved = runfiles.read_yaml(run.path, "scenario.yaml", MAX_EXPERIMENTS_BYTES, "a scenario.yaml")
+    if resolved is not None and not isinstance(resolved, dict):
+        raise Refused(f"{run.path / 'scenario.yaml'}: not a mapping of keys; a scenario.yaml is one")
+    return resolved or {}
+
+
+def validated_entry(name: str, k: int, entry: Any, matrix_keys: set[str], tags: tuple[str, ...] = ()) -> "Expectation":
+    """One `expect:` entry carried by runs, validated as experiments.yaml's are (scenario.Expect:
+    known keys, a parsable claim, a valid `known:` triage) and its `where:` keys among the matrix
+    keys its runs record; ClaimError names the entry otherwise."""
+    from pydantic import ValidationError
+
+    from .scenario import Expect, _describe
+
+    where = f"scenario {name}: expect.{k}"
+    if not isinstance(entry, dict):
+        raise ClaimError(f"{where}: {type(entry).__name__} {entry!r}; a claim is a mapping with a claim: key")
+    try:
+        checked = Expect.model_validate(entry)
+    except ValidationError as error:
+        key, message = _describe(error)
+        raise ClaimError(f"{where}.{key}: {message}") from None
+    for key in checked.where:
+        if key not in matrix_keys:
+            raise ClaimError(f"{where}.where: {key!r} is not a matrix key of its runs; allowed: "
+                             f"{', '.join(sorted(matrix_keys)) or 'none (its runs have no matrix)'}")
+    return Expectation.from_entry(name, checked.model_dump(exclude_none=True), tags)
+
+
 def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
-    """The expectations recorded with each scenario's runs (their scenario.yaml), once per scenario.
-    Returns them and notes on any that could not be read."""
-    seen: dict[str, tuple[list, tuple]] = {}
-    notes: list[str] = []
+    """The expectations recorded with each scenario's runs (their scenario.yaml), once per scenario,
+    and notes for the report. A claim that cannot be read or judged is UnjudgeableClaims: the
+    first named, and how many more."""
+    files: dict[str, dict] = {}
+    matrix_keys: dict[str, set[str]] = {}
+    problems: list[str] = []
     for run in runs:
         name = run.meta.get("scenario")
-        if name in seen or not isinstance(name, str):
+        if not isinstance(name, str):
             continue
-        path = run.path / "scenario.yaml"
-        try:  # the loader of experiments.yaml: a run directory may come from anywhere (a CI artifact)
-            resolved = load_yaml_file(path, MAX_EXPERIMENTS_BYTES, "a scenario.yaml") if path.exists() else {}
+        matrix_keys.setdefault(name, set()).update(run.meta.get("matrix") or {})
+        if name in files:
+            continue
+        try:
+            files[name] = _scenario_file(run)
         except Refused as error:
-            notes.append(f"{error}; its claims are not judged")
-            resolved = {}
-        resolved = resolved if isinstance(resolved, dict) else {}
-        tags = resolved.get("tags") if isinstance(resolved.get("tags"), list) else []
-        seen[name] = (resolved.get("expect") or [], tuple(str(t) for t in tags))
+            problems.append(str(error))
+            files[name] = {}
     out = []
-    for name, (entries, tags) in seen.items():
+    for name, resolved in files.items():
+        tags = tuple(map(str, resolved["tags"])) if isinstance(resolved.get("tags"), list) else ()
+        entries = resolved.get("expect") or []
+        if not isinstance(entries, list):
+            problems.append(f"scenario {name}: expect: {type(entries).__name__}; a list of claims")
+            continue
         for k, entry in enumerate(entries):
             try:
-                out.append(Expectation.from_entry(name, entry, tags))
-            except (ClaimError, KeyError, TypeError, AttributeError, ValueError) as error:
-                notes.append(f"scenario {name}: expect.{k}: {error}; not judged")
-    return out, notes
+                out.append(validated_entry(name, k, entry, matrix_keys[name], tags))
+            except ClaimError as error:
+                problems.append(str(error))
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UnjudgeableClaims(f"{problems[0]}{more}; a claim that cannot be judged fails the gate")
+    return out, []
 
 
 def expectations_of_experiments(experiments) -> list[Expectation]:

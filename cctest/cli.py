@@ -479,7 +479,7 @@ def clean(force: bool) -> None:
     actions = cleanup.clean(force=force)
     for line in actions:
         # one line each, paths unbroken; a journal's text is never markup or terminal control
-        console.print(errors.printable(line), highlight=False, soft_wrap=True, markup=False)
+        errors.say(console, line)
     if not actions:
         console.print("nothing to clean" + ("" if force else ": no journal of a killed run (--force also removes "
                                                               "anything that looks like a cctest run's)"))
@@ -560,9 +560,10 @@ def ingest(run_dirs) -> None:
 
     refuse_unknown_versions([Path(run_dir) for run_dir in run_dirs])
     failures: list[str] = []
-    finalize_each([Path(run_dir) for run_dir in run_dirs], console, failures)
+    code = finalize_each([Path(run_dir) for run_dir in run_dirs], console, failures)
     if failures:
-        raise CctestError(f"ingest failed for {len(failures)} of {len(run_dirs)} run(s); the first: {failures[0]}")
+        error_class = BadInput if code == errors.BAD_INPUT else CctestError
+        raise error_class(f"ingest failed for {len(failures)} of {len(run_dirs)} run(s); the first: {failures[0]}")
 
 
 def refuse_unknown_versions(run_dirs: list[Path]) -> None:

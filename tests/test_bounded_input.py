@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from cctest import safeload
 from cctest.cli import main
-from cctest.claims import expectations_of_runs
+from cctest.claims import UnjudgeableClaims, expectations_of_runs
 from cctest.scenario import MAX_FILE_BYTES, load_experiments
 from test_scenario import GOOD
 
@@ -179,10 +179,12 @@ def test_a_run_directorys_scenario_yaml_is_read_with_the_same_bounds(tmp_path, h
     runs_dir = run_dir_with(tmp_path, text, special="fifo" if hostile == "fifo" else None)
     runs = load_runs([runs_dir])
     started = time.process_time()
-    expectations, notes = expectations_of_runs(runs)
+    with pytest.raises(UnjudgeableClaims) as refused:  # the claims it may carry fail the gate
+        expectations_of_runs(runs)
     assert time.process_time() - started < 1.0
-    assert expectations == [] and len(notes) == 1 and "scenario.yaml" in notes[0], notes
-    assert {"bomb": "aliases expanded", "deep": "nested", "fifo": "not a regular file"}[hostile] in notes[0]
+    message = str(refused.value)
+    assert "scenario.yaml" in message and message.endswith("a claim that cannot be judged fails the gate")
+    assert {"bomb": "aliases expanded", "deep": "nested", "fifo": "not a regular file"}[hostile] in message
 
 
 @pytest.mark.parametrize("command", ["check", "report"])
@@ -261,21 +263,23 @@ def test_check_escapes_the_scenario_name_it_reads_from_meta_json(tmp_path):
 
 
 def test_ingest_never_blocks_on_a_fifo_in_a_run_directory(tmp_path):
-    """`cctest ingest` reads a run directory that may come from anywhere: a FIFO as a raw capture is
-    skipped as absent, a FIFO as meta.json is one line (each blocked forever before)."""
+    """`cctest ingest` reads a run directory that may come from anywhere: a FIFO as a raw capture or
+    as meta.json is one line, exit 2, and no table is remade without it (each blocked forever before)."""
     from cctest.ingest import ingest_run
 
     run = tmp_path / "run"
     shutil.copytree(Path(__file__).parent / "fixtures" / "sockdiag", run)
     (run / "raw" / "ss.jsonl").unlink()
     os.mkfifo(run / "raw" / "ss.jsonl")
-    assert "ss" not in ingest_run(run)
+    with pytest.raises(safeload.Refused, match="raw/ss.jsonl: is a FIFO, not a regular file"):
+        ingest_run(run)
+    assert not list(run.glob("*.parquet"))
     (run / "meta.json").unlink()
     os.mkfifo(run / "meta.json")
     with pytest.raises(safeload.Refused, match="meta.json: is a FIFO, not a regular file"):
         ingest_run(run)
     result = CliRunner().invoke(main, ["ingest", str(run)])
-    assert result.exit_code != 0 and "a FIFO" in result.output and "Traceback" not in result.output
+    assert result.exit_code == 2 and "a FIFO" in result.stderr and "Traceback" not in result.output
 
 
 def test_a_fifo_as_the_kernel_is_one_line_exit_2(tmp_path):

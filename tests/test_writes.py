@@ -40,10 +40,10 @@ def test_an_ingest_failure_neither_stops_the_others_nor_goes_unsaid(tmp_path):
     (good / "checks.json").unlink()
     failures: list[str] = []
     finalize_each([broken, good], Console(file=open("/dev/null", "w")), failures)
-    assert len(failures) == 1 and failures[0].startswith(f"{broken}: JSONDecodeError")
+    assert len(failures) == 1 and failures[0].startswith(f"{broken / 'meta.json'}: not JSON (JSONDecodeError")
     assert json.loads((good / "checks.json").read_text())["verdict"] in ("pass", "warn", "fail")
     result = CliRunner().invoke(main, ["ingest", str(broken), str(good)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a meta.json that is no JSON is bad input
     assert result.stderr.strip().splitlines() == [f"error: ingest failed for 1 of 2 run(s); the first: {failures[0]}"]
 
 

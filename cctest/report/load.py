@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -11,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import captures
+from .. import captures, runfiles
 from ..errors import BadInput
 from ..record import LINK_NUMBERS, RecordError, RunRecord, read_record
-from ..safeload import Refused, read_bounded
+from ..safeload import Refused
 
 REQUIRED = ("flows", "throughput")
 ABSENT_NOTE = {
@@ -36,7 +35,6 @@ FINITE = ("flow", "t_s", "interval_s")
 FINITE_IN = {"throughput": ("bytes",)}  # a sample without its bytes is no sample
 # The captures' tables the report reads: those with required columns (not cpu: checks.json judges it).
 TABLES = tuple(name for name in captures.TABLES if name in SCHEMA)
-MAX_JSON_BYTES = 16 << 20  # meta.json and checks.json are kilobytes: a bound, not a limit any run meets
 RUN_DIR_SIGNS = ("scenario.yaml", "raw", "flows.parquet", "throughput.parquet", "checks.json")
 
 
@@ -94,14 +92,14 @@ def find_run_dirs(path: Path | str, skipped: list[str] | None = None) -> list[Pa
     return found
 
 
-def _read_json(path: Path) -> dict:
+def _read_json(run_dir: Path, name: str) -> dict | None:
+    """A run's JSON object (None when absent), read by the one reader of run directories."""
+    path = run_dir / name
     try:
-        data = json.loads(read_bounded(path, MAX_JSON_BYTES, f"a {path.name}"))
+        data = runfiles.read_json(run_dir, name)
     except Refused as e:
-        raise ReportInputError(f"{shown(path)}: unreadable ({e})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise ReportInputError(f"{shown(path)}: unreadable ({e.__class__.__name__}: {e})") from None
-    if not isinstance(data, dict):
+        raise ReportInputError(f"{shown(path)}: unreadable ({str(e).removeprefix(f'{path}: ')})") from None
+    if data is not None and not isinstance(data, dict):
         raise ReportInputError(f"{shown(path)}: unreadable (not a JSON object)")
     return data
 
@@ -170,11 +168,11 @@ def _tidy(df: pd.DataFrame) -> pd.DataFrame:
 
 def _read_checks(p: Path, notes: list[str]) -> dict | None:
     """checks.json, or None with a note: the verdict is shown, but its absence is not fatal."""
-    if not (p / "checks.json").exists():
-        notes.append("checks.json absent: no emulation-health verdict")
-        return None
     try:
-        checks = _read_json(p / "checks.json")
+        checks = _read_json(p, "checks.json")
+        if checks is None:
+            notes.append("checks.json absent: no emulation-health verdict")
+            return None
         problem = checks_problem(checks)
         if problem:
             raise ReportInputError(f"{shown(p / 'checks.json')}: unreadable ({problem})")
@@ -187,20 +185,21 @@ def _read_checks(p: Path, notes: list[str]) -> dict | None:
 def _load_table(run: Run, name: str) -> None:
     """The run's `name` table into run.tables, or a note saying why it is not there."""
     f = run.path / f"{name}.parquet"
-    if f.exists() and not f.is_file():  # a FIFO would block the parquet reader
-        run.notes.append(f"{shown(f)}: not a regular file; skipped")
+    try:
+        table = runfiles.read_table(run.path, name)
+    except Refused as e:  # a link, a FIFO, a device, a footer claiming more than the file holds
+        run.notes.append(f"{shown(e)}; skipped")
         return
-    if not f.exists():
+    except Exception as e:  # a corrupt table must not sink the whole report
+        run.notes.append(f"{shown(f)}: unreadable ({e.__class__.__name__}); skipped")
+        return
+    if table is None:
         if name in REQUIRED:
             run.notes.append(f"{name}.parquet absent: throughput metrics unavailable")
         elif name in ABSENT_NOTE:
             run.notes.append(ABSENT_NOTE[name])
         return
-    try:
-        table = _tidy(pd.read_parquet(f))
-    except Exception as e:  # a corrupt table must not sink the whole report
-        run.notes.append(f"{shown(f)}: unreadable ({e.__class__.__name__}); skipped")
-        return
+    table = _tidy(table)
     problem = table_problem(name, table)
     if problem:
         run.notes.append(f"{shown(f)}: {problem}; skipped")
@@ -212,7 +211,9 @@ def _load_table(run: Run, name: str) -> None:
 
 def load_run(path: Path | str) -> Run:
     p = Path(path)
-    meta = _read_json(p / "meta.json")
+    meta = _read_json(p, "meta.json")
+    if meta is None:
+        raise ReportInputError(f"{shown(p / 'meta.json')}: no such file")
     notes = link_numbers_from_text(meta)
     try:
         record = read_record(meta, shown(p / "meta.json"))
