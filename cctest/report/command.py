@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from .. import errors
+from .. import atomic, errors
 from ..errors import BadInput, CctestError, ClaimsFailed, printable
 from .. import defaults
 from ..defaults import DEFAULT_MAX_POINTS
@@ -152,6 +152,7 @@ def check_command(paths, output, skip_s, markdown, experiments_file, readme, no_
 
     if readme and not markdown:
         raise click.UsageError("--readme goes with --markdown")
+    _check_outputs(paths, output, markdown, readme, experiments_file)
     skipped: list[str] = []  # runs that could not be read or analysed: named, never silently dropped
     expectations = None
     if markdown:
@@ -171,11 +172,25 @@ def check_command(paths, output, skip_s, markdown, experiments_file, readme, no_
     else:
         print_claims(verdicts)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(verdicts_json)
+    atomic.write_text(output, verdicts_json)
     click.echo(f"wrote {output}", err=as_json)
     if markdown:
         _write_reproduction(markdown, readme, paths, verdicts, loaded, len(runs), as_json)
     exit_on_claims(verdicts, no_fail)
+
+
+def _check_outputs(paths, output: Path, markdown: Path | None, readme: Path | None, experiments_file: str) -> None:
+    """Every file `check` writes, before anything is: regular files of their own, none an input or
+    inside a run, none given twice, and a README that has the line its score goes on."""
+    from .build import run_dirs_of
+    from .reproduction import SCORE_MARK, has_score_line
+
+    outputs = [(output, "-o (the verdicts)")]
+    outputs += [(markdown, "--markdown (the reproduction page)")] if markdown else []
+    outputs += [(readme, "--readme (the README whose score line is rewritten)")] if readme else []
+    atomic.check_outputs(outputs, inputs=[Path(experiments_file)] if markdown else [], run_dirs=run_dirs_of(paths))
+    if readme and not has_score_line(readme):
+        raise BadInput(f"{readme}: no line with {SCORE_MARK} to put the score on")
 
 
 def _paper_suite_runs(paths, experiments_file: str, skipped: list[str]) -> tuple[list, list]:

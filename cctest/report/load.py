@@ -73,23 +73,39 @@ def find_run_dirs(path: Path | str, skipped: list[str] | None = None) -> list[Pa
         raise ReportInputError(f"{shown(p)}: no such file or directory")
     if not p.is_dir():
         raise ReportInputError(f"{shown(p)}: not a directory")
-    if (p / "meta.json").exists():
+    if os.path.lexists(p / "meta.json"):
         return [p]
     found, headless = [], []
-    for root, dirs, files in os.walk(p):
-        dirs.sort()
-        if "meta.json" in files:
-            found.append(Path(root))
-            dirs[:] = []  # a run dir's raw/ holds no runs
-        elif any(sign in files or sign in dirs for sign in RUN_DIR_SIGNS):
-            headless.append(Path(root))
-            dirs[:] = []
+    for root, names in walk_dirs(p):
+        if "meta.json" in names:
+            found.append(root)
+        elif any(sign in names for sign in RUN_DIR_SIGNS):
+            headless.append(root)
     if skipped is not None:
         skipped += [f"{shown(d)}: a run directory without meta.json; skipped" for d in headless]
     if not found:
         what = f" ({len(headless)} without meta.json, e.g. {shown(headless[0])})" if headless else ""
         raise ReportInputError(f"{shown(p)}: no run directories (no meta.json at any depth){what}")
     return found
+
+
+def walk_dirs(top: Path):
+    """(directory, names in it) below `top`, depth first in name order, without following links and
+    without descending into a run directory (a run's raw/ holds no runs). Iterative: a tree of any
+    depth, where os.walk's recursion stops at Python's limit."""
+    stack = [top]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue  # unreadable or vanished: nothing below it is found, as with os.walk
+        names = {e.name for e in entries}
+        yield folder, names
+        if "meta.json" in names or any(sign in names for sign in RUN_DIR_SIGNS):
+            continue
+        stack += reversed([Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)])
 
 
 def _read_json(run_dir: Path, name: str) -> dict | None:
@@ -237,13 +253,12 @@ def load_run(path: Path | str) -> Run:
 def load_runs(paths, skipped: list[str] | None = None) -> list[Run]:
     """Every run under `paths`. With `skipped` given, a run that cannot be read is named there and
     left out (the report shows the rest); without, or when no run at all can be read, it is an error."""
-    dirs: list[Path] = []
+    dirs: dict[Path, Path] = {}  # resolved -> as found: a run named twice (by two paths) is read once
     for p in paths:
         for d in find_run_dirs(p, skipped):
-            if d.resolve() not in {x.resolve() for x in dirs}:
-                dirs.append(d)
+            dirs.setdefault(d.resolve(), d)
     runs, errors = [], []
-    for d in dirs:
+    for d in dirs.values():
         try:
             runs.append(load_run(d))
         except ReportInputError as e:
