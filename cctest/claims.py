@@ -323,8 +323,16 @@ def judge(margins_per_rep: list[list[float]], strict: list[bool]) -> tuple[str, 
     return "pass", worst
 
 
+def _is_bool(x: Any) -> bool:
+    return isinstance(x, bool) or getattr(x, "dtype", None) == bool  # numpy's bool_ too
+
+
 def _matches(value: Any, wanted: list[Any]) -> bool:
     for w in wanted:
+        if _is_bool(value) or _is_bool(w):  # True == 1.0: a boolean matches only a boolean
+            if _is_bool(value) and _is_bool(w) and bool(value) == bool(w):
+                return True
+            continue
         try:
             if float(value) == float(w):
                 return True

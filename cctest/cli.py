@@ -203,7 +203,7 @@ def show(name: str, experiments_file: str, force: bool, as_json: bool) -> None:
         print_json({k: v for k, v in p.items() if not k.startswith("_")})
         return
     scenario = experiments.scenarios[name]
-    lines = [f"[bold]{name}[/]" + (f" — {scenario.description}" if scenario.description else ""),
+    lines = [f" — {scenario.description}" if scenario.description else "",
              f"tags: {', '.join(scenario.tags) or '(none)'}",
              f"bottleneck: {_bottleneck_text(scenario.link)}",
              f"flows: {_flows_text(scenario)}; {scenario.duration_s:g} s, seed {scenario.seed}, "
@@ -221,8 +221,10 @@ def show(name: str, experiments_file: str, force: bool, as_json: bool) -> None:
     est = p["estimate_s"]
     lines.append(f"estimated wall time: {_duration(est['native'])} native, {_duration(est['vm'])} with --vm "
                  f"on {est['vm_jobs']} single-vCPU VMs")
-    for line in lines:
-        console.print(line, highlight=False, soft_wrap=True)
+    # names, descriptions, claims and notes are the file's text: never markup, never an escape
+    errors.say(console, (name, "bold"), lines[0], limit=None)
+    for line in lines[1:]:
+        errors.say(console, line, limit=None)
 
 
 def tagged(experiments, experiments_file: str, tags: tuple[str, ...]) -> list[str]:
@@ -252,7 +254,7 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 @click.option("--tag", "tags", multiple=True, shell_complete=complete_tags,
               help="also run every scenario with this tag (repeatable)")
 @click.option("--repetitions", "-n", type=click.IntRange(min=1), help="override the scenario's repetitions")
-@click.option("--first-repetition", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
+@click.option("--first-repetition", type=click.IntRange(min=0, max=2**64 - 1), default=0, show_default=True, metavar="K",
               help="number the repetitions (and their seeds) from K: adds to a set already run, e.g. -n 3 "
                    "--first-repetition 3 makes r3-r5")
 @click.option("--only", "only_points", multiple=True, metavar="KEY=VALUE",

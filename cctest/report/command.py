@@ -202,7 +202,8 @@ def _paper_suite_runs(paths, experiments_file: str, skipped: list[str]) -> tuple
     from .provenance import scenario_tags
     from .reproduction import paper_of
 
-    expectations = [e for e in expectations_of_experiments(load_experiments(experiments_file)) if paper_of(e.tags)]
+    experiments = load_experiments(experiments_file)
+    expectations = [e for e in expectations_of_experiments(experiments) if paper_of(e.tags)]
     found = []
     for path in paths:  # a results tree with no runs yet is a page of "not run", not an error
         try:
@@ -212,6 +213,11 @@ def _paper_suite_runs(paths, experiments_file: str, skipped: list[str]) -> tuple
     # only runs of a paper suite: a targeted or ad-hoc run that shares a suite scenario's name
     # (results/targeted/) is not that suite's run
     loaded = [run for run in found if paper_of(scenario_tags(run.path))]
+    stray = next((run for run in loaded if run.meta.get("scenario") not in experiments.scenarios), None)
+    if stray is not None:  # its claims would silently drop out of the page and the gate
+        raise BadInput(f"{stray.path}: a paper-suite run of scenario {stray.meta.get('scenario')!r}, which "
+                       f"{experiments_file} lacks; its claims cannot be judged: add the scenario to the file or "
+                       "leave the run out of PATHS")
     if len(loaded) < len(found):
         skipped.append(f"{len(found) - len(loaded)} run(s) without a paper-00N tag in their scenario.yaml "
                        "left out of the reproduction page")
