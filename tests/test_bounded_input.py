@@ -303,3 +303,122 @@ def test_a_run_directorys_scenario_yaml_is_read_bounded_for_its_tags(tmp_path):
     assert scenario_tags(tmp_path) == []
     (tmp_path / "scenario.yaml").write_text("tags: [paper-000]\n")
     assert scenario_tags(tmp_path) == ["paper-000"]
+
+
+# --- a run directory shared by others: nothing outside it is read, only its regular files ---------
+
+SECRET = "secret-token-0123456789"
+
+
+def _secret(tmp_path: Path) -> Path:
+    secret = tmp_path / "outside" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text(f"tags: [{SECRET}]\n")
+    return secret
+
+
+def _all_output(tmp_path: Path, result) -> str:
+    """What a command printed and every file it wrote under tmp_path/out."""
+    written = "".join(p.read_text(errors="replace") for p in (tmp_path / "out").rglob("*") if p.is_file())
+    return result.output + written
+
+
+@pytest.mark.parametrize("command", ["report", "check"])
+def test_a_scenario_yaml_linked_outside_the_run_is_never_read(tmp_path, command):
+    runs_dir = run_dir_with(tmp_path)
+    (runs_dir / "r" / "scenario.yaml").unlink()
+    (runs_dir / "r" / "scenario.yaml").symlink_to(_secret(tmp_path))
+    (tmp_path / "out").mkdir()
+    result = CliRunner().invoke(main, [command, str(runs_dir), "-o", str(tmp_path / "out" / "x")])
+    assert result.exit_code == 2, result.output  # the claims it may carry cannot be judged
+    assert "scenario.yaml: is a symbolic link" in result.stderr and "Traceback" not in result.output
+    assert SECRET not in _all_output(tmp_path, result)
+    assert not list((tmp_path / "out").iterdir())  # nothing written
+
+
+def test_a_meta_json_linked_outside_the_run_is_refused(tmp_path):
+    runs_dir = run_dir_with(tmp_path)
+    meta = runs_dir / "r" / "meta.json"
+    outside = tmp_path / "outside-meta.json"
+    outside.write_text(meta.read_text().replace('"scenario": "', f'"scenario": "{SECRET}'))
+    meta.unlink()
+    meta.symlink_to(outside)
+    result = CliRunner().invoke(main, ["check", str(runs_dir), "-o", str(tmp_path / "c.json")])
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1, result.output
+    assert "meta.json: unreadable (is a symbolic link" in result.stderr and SECRET not in result.output
+    assert not (tmp_path / "c.json").exists()
+
+
+@pytest.mark.parametrize("name", ["checks.json", "throughput.parquet", "ss.parquet"])
+def test_a_linked_or_special_file_in_a_run_is_a_note_never_read(tmp_path, name):
+    """A link to /dev/zero ran report out of memory; a FIFO hung it: both are named and skipped."""
+    runs_dir = run_dir_with(tmp_path)
+    target = runs_dir / "r" / name
+    target.unlink()
+    target.symlink_to("/dev/zero")
+    from cctest.report.load import load_run
+
+    started = time.perf_counter()
+    run = load_run(runs_dir / "r")
+    assert any(name in note and "is a symbolic link" in note for note in run.notes), run.notes
+    target.unlink()
+    os.mkfifo(target)
+    run = load_run(runs_dir / "r")
+    assert any(name in note and "is a FIFO" in note for note in run.notes), run.notes
+    assert time.perf_counter() - started < 5
+
+
+def test_a_raw_folder_linked_outside_the_run_is_refused_by_ingest(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "sockdiag", run)
+    elsewhere = tmp_path / "elsewhere"
+    (run / "raw").rename(elsewhere)
+    (run / "raw").symlink_to(elsewhere)
+    result = CliRunner().invoke(main, ["ingest", str(run)])
+    assert result.exit_code == 2, result.output
+    assert "raw/" in result.stderr and "symbolic link" in result.stderr and "Traceback" not in result.output
+    assert not list(run.glob("*.parquet")) and not (run / "checks.json").exists()
+
+
+def test_a_parquet_footer_claiming_millions_of_rows_is_refused_before_loading(tmp_path):
+    """15 M rows of one repeated value fit a file of a few hundred kB and decode to gigabytes."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cctest import runfiles
+
+    column = pa.array(np.zeros(15_000_000, dtype=np.int8))
+    pq.write_table(pa.table({"flow": column, "t_s": column}), tmp_path / "ss.parquet")
+    assert (tmp_path / "ss.parquet").stat().st_size < 1 << 20
+    tracemalloc.start()
+    with pytest.raises(safeload.Refused, match="claims 15000000 rows x 2 columns"):
+        runfiles.read_table(tmp_path, "ss")
+    assert tracemalloc.get_traced_memory()[1] < MEMORY_BOUND
+    tracemalloc.stop()
+    assert len(runfiles.read_table(RECORDED, "ss")) > 0  # a real table is read
+
+
+# --- scale: finding runs is linear in their number, a deep tree is walked without recursion -------
+
+def test_fifteen_hundred_run_directories_are_found_in_seconds(tmp_path):
+    from cctest.report.load import load_runs
+
+    for i in range(1500):
+        run = tmp_path / f"s{i // 100}" / f"r{i}"
+        run.mkdir(parents=True)
+        (run / "meta.json").write_text("{}")
+    started = time.perf_counter()
+    assert len(load_runs([tmp_path], [])) == 1500
+    assert time.perf_counter() - started < 5  # quadratic: 19 s
+
+
+def test_a_tree_fifteen_hundred_deep_is_walked(tmp_path):
+    from cctest.report.load import find_run_dirs
+
+    folder = tmp_path
+    for _ in range(1500):  # os.makedirs recurses too
+        folder = folder / "a"
+        os.mkdir(folder)
+    (folder / "meta.json").write_text("{}")
+    assert find_run_dirs(tmp_path) == [folder]

@@ -204,7 +204,7 @@ def _load_table(run: Run, name: str) -> None:
     try:
         table = runfiles.read_table(run.path, name)
     except Refused as e:  # a link, a FIFO, a device, a footer claiming more than the file holds
-        run.notes.append(f"{shown(e)}; skipped")
+        run.notes.append(f"{e}; skipped")
         return
     except Exception as e:  # a corrupt table must not sink the whole report
         run.notes.append(f"{shown(f)}: unreadable ({e.__class__.__name__}); skipped")
