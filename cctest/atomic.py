@@ -34,6 +34,7 @@ def check_replaceable(path: Path, what: str = "the output") -> None:
     """BadInput unless `path` is absent or a regular file (a link would redirect the write, a FIFO
     or a device would swallow it) in a directory."""
     path = Path(path)
+    _check_parent(path, what)
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
@@ -43,7 +44,6 @@ def check_replaceable(path: Path, what: str = "the output") -> None:
     if mode is not None and not stat.S_ISREG(mode):
         raise BadInput(f"{path}: is {kind_of(mode)}; {what} is written as a regular file, never through a "
                        "link, a FIFO or a device")
-    _check_parent(path, what)
 
 
 def _check_parent(path: Path, what: str) -> None:

@@ -416,9 +416,15 @@ def test_fifteen_hundred_run_directories_are_found_in_seconds(tmp_path):
 def test_a_tree_fifteen_hundred_deep_is_walked(tmp_path):
     from cctest.report.load import find_run_dirs
 
-    folder = tmp_path
+    folders = [tmp_path / "a"]
     for _ in range(1500):  # os.makedirs recurses too
-        folder = folder / "a"
-        os.mkdir(folder)
-    (folder / "meta.json").write_text("{}")
-    assert find_run_dirs(tmp_path) == [folder]
+        os.mkdir(folders[-1])
+        folders.append(folders[-1] / "a")
+    run = folders[-2]
+    (run / "meta.json").write_text("{}")
+    try:
+        assert find_run_dirs(tmp_path) == [run]
+    finally:  # pytest's own clean-up (shutil.rmtree) recurses: the tree goes from its bottom up
+        (run / "meta.json").unlink()
+        for folder in reversed(folders[:-1]):
+            folder.rmdir()
