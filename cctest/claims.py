@@ -505,13 +505,14 @@ def _scenario_file(run) -> dict:
     return resolved or {}
 
 
-def validated_entry(name: str, k: int, entry: Any, matrix_keys: set[str], tags: tuple[str, ...] = ()) -> "Expectation":
+def validated_entry(name: str, k: int, entry: Any, matrix: dict[str, list], tags: tuple[str, ...] = ()) -> "Expectation":
     """One `expect:` entry carried by runs, validated as experiments.yaml's are (scenario.Expect:
     known keys, a parsable claim, a valid `known:` triage) and its `where:` keys among the matrix
-    keys its runs record; ClaimError names the entry otherwise."""
+    keys its runs record (`matrix`: key -> the values they record), a boolean only where those are
+    booleans; ClaimError names the entry otherwise."""
     from pydantic import ValidationError
 
-    from .scenario import Expect, _describe
+    from .scenario import Expect, _describe, unknown_key_message
 
     where = f"scenario {name}: expect.{k}"
     if not isinstance(entry, dict):
@@ -519,12 +520,19 @@ def validated_entry(name: str, k: int, entry: Any, matrix_keys: set[str], tags: 
     try:
         checked = Expect.model_validate(entry)
     except ValidationError as error:
+        extra = [e["loc"] for e in error.errors() if e["type"] == "extra_forbidden" and len(e["loc"]) == 1]
+        if extra:  # _describe names a scenario's keys; these are a claim's
+            raise ClaimError(f"{where}.{extra[0][0]}: {unknown_key_message(str(extra[0][0]), list(Expect.model_fields))}") from None
         key, message = _describe(error)
         raise ClaimError(f"{where}.{key}: {message}") from None
-    for key in checked.where:
-        if key not in matrix_keys:
+    for key, wanted in checked.where.items():
+        if key not in matrix:
             raise ClaimError(f"{where}.where: {key!r} is not a matrix key of its runs; allowed: "
-                             f"{', '.join(sorted(matrix_keys)) or 'none (its runs have no matrix)'}")
+                             f"{', '.join(sorted(matrix)) or 'none (its runs have no matrix)'}")
+        for value in wanted if isinstance(wanted, list) else [wanted]:
+            if _is_bool(value) != any(_is_bool(v) for v in matrix[key]):  # True would select the point 1
+                raise ClaimError(f"{where}.where.{key}: {value!r}; its runs' values are "
+                                 f"{', '.join(map(str, matrix[key]))}")
     return Expectation.from_entry(name, checked.model_dump(exclude_none=True), tags)
 
 
@@ -533,13 +541,15 @@ def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
     and notes for the report. A claim that cannot be read or judged is UnjudgeableClaims: the
     first named, and how many more."""
     files: dict[str, dict] = {}
-    matrix_keys: dict[str, set[str]] = {}
+    matrices: dict[str, dict[str, list]] = {}  # scenario -> matrix key -> the values its runs record
     problems: list[str] = []
     for run in runs:
         name = run.meta.get("scenario")
         if not isinstance(name, str):
             continue
-        matrix_keys.setdefault(name, set()).update(run.meta.get("matrix") or {})
+        point = run.meta.get("matrix") if isinstance(run.meta.get("matrix"), dict) else {}
+        for key, value in point.items():
+            matrices.setdefault(name, {}).setdefault(key, []).append(value)
         if name in files:
             continue
         try:
@@ -556,7 +566,7 @@ def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
             continue
         for k, entry in enumerate(entries):
             try:
-                out.append(validated_entry(name, k, entry, matrix_keys[name], tags))
+                out.append(validated_entry(name, k, entry, matrices.get(name, {}), tags))
             except ClaimError as error:
                 problems.append(str(error))
     if problems:
