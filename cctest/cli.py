@@ -170,13 +170,20 @@ def list_scenarios(experiments_file: str, tags: tuple[str, ...], force: bool, as
     for p in plans:
         scenario = experiments.scenarios[p["name"]]
         totals = [totals[0] + len(p["runs"]), totals[1] + p["estimate_s"]["native"], totals[2] + p["estimate_s"]["vm"]]
-        table.add_row(p["name"], ", ".join(scenario.tags), _bottleneck_text(scenario.link),
-                      f"{_flows_text(scenario)}; {scenario.duration_s:g} s", _matrix_text(scenario.matrix),
-                      str(len(p["runs"])), str(len(scenario.expect) or ""),
-                      _duration(p["estimate_s"]["native"]), _duration(p["estimate_s"]["vm"]))
+        table.add_row(*_cells(p["name"], ", ".join(scenario.tags), _bottleneck_text(scenario.link),
+                              f"{_flows_text(scenario)}; {scenario.duration_s:g} s", _matrix_text(scenario.matrix),
+                              str(len(p["runs"])), str(len(scenario.expect) or ""),
+                              _duration(p["estimate_s"]["native"]), _duration(p["estimate_s"]["vm"])))
     if len(plans) > 1:
         table.add_row("all", "", "", "", "", str(totals[0]), "", _duration(totals[1]), _duration(totals[2]))
     _wide_console().print(table)
+
+
+def _cells(*texts: str) -> list:
+    """Table cells from the file's text: shown as written, never read as markup."""
+    from rich.text import Text
+
+    return [Text(errors.printable(text, limit=None)) for text in texts]
 
 
 def _wide_console():
@@ -418,7 +425,7 @@ def _execute(specs: list, opts) -> None:
         err_console.print("interrupted: torn down; what was measured is kept")
         sys.exit(errors.INTERRUPTED)
     for run_dir in run_dirs:
-        console.print(f"run directory: {run_dir}")
+        errors.say(console, f"run directory: {run_dir}")
 
 
 def dry_run_json(spec, vm_clock) -> dict:

@@ -187,7 +187,7 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
         try:
             topologies.close()
         except Exception as error:  # noqa: BLE001 - the journal must still be settled
-            console.print(f"[red]teardown of the shared topology failed: {error}[/]")
+            say(console, (f"teardown of the shared topology failed: {error}", "red"))
             leftovers = True
         if run_cgroup is not None:
             leftovers = not close_cgroup(run_cgroup, journal, console) or leftovers
@@ -234,7 +234,7 @@ def close_cgroup(run_cgroup: "cgroup.RunCgroup", journal: Journal, console: Cons
     try:
         stray = run_cgroup.close()
     except (cgroup.CgroupError, OSError) as error:
-        console.print(f"[red]could not remove the run's cgroup {run_cgroup.path}: {error}[/]", highlight=False)
+        say(console, (f"could not remove the run's cgroup {run_cgroup.path}: {error}", "red"))
         return False
     journal.set_cgroup(None)
     if stray:
@@ -403,7 +403,7 @@ def _run_parallel(engine: "engines.Engine", guests: list, out: Path, console: Co
             for k, (_, manifest, total, _) in enumerate(guests):
                 dirs = read_manifest(manifest)
                 for n, line in enumerate(dirs[seen[k]:], start=seen[k] + 1):
-                    console.print(f"VM {k}: run {n}/{total} {Path(line).parent.name}/{Path(line).name}", highlight=False)
+                    say(console, f"VM {k}: run {n}/{total} {Path(line).parent.name}/{Path(line).name}")
                 seen[k] = len(dirs)
             if all(proc.poll() is not None for proc in procs):
                 break
@@ -412,11 +412,11 @@ def _run_parallel(engine: "engines.Engine", guests: list, out: Path, console: Co
         engine.stop_all(procs)
         raise
     for k, proc in enumerate(procs):
-        console.print(f"VM {k}: exit {proc.returncode} (console: {out / f'.vm-{k}.log'})", highlight=False)
+        say(console, f"VM {k}: exit {proc.returncode} (console: {out / f'.vm-{k}.log'})")
     _say_problems(engine, procs, console)
     return [proc.returncode for proc in procs]
 
 
 def _say_problems(engine: "engines.Engine", guests: list, console: Console) -> None:
     for problem in engine.problems(guests):
-        console.print(f"[red]warning:[/] {problem}", highlight=False)
+        say(console, ("warning:", "red"), f" {problem}")
