@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from cctest import safeload
 from cctest.cli import main
-from cctest.claims import UnjudgeableClaims, expectations_of_runs
+from cctest.report.run_claims import UnjudgeableClaims, expectations_of_runs
 from cctest.scenario import MAX_FILE_BYTES, load_experiments
 from test_scenario import GOOD
 

@@ -11,11 +11,12 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic, jsonsafe, metrics
-from ..claims import RunSeries, Verdict, expectations_of_runs, judge_all
+from ..claims import RunSeries, Verdict, judge_all
 from ..defaults import DEFAULT_JAIN_WINDOW_S, DEFAULT_MAX_POINTS, DEFAULT_SKIP_S
 from ..metric_table import COMPARED
 from ..record import LINK_SETTINGS
 from .claims_view import claims_json, claims_section
+from .run_claims import expectations_of_runs
 from .colors import CCColors, flow_ccs
 from .html import Page, esc, fmt, fmt_ci, table
 from .load import ReportInputError, Run, find_run_dirs, load_runs, shown
