@@ -48,12 +48,10 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from .limits import MAX_EXPERIMENTS_BYTES
 from .errors import BadInput
 from .metric_table import (BOUNDED_CC_TERMS, BOUNDED_RUN_TERMS, CC_TERMS, RUN_TERMS, STEADY_CC_TERMS,
                            STEADY_RUN_TERMS)
 from .projectccs import project_ccs
-from .safeload import Refused, load_yaml_file
 from .stats import jain_index, mean_ci95
 
 if TYPE_CHECKING:  # imported where used: experiments.yaml's claims are parsed without pandas
@@ -444,8 +442,16 @@ class MixedRuns(BadInput):
     """The runs one verdict would pool differ in module build or engine, or repeat a repetition."""
 
 
+def _is_bool(x: Any) -> bool:
+    return isinstance(x, bool) or getattr(x, "dtype", None) == bool  # numpy's bool_ too
+
+
 def _matches(value: Any, wanted: list[Any]) -> bool:
     for w in wanted:
+        if _is_bool(value) or _is_bool(w):  # True == 1.0: a boolean matches only a boolean
+            if _is_bool(value) and _is_bool(w) and bool(value) == bool(w):
+                return True
+            continue
         try:
             if float(value) == float(w):
                 return True
@@ -724,36 +730,6 @@ def _race_verdict(e: Expectation, runs: list[tuple[Any, dict[str, float], bool]]
     if wins + missing < need:
         return "fail"
     return "incomplete"
-
-
-def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
-    """The expectations recorded with each scenario's runs (their scenario.yaml), once per scenario.
-    Returns them and notes on any that could not be read."""
-    seen: dict[str, tuple[list, tuple]] = {}
-    notes: list[str] = []
-    for run in runs:
-        name = run.meta.get("scenario")
-        if name in seen or not isinstance(name, str):
-            continue
-        path = run.path / "scenario.yaml"
-        try:  # the loader of experiments.yaml: a run directory may come from anywhere (a CI artifact)
-            resolved = load_yaml_file(path, MAX_EXPERIMENTS_BYTES, "a scenario.yaml") if path.exists() else {}
-        except Refused as error:
-            notes.append(f"{error}; its claims are not judged")
-            resolved = {}
-        resolved = resolved if isinstance(resolved, dict) else {}
-        tags = resolved.get("tags") if isinstance(resolved.get("tags"), list) else []
-        reps = resolved.get("repetitions")
-        seen[name] = (resolved.get("expect") or [], tuple(str(t) for t in tags),
-                      reps if isinstance(reps, int) and not isinstance(reps, bool) and reps >= 1 else None)
-    out = []
-    for name, (entries, tags, reps) in seen.items():
-        for k, entry in enumerate(entries):
-            try:
-                out.append(Expectation.from_entry(name, entry, tags, reps))
-            except (ClaimError, KeyError, TypeError, AttributeError, ValueError) as error:
-                notes.append(f"scenario {name}: expect.{k}: {error}; not judged")
-    return out, notes
 
 
 def expectations_of_experiments(experiments) -> list[Expectation]:

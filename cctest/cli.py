@@ -178,13 +178,20 @@ def list_scenarios(experiments_file: str, tags: tuple[str, ...], force: bool, as
     for p in plans:
         scenario = experiments.scenarios[p["name"]]
         totals = [totals[0] + len(p["runs"]), totals[1] + p["estimate_s"]["native"], totals[2] + p["estimate_s"]["vm"]]
-        table.add_row(p["name"], ", ".join(scenario.tags), _bottleneck_text(scenario.link),
-                      f"{_flows_text(scenario)}; {scenario.duration_s:g} s", _matrix_text(scenario.matrix),
-                      str(len(p["runs"])), str(len(scenario.expect) or ""),
-                      _duration(p["estimate_s"]["native"]), _duration(p["estimate_s"]["vm"]))
+        table.add_row(*_cells(p["name"], ", ".join(scenario.tags), _bottleneck_text(scenario.link),
+                              f"{_flows_text(scenario)}; {scenario.duration_s:g} s", _matrix_text(scenario.matrix),
+                              str(len(p["runs"])), str(len(scenario.expect) or ""),
+                              _duration(p["estimate_s"]["native"]), _duration(p["estimate_s"]["vm"])))
     if len(plans) > 1:
         table.add_row("all", "", "", "", "", str(totals[0]), "", _duration(totals[1]), _duration(totals[2]))
     _wide_console().print(table)
+
+
+def _cells(*texts: str) -> list:
+    """Table cells from the file's text: shown as written, never read as markup."""
+    from rich.text import Text
+
+    return [Text(errors.printable(text, limit=None)) for text in texts]
 
 
 def _wide_console():
@@ -211,7 +218,7 @@ def show(name: str, experiments_file: str, force: bool, as_json: bool) -> None:
         print_json({k: v for k, v in p.items() if not k.startswith("_")})
         return
     scenario = experiments.scenarios[name]
-    lines = [f"[bold]{name}[/]" + (f" — {scenario.description}" if scenario.description else ""),
+    lines = [f" — {scenario.description}" if scenario.description else "",
              f"tags: {', '.join(scenario.tags) or '(none)'}",
              f"bottleneck: {_bottleneck_text(scenario.link)}",
              f"flows: {_flows_text(scenario)}; {scenario.duration_s:g} s, seed {scenario.seed}, "
@@ -229,8 +236,10 @@ def show(name: str, experiments_file: str, force: bool, as_json: bool) -> None:
     est = p["estimate_s"]
     lines.append(f"estimated wall time: {_duration(est['native'])} native, {_duration(est['vm'])} with --vm "
                  f"on {est['vm_jobs']} single-vCPU {est['vm_engine']} VMs")
-    for line in lines:
-        console.print(line, highlight=False, soft_wrap=True)
+    # names, descriptions, claims and notes are the file's text: never markup, never an escape
+    errors.say(console, (name, "bold"), lines[0], limit=None)
+    for line in lines[1:]:
+        errors.say(console, line, limit=None)
 
 
 def tagged(experiments, experiments_file: str, tags: tuple[str, ...]) -> list[str]:
@@ -260,7 +269,7 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 @click.option("--tag", "tags", multiple=True, shell_complete=complete_tags,
               help="also run every scenario with this tag (repeatable)")
 @click.option("--repetitions", "-n", type=click.IntRange(min=1), help="override the scenario's repetitions")
-@click.option("--first-repetition", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
+@click.option("--first-repetition", type=click.IntRange(min=0, max=2**64 - 1), default=0, show_default=True, metavar="K",
               help="number the repetitions (and their seeds) from K: adds to a set already run, e.g. -n 3 "
                    "--first-repetition 3 makes r3-r5")
 @click.option("--only", "only_points", multiple=True, metavar="KEY=VALUE",
@@ -424,7 +433,7 @@ def _execute(specs: list, opts) -> None:
         err_console.print("interrupted: torn down; what was measured is kept")
         sys.exit(errors.INTERRUPTED)
     for run_dir in run_dirs:
-        console.print(f"run directory: {run_dir}")
+        errors.say(console, f"run directory: {run_dir}")
 
 
 def dry_run_json(spec, vm_clock) -> dict:
@@ -488,7 +497,7 @@ def clean(force: bool) -> None:
     actions = cleanup.clean(force=force)
     for line in actions:
         # one line each, paths unbroken; a journal's text is never markup or terminal control
-        console.print(errors.printable(line), highlight=False, soft_wrap=True, markup=False)
+        errors.say(console, line)
     if not actions:
         console.print("nothing to clean" + ("" if force else ": no journal of a killed run (--force also removes "
                                                               "anything that looks like a cctest run's)"))
@@ -569,9 +578,10 @@ def ingest(run_dirs) -> None:
 
     refuse_unknown_versions([Path(run_dir) for run_dir in run_dirs])
     failures: list[str] = []
-    finalize_each([Path(run_dir) for run_dir in run_dirs], console, failures)
+    code = finalize_each([Path(run_dir) for run_dir in run_dirs], console, failures)
     if failures:
-        raise CctestError(f"ingest failed for {len(failures)} of {len(run_dirs)} run(s); the first: {failures[0]}")
+        error_class = BadInput if code == errors.BAD_INPUT else CctestError
+        raise error_class(f"ingest failed for {len(failures)} of {len(run_dirs)} run(s); the first: {failures[0]}")
 
 
 def refuse_unknown_versions(run_dirs: list[Path]) -> None:

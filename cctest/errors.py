@@ -55,6 +55,20 @@ def printable(text: object, limit: int | None = MAX_LINE_CHARS) -> str:
     return line
 
 
+def say(console, *parts: object | tuple[object, str], limit: int | None = MAX_LINE_CHARS) -> None:
+    """Print one line of text that may come from a file or a name (a run directory, a scenario, a
+    journal) on a rich console: each part is printable() and never read as markup, so `[/]` cannot
+    raise, `[see fig.3]` cannot vanish and no escape reaches the terminal. A part may be a
+    (text, style) pair: the style is ours, the text is not."""
+    from rich.text import Text
+
+    line = Text()
+    for part in parts:
+        text, style = part if isinstance(part, tuple) else (part, "")
+        line.append(printable(text, limit), style=style)
+    console.print(line, highlight=False, soft_wrap=True)
+
+
 class CctestError(Exception):
     """A one-line, user-facing problem; the class says which exit code it means."""
 

@@ -22,25 +22,23 @@ acknowledged the most bytes in ss.jsonl (the control connection carries a few hu
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 
 import pandas as pd
 
-from . import atomic
+from . import atomic, runfiles
 from .captures import IPERF3, REGISTRY, SOCKETS, TABLES, RunView, raw_names
-from .safeload import Refused, read_bounded
+from .safeload import Refused
 
 MAX_RAW_BYTES = 4 << 30  # a raw capture of hours of per-ACK tracing stays far below
-MAX_META_BYTES = 16 << 20
 
 
-def _read(path: Path) -> str | None:
-    """A raw capture's text; None when absent or no regular file (a FIFO would block ingest)."""
-    try:
-        return read_bounded(path, MAX_RAW_BYTES, "a raw capture").decode(errors="replace")
-    except Refused:
-        return None
+def _read(run_dir: Path, name: str) -> str | None:
+    """A raw capture's text, None when absent; Refused when it is a link, a FIFO or a device: a
+    capture that cannot be read is never taken for one the run did not make."""
+    data = runfiles.read_bytes(run_dir, f"raw/{name}", MAX_RAW_BYTES, "a raw capture")
+    return None if data is None else data.decode(errors="replace")
 
 
 def data_ports(run: RunView, ss_raw: pd.DataFrame | None) -> dict[int, int]:
@@ -118,33 +116,54 @@ def recover_from_ss(tables: dict[str, pd.DataFrame], run: RunView) -> None:
 def read_meta(run_dir: Path) -> dict:
     """A run directory's meta.json as JSON (bounded: never a FIFO's endless wait), a Refused naming
     the file otherwise. Its format version is the caller's to check (record.check_version)."""
-    try:
-        return json.loads(read_bounded(run_dir / "meta.json", MAX_META_BYTES, "a meta.json"))
-    except Refused as error:
-        raise Refused(f"{run_dir / 'meta.json'}: {error}") from None
+    meta = runfiles.read_json(run_dir, "meta.json")
+    if meta is None:
+        raise Refused(f"{run_dir / 'meta.json'}: absent; a run directory holds its meta.json")
+    if not isinstance(meta, dict):
+        raise Refused(f"{run_dir / 'meta.json'}: not a JSON object; a meta.json is one")
+    return meta
 
 
 def is_compact(run_dir: Path) -> bool:
     """Tables without the raw captures they were made from: remaking them would lose them."""
-    return not (run_dir / "raw").exists() and (run_dir / "flows.parquet").is_file()
+    return not os.path.lexists(run_dir / "raw") and runfiles.table_present(run_dir, "flows")
 
 
 def read_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
-    return {name: pd.read_parquet(run_dir / f"{name}.parquet") for name in TABLES
-            if (run_dir / f"{name}.parquet").is_file()}
+    tables = {name: runfiles.read_table(run_dir, name) for name in TABLES}
+    return {name: table for name, table in tables.items() if table is not None}
 
 
 def load_raw(run_dir: str | Path, meta: dict) -> dict[str, str | None]:
     """Read the raw files build_tables needs; absent files map to None."""
-    raw_dir = Path(run_dir) / "raw"
-    return {n: _read(raw_dir / n) for n in raw_names(meta.get("flows", []))}
+    return {n: _read(Path(run_dir), n) for n in raw_names(meta.get("flows", []))}
 
 
 def write_tables(run_dir: str | Path, tables: dict[str, pd.DataFrame]) -> None:
     """Write each table as ``<run_dir>/<name>.parquet`` (pyarrow, no index)."""
     for name, df in tables.items():
-        with atomic.replacing(Path(run_dir) / f"{name}.parquet") as tmp:
-            df.to_parquet(tmp, engine="pyarrow", index=False)
+        with atomic.replacing(Path(run_dir) / f"{name}.parquet") as f:
+            df.to_parquet(f, engine="pyarrow", index=False)
+
+
+PRODUCTS = ("meta.json", "checks.json", *(f"{name}.parquet" for name in TABLES))
+
+
+def check_products(run_dir: Path) -> None:
+    """Before anything is rewritten: each file ingest writes in a run is absent or a regular file of
+    its own (a link planted in a shared run would otherwise be replaced, its owner unaware)."""
+    for name in PRODUCTS:
+        atomic.check_replaceable(run_dir / name, f"a run's {name}")
+
+
+def check_remakeable(run_dir: Path, meta: dict, raw: dict[str, str | None]) -> None:
+    """A run that measured something, whose raw/ holds none of its captures while its tables exist:
+    remaking them would replace its data with empty tables."""
+    if meta.get("t0_monotonic_ns") is None or any(text is not None for text in raw.values()):
+        return
+    if any(runfiles.table_present(run_dir, name) for name in TABLES):
+        raise Refused(f"{run_dir / 'raw'}: holds none of the run's captures while its tables exist; remaking "
+                      "them would empty them (a compact run, whose tables are kept as they are, has no raw/)")
 
 
 def ingest_run(run_dir: str | Path) -> dict[str, pd.DataFrame]:
@@ -158,7 +177,9 @@ def ingest_run(run_dir: str | Path) -> dict[str, pd.DataFrame]:
     meta = read_meta(run_dir)
     if is_compact(run_dir):
         return read_tables(run_dir)
+    check_products(run_dir)
     raw = load_raw(run_dir, meta)
+    check_remakeable(run_dir, meta, raw)
     if meta.get("t0_monotonic_ns") is None:
         # The run ended before time zero (failed or interrupted during set-up): no sample has a
         # time to be placed at, so only the flows' identities are kept.

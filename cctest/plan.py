@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .aqm import Queue, aqm_settings
-from .scenario import Experiments, Link, Scenario, ScenarioError, validate_scenario
+from .scenario import Experiments, Link, Scenario, ScenarioError, same_value, validate_scenario
 from .wire import ETHERNET_FRAME_BYTES
 
 LINK_FIELDS = tuple(Link.model_fields)
@@ -300,6 +300,11 @@ def expand(experiments: Experiments, name: str, repetitions: int | None = None, 
         for key, value in chosen.items():
             _set_path(variant_raw, key, value, experiments.source, name)
         scenario = validate_scenario(variant_raw, name, experiments.source)
+        last_seed = scenario.seed + first_repetition + reps - 1
+        if last_seed > MAX_SEED:
+            raise ScenarioError(f"{where}: seed {scenario.seed} + repetition {first_repetition + reps - 1} = "
+                                f"{last_seed}; a run's seed is at most 2**64 - 1 (the guest's rng-seed is 64 bits): "
+                                "lower --first-repetition or the seed")
         flows = flow_runs(scenario)
         link = link_run(scenario.link, max(flow.rtt_ms for flow in flows))
         for repetition in range(first_repetition, first_repetition + reps):
@@ -318,6 +323,13 @@ def expand(experiments: Experiments, name: str, repetitions: int | None = None, 
     return runs
 
 
+MAX_SEED = 2**64 - 1  # a run's seed: UML's rng-seed= and the guest's generators take 64 bits
+
+
+def among(value: Any, values: list) -> bool:
+    return any(same_value(value, v) for v in values)
+
+
 def check_point_filter(experiments: Experiments, names: list[str], only: dict[str, list]) -> None:
     """`only` (matrix key -> values kept) must name, for every scenario, one of its matrix keys and
     values that key takes: a filter that keeps nothing by a typo is bad input, not an empty run."""
@@ -329,14 +341,14 @@ def check_point_filter(experiments: Experiments, names: list[str], only: dict[st
                 raise ScenarioError(f"{where}: --only {key}: not a key of its matrix; allowed: "
                                     f"{', '.join(matrix) or 'none (it has no matrix)'}")
             for value in values:
-                if value not in matrix[key]:
+                if not among(value, matrix[key]):
                     raise ScenarioError(f"{where}: --only {key}={value}: not one of its values; allowed: "
                                         f"{', '.join(map(str, matrix[key]))}")
 
 
 def in_points(spec: RunSpec, only: dict[str, list]) -> bool:
     """Whether a run's matrix point passes the filter: each key one of its values."""
-    return all(spec.matrix.get(key) in values for key, values in only.items())
+    return all(among(spec.matrix.get(key), values) for key, values in only.items())
 
 
 # Rough guest seconds a run costs beyond its flows (tracing, warm-up, teardown), and a topology

@@ -34,18 +34,38 @@ def read_bounded(path: str | Path, max_bytes: int, what: str = "the file") -> by
     """The bytes of the regular file at `path`, at most `max_bytes`; Refused otherwise. Opened without
     blocking (a FIFO with no writer would hang a plain open) and checked on the open descriptor."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, READ_FLAGS)
     except OSError as error:
         raise Refused(f"cannot read ({error.strerror})") from None
+    return read_open(fd, max_bytes, what)
+
+
+READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+
+
+def kind_of(mode: int) -> str:
+    """What a file that is no regular file is, in the words of a refusal."""
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a symbolic link" if stat.S_ISLNK(mode)
+            else "something else")
+
+
+def check_regular(fd: int, max_bytes: int, what: str) -> os.stat_result:
+    """The open file's stat when it is a regular file of at most `max_bytes`; Refused otherwise."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise Refused(f"is {kind_of(info.st_mode)}, not a regular file; {what} is a regular file")
+    if info.st_size > max_bytes:
+        raise Refused(f"{info.st_size} bytes; {what} is at most {max_bytes}")
+    return info
+
+
+def read_open(fd: int, max_bytes: int, what: str) -> bytes:
+    """The bytes behind the descriptor `fd` (closed here), checked by check_regular and read no
+    further than `max_bytes`."""
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode)
-                    else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
-                    else "a socket" if stat.S_ISSOCK(info.st_mode) else "something else")
-            raise Refused(f"is {kind}, not a regular file; {what} is a regular file")
-        if info.st_size > max_bytes:
-            raise Refused(f"{info.st_size} bytes; {what} is at most {max_bytes}")
+        check_regular(fd, max_bytes, what)
         chunks, size = [], 0
         while size <= max_bytes:  # the file may grow while read: never past the bound
             chunk = os.read(fd, min(1 << 20, max_bytes + 1 - size))

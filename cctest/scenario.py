@@ -273,6 +273,14 @@ class Expect(Strict):
         return text
 
 
+def same_value(a: Any, b: Any) -> bool:
+    """Equal as a matrix value: a boolean equals only a boolean (in Python True == 1, and
+    `--only buffer_bdp=true` or `where: {buffer_bdp: true}` would select the point 1)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return a == b
+
+
 MATRIX_ROOTS = ("link", "flows", "duration_s", "capture", "seed")
 
 
@@ -362,7 +370,7 @@ class Scenario(Strict):
                     allowed = ", ".join(matrix) or "none (no matrix)"
                     raise ValueError(f"claim {i}: where {key!r} is not a matrix key; allowed: {allowed}")
                 for value in wanted if isinstance(wanted, list) else [wanted]:
-                    if value not in matrix[key]:
+                    if not any(same_value(value, v) for v in matrix[key]):
                         raise ValueError(f"claim {i}: where {key}: {value!r} is not among the matrix's values "
                                          f"{matrix[key]}")
             selected = {k: entry.where.get(k, values) for k, values in matrix.items()}

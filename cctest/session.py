@@ -8,7 +8,6 @@ VM: build modules for the guest kernel on the host, boot one VM that runs the sa
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import platform
 import sys
@@ -18,8 +17,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import cgroup, doctor, engines, filelock, kmod, vm, vmtime
-from .errors import BadInput, CctestError, printable
+from . import cgroup, doctor, engines, errors, filelock, kmod, vm, vmtime
+from .errors import BadInput, CctestError, printable, say
 from .journal import Journal
 from .plan import RunSpec, estimated_wall_s, split_for_vms
 from .record import check_version
@@ -56,29 +55,37 @@ class SessionError(CctestError):
 def finalize(run_dir: Path, console: Console) -> None:
     """Raw captures -> tidy tables and the health verdict. Safe on partial (interrupted) runs."""
     from .checks import write_checks
-    from .ingest import ingest_run, read_meta
+    from .ingest import check_products, ingest_run, read_meta
 
     meta = read_meta(run_dir)
     check_version(meta, run_dir / "meta.json")  # before anything is rewritten in a format this code does not know
+    check_products(run_dir)
     if meta.get("status") == "running":
         # The process (or VM) that ran it died without a word: whatever it measured stays.
         meta.update(status="interrupted", error=meta.get("error") or "the run's process ended before finishing")
         write_meta(run_dir, meta)
     tables = ingest_run(run_dir)
-    write_checks(run_dir, meta, tables)
-    verdict = json.loads((run_dir / "checks.json").read_text()).get("verdict", "?")
-    console.print(f"[bold]{run_dir}[/]: status {meta['status']}, emulation health {verdict}")
+    verdict = write_checks(run_dir, meta, tables).get("verdict", "?")
+    say(console, (run_dir, "bold"), f": status {meta['status']}, emulation health {verdict}")
 
 
-def finalize_each(run_dirs: list[Path], console: Console, failures: list[str]) -> None:
+def finalize_each(run_dirs: list[Path], console: Console, failures: list[str]) -> int:
     """finalize() every run directory; a failure is printed and added to `failures`, never raised:
-    it must neither hide the run's own error nor stop the other runs' ingest."""
+    it must neither hide the run's own error nor stop the other runs' ingest. Returns the exit code
+    the failures mean: 0 for none, 2 when each was bad input (a run directory that cannot work as
+    given), else 1."""
+    code = 0
     for run_dir in run_dirs:
         try:
             finalize(run_dir, console)
         except Exception as error:  # noqa: BLE001 - reported here and once more at the end
-            failures.append(f"{run_dir}: {type(error).__name__}: {error}")
-            console.print(f"[red]ingest of {run_dir} failed: {type(error).__name__}: {error}[/]", highlight=False)
+            bad = isinstance(error, BadInput)
+            # bad input names its file itself
+            failures.append(str(error) if bad else f"{run_dir}: {type(error).__name__}: {error}")
+            say(console, (f"ingest of {run_dir} failed: " + (str(error) if bad else f"{type(error).__name__}: {error}"),
+                          "red"))
+            code = errors.BAD_INPUT if bad and code != errors.FAILED else errors.FAILED
+    return code
 
 
 def raise_for_ingest(failures: list[str]) -> None:
@@ -180,7 +187,7 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
         try:
             topologies.close()
         except Exception as error:  # noqa: BLE001 - the journal must still be settled
-            console.print(f"[red]teardown of the shared topology failed: {error}[/]")
+            say(console, (f"teardown of the shared topology failed: {error}", "red"))
             leftovers = True
         if run_cgroup is not None:
             leftovers = not close_cgroup(run_cgroup, journal, console) or leftovers
@@ -227,7 +234,7 @@ def close_cgroup(run_cgroup: "cgroup.RunCgroup", journal: Journal, console: Cons
     try:
         stray = run_cgroup.close()
     except (cgroup.CgroupError, OSError) as error:
-        console.print(f"[red]could not remove the run's cgroup {run_cgroup.path}: {error}[/]", highlight=False)
+        say(console, (f"could not remove the run's cgroup {run_cgroup.path}: {error}", "red"))
         return False
     journal.set_cgroup(None)
     if stray:
@@ -408,7 +415,7 @@ def _run_parallel(engine: "engines.Engine", guests: list, out: Path, console: Co
             for k, (_, manifest, total, _) in enumerate(guests):
                 dirs = read_manifest(manifest)
                 for n, line in enumerate(dirs[seen[k]:], start=seen[k] + 1):
-                    console.print(f"VM {k}: run {n}/{total} {Path(line).parent.name}/{Path(line).name}", highlight=False)
+                    say(console, f"VM {k}: run {n}/{total} {Path(line).parent.name}/{Path(line).name}")
                 seen[k] = len(dirs)
             if all(proc.poll() is not None for proc in procs):
                 break
@@ -417,11 +424,11 @@ def _run_parallel(engine: "engines.Engine", guests: list, out: Path, console: Co
         engine.stop_all(procs)
         raise
     for k, proc in enumerate(procs):
-        console.print(f"VM {k}: exit {proc.returncode} (console: {out / f'.vm-{k}.log'})", highlight=False)
+        say(console, f"VM {k}: exit {proc.returncode} (console: {out / f'.vm-{k}.log'})")
     _say_problems(engine, procs, console)
     return [proc.returncode for proc in procs]
 
 
 def _say_problems(engine: "engines.Engine", guests: list, console: Console) -> None:
     for problem in engine.problems(guests):
-        console.print(f"[red]warning:[/] {problem}", highlight=False)
+        say(console, ("warning:", "red"), f" {problem}")

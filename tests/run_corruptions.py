@@ -1,5 +1,5 @@
 """Corrupted copies of a real run directory: each turns one thing the report reads into nonsense."""
-import json, shutil
+import json, os, shutil
 import numpy as np
 import pandas as pd
 
@@ -8,6 +8,9 @@ def _meta(d, fn):
 
 def _table(d, name, fn):
     df = pd.read_parquet(d / f"{name}.parquet"); df = fn(df); df.to_parquet(d / f"{name}.parquet", index=False)
+
+def _replace(path, make):
+    path.unlink(); make(path)
 
 def setcol(df, col, v):
     df = df.copy(); df[col] = v; return df
@@ -41,4 +44,10 @@ CORRUPTIONS = {
     "qdisc strings": lambda d: _table(d, "qdisc", lambda df: setcol(df, "backlog_bytes", "x")),
     "status odd": lambda d: _meta(d, lambda m: m.update(status=["x"], error={"a": 1})),
     "no meta": lambda d: (d / "meta.json").unlink(),
+    # a run directory shared by others: links and special files are named and never read
+    "meta a link": lambda d: _replace(d / "meta.json", lambda p: p.symlink_to("../good/meta.json")),
+    "checks a link to /dev/zero": lambda d: _replace(d / "checks.json", lambda p: p.symlink_to("/dev/zero")),
+    "throughput a link": lambda d: _replace(d / "throughput.parquet", lambda p: p.symlink_to("../good/throughput.parquet")),
+    "ss a FIFO": lambda d: _replace(d / "ss.parquet", os.mkfifo),
+    "qdisc a folder": lambda d: _replace(d / "qdisc.parquet", os.mkdir),
 }

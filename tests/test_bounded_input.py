@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from cctest import safeload
 from cctest.cli import main
-from cctest.claims import expectations_of_runs
+from cctest.report.run_claims import UnjudgeableClaims, expectations_of_runs
 from cctest.scenario import MAX_FILE_BYTES, load_experiments
 from test_scenario import GOOD
 
@@ -179,17 +179,19 @@ def test_a_run_directorys_scenario_yaml_is_read_with_the_same_bounds(tmp_path, h
     runs_dir = run_dir_with(tmp_path, text, special="fifo" if hostile == "fifo" else None)
     runs = load_runs([runs_dir])
     started = time.process_time()
-    expectations, notes = expectations_of_runs(runs)
+    with pytest.raises(UnjudgeableClaims) as refused:  # the claims it may carry fail the gate
+        expectations_of_runs(runs)
     assert time.process_time() - started < 1.0
-    assert expectations == [] and len(notes) == 1 and "scenario.yaml" in notes[0], notes
-    assert {"bomb": "aliases expanded", "deep": "nested", "fifo": "not a regular file"}[hostile] in notes[0]
+    message = str(refused.value)
+    assert "scenario.yaml" in message and message.endswith("a claim that cannot be judged fails the gate")
+    assert {"bomb": "aliases expanded", "deep": "nested", "fifo": "not a regular file"}[hostile] in message
 
 
 @pytest.mark.parametrize("command", ["check", "report"])
 def test_check_and_report_on_a_hostile_run_directory_answer_at_once(tmp_path, command):
     runs_dir = run_dir_with(tmp_path, deep(5000, "flow lists"))
     started = time.perf_counter()
-    result = CliRunner().invoke(main, [command, str(runs_dir), "-o", str(tmp_path / "out.x")])
+    result = CliRunner().invoke(main, [command, str(runs_dir), "--recorded-claims", "-o", str(tmp_path / "out.x")])
     assert time.perf_counter() - started < 60  # a report takes seconds; the hang was forever
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert "nested more than 32 levels" in result.stderr and "Traceback" not in result.output
@@ -254,28 +256,30 @@ def test_check_escapes_the_scenario_name_it_reads_from_meta_json(tmp_path):
     resolved = yaml.safe_load((run / "scenario.yaml").read_text())
     resolved["expect"] = [{"claim": "share(bbr) > 0.1"}]
     (run / "scenario.yaml").write_text(yaml.safe_dump(resolved))
-    result = CliRunner().invoke(main, ["check", str(runs_dir), "-o", str(tmp_path / "c.json")], color=True)
+    result = CliRunner().invoke(main, ["check", str(runs_dir), "--recorded-claims", "-o", str(tmp_path / "c.json")], color=True)
     assert "evil\\x1b[2J" in result.stdout, result.output
     for line in result.output.splitlines(keepends=True):
         assert_shown_as_written(line)
 
 
 def test_ingest_never_blocks_on_a_fifo_in_a_run_directory(tmp_path):
-    """`cctest ingest` reads a run directory that may come from anywhere: a FIFO as a raw capture is
-    skipped as absent, a FIFO as meta.json is one line (each blocked forever before)."""
+    """`cctest ingest` reads a run directory that may come from anywhere: a FIFO as a raw capture or
+    as meta.json is one line, exit 2, and no table is remade without it (each blocked forever before)."""
     from cctest.ingest import ingest_run
 
     run = tmp_path / "run"
     shutil.copytree(Path(__file__).parent / "fixtures" / "sockdiag", run)
     (run / "raw" / "ss.jsonl").unlink()
     os.mkfifo(run / "raw" / "ss.jsonl")
-    assert "ss" not in ingest_run(run)
+    with pytest.raises(safeload.Refused, match="raw/ss.jsonl: is a FIFO, not a regular file"):
+        ingest_run(run)
+    assert not list(run.glob("*.parquet"))
     (run / "meta.json").unlink()
     os.mkfifo(run / "meta.json")
     with pytest.raises(safeload.Refused, match="meta.json: is a FIFO, not a regular file"):
         ingest_run(run)
     result = CliRunner().invoke(main, ["ingest", str(run)])
-    assert result.exit_code != 0 and "a FIFO" in result.output and "Traceback" not in result.output
+    assert result.exit_code == 2 and "a FIFO" in result.stderr and "Traceback" not in result.output
 
 
 def test_a_fifo_as_the_kernel_is_one_line_exit_2(tmp_path):
@@ -299,3 +303,128 @@ def test_a_run_directorys_scenario_yaml_is_read_bounded_for_its_tags(tmp_path):
     assert scenario_tags(tmp_path) == []
     (tmp_path / "scenario.yaml").write_text("tags: [paper-000]\n")
     assert scenario_tags(tmp_path) == ["paper-000"]
+
+
+# --- a run directory shared by others: nothing outside it is read, only its regular files ---------
+
+SECRET = "secret-token-0123456789"
+
+
+def _secret(tmp_path: Path) -> Path:
+    secret = tmp_path / "outside" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text(f"tags: [{SECRET}]\n")
+    return secret
+
+
+def _all_output(tmp_path: Path, result) -> str:
+    """What a command printed and every file it wrote under tmp_path/out."""
+    written = "".join(p.read_text(errors="replace") for p in (tmp_path / "out").rglob("*") if p.is_file())
+    return result.output + written
+
+
+@pytest.mark.parametrize("command", ["report", "check"])
+def test_a_scenario_yaml_linked_outside_the_run_is_never_read(tmp_path, command):
+    runs_dir = run_dir_with(tmp_path)
+    (runs_dir / "r" / "scenario.yaml").unlink()
+    (runs_dir / "r" / "scenario.yaml").symlink_to(_secret(tmp_path))
+    (tmp_path / "out").mkdir()
+    result = CliRunner().invoke(main, [command, str(runs_dir), "--recorded-claims", "-o", str(tmp_path / "out" / "x")])
+    assert result.exit_code == 2, result.output  # the claims it may carry cannot be judged
+    assert "scenario.yaml: is a symbolic link" in result.stderr and "Traceback" not in result.output
+    assert SECRET not in _all_output(tmp_path, result)
+    assert not list((tmp_path / "out").iterdir())  # nothing written
+
+
+def test_a_meta_json_linked_outside_the_run_is_refused(tmp_path):
+    runs_dir = run_dir_with(tmp_path)
+    meta = runs_dir / "r" / "meta.json"
+    outside = tmp_path / "outside-meta.json"
+    outside.write_text(meta.read_text().replace('"scenario": "', f'"scenario": "{SECRET}'))
+    meta.unlink()
+    meta.symlink_to(outside)
+    result = CliRunner().invoke(main, ["check", str(runs_dir), "--recorded-claims", "-o", str(tmp_path / "c.json")])
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1, result.output
+    assert "meta.json: unreadable (is a symbolic link" in result.stderr and SECRET not in result.output
+    assert not (tmp_path / "c.json").exists()
+
+
+@pytest.mark.parametrize("name", ["checks.json", "throughput.parquet", "ss.parquet"])
+def test_a_linked_or_special_file_in_a_run_is_a_note_never_read(tmp_path, name):
+    """A link to /dev/zero ran report out of memory; a FIFO hung it: both are named and skipped."""
+    runs_dir = run_dir_with(tmp_path)
+    target = runs_dir / "r" / name
+    target.unlink()
+    target.symlink_to("/dev/zero")
+    from cctest.report.load import load_run
+
+    started = time.perf_counter()
+    run = load_run(runs_dir / "r")
+    assert any(name in note and "is a symbolic link" in note for note in run.notes), run.notes
+    target.unlink()
+    os.mkfifo(target)
+    run = load_run(runs_dir / "r")
+    assert any(name in note and "is a FIFO" in note for note in run.notes), run.notes
+    assert time.perf_counter() - started < 5
+
+
+def test_a_raw_folder_linked_outside_the_run_is_refused_by_ingest(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "sockdiag", run)
+    elsewhere = tmp_path / "elsewhere"
+    (run / "raw").rename(elsewhere)
+    (run / "raw").symlink_to(elsewhere)
+    result = CliRunner().invoke(main, ["ingest", str(run)])
+    assert result.exit_code == 2, result.output
+    assert "raw/" in result.stderr and "symbolic link" in result.stderr and "Traceback" not in result.output
+    assert not list(run.glob("*.parquet")) and not (run / "checks.json").exists()
+
+
+def test_a_parquet_footer_claiming_millions_of_rows_is_refused_before_loading(tmp_path):
+    """15 M rows of one repeated value fit a file of a few hundred kB and decode to gigabytes."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cctest import runfiles
+
+    column = pa.array(np.zeros(15_000_000, dtype=np.int8))
+    pq.write_table(pa.table({"flow": column, "t_s": column}), tmp_path / "ss.parquet")
+    assert (tmp_path / "ss.parquet").stat().st_size < 1 << 20
+    tracemalloc.start()
+    with pytest.raises(safeload.Refused, match="claims 15000000 rows x 2 columns"):
+        runfiles.read_table(tmp_path, "ss")
+    assert tracemalloc.get_traced_memory()[1] < MEMORY_BOUND
+    tracemalloc.stop()
+    assert len(runfiles.read_table(RECORDED, "ss")) > 0  # a real table is read
+
+
+# --- scale: finding runs is linear in their number, a deep tree is walked without recursion -------
+
+def test_fifteen_hundred_run_directories_are_found_in_seconds(tmp_path):
+    from cctest.report.load import load_runs
+
+    for i in range(1500):
+        run = tmp_path / f"s{i // 100}" / f"r{i}"
+        run.mkdir(parents=True)
+        (run / "meta.json").write_text("{}")
+    started = time.perf_counter()
+    assert len(load_runs([tmp_path], [])) == 1500
+    assert time.perf_counter() - started < 5  # quadratic: 19 s
+
+
+def test_a_tree_fifteen_hundred_deep_is_walked(tmp_path):
+    from cctest.report.load import find_run_dirs
+
+    folders = [tmp_path / "a"]
+    for _ in range(1500):  # os.makedirs recurses too
+        os.mkdir(folders[-1])
+        folders.append(folders[-1] / "a")
+    run = folders[-2]
+    (run / "meta.json").write_text("{}")
+    try:
+        assert find_run_dirs(tmp_path) == [run]
+    finally:  # pytest's own clean-up (shutil.rmtree) recurses: the tree goes from its bottom up
+        (run / "meta.json").unlink()
+        for folder in reversed(folders[:-1]):
+            folder.rmdir()

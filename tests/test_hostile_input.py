@@ -285,3 +285,40 @@ def test_a_shard_count_of_a_billion_answers_at_once(tmp_path, monkeypatch):
     assert built == [3, 3]
     result = CliRunner().invoke(main, ["run", "one", "-f", str(path), "--shard", "1/" + "9" * 5000, "--dry-run"])
     assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1 and "Traceback" not in result.output
+
+
+# --- text from the file reaches the terminal as written: never markup, never an escape -------------
+
+MARKUP = r'[/] [see fig.3] [bold]x\e[2J\u202e'
+
+
+def test_show_prints_the_files_text_as_written(tmp_path):
+    """`[/]` gave a traceback, `[see fig.3]` vanished, escapes and bidi overrides reached the terminal."""
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(GOOD.replace("  one:\n", f'  one:\n    description: "{MARKUP}"\n')
+                   + f'    expect: [{{claim: "jain > 0.5", note: "{MARKUP}"}}]\n')
+    result = CliRunner().invoke(main, ["show", "one", "-f", str(exp)], color=True)
+    assert result.exit_code == 0, result.output
+    assert result.output.count("[/] [see fig.3] [bold]x\\x1b[2J\\u202e") == 2, result.output
+    assert "\x1b[2J" not in result.output and "\u202e" not in result.output
+
+
+MATRIX = GOOD + "    matrix: {buffer_bdp: [1, 2]}\n"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--only", "buffer_bdp=true"], "--only buffer_bdp=True: not one of its values; allowed: 1, 2"),
+    (["--first-repetition", str(2**64)], "--first-repetition"),
+    (["--first-repetition", str(2**64 - 1)], "a run's seed is at most 2**64 - 1"),  # seed 1 + 2**64 - 1
+])
+def test_run_refuses_booleans_for_numbers_and_seeds_beyond_64_bits(tmp_path, args, message):
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(MATRIX)
+    result = CliRunner().invoke(main, ["run", "one", "-f", str(exp), "--dry-run", "--json", *args])
+    assert result.exit_code == 2, result.output
+    assert len(result.stderr.splitlines()) == 1 and message in result.stderr, result.stderr
+
+
+def test_a_claim_where_boolean_is_refused_for_a_numeric_matrix_key(tmp_path):
+    with pytest.raises(ScenarioError, match="where buffer_bdp: True is not among the matrix's values"):
+        parse_experiments(MATRIX + "    expect: [{claim: 'jain > 0', where: {buffer_bdp: true}}]\n", "x.yaml")

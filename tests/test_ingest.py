@@ -448,3 +448,20 @@ def test_ingesting_a_compact_run_keeps_its_tables_and_judges_them_again(tmp_path
     assert {p.name: p.read_bytes() for p in run.glob("*.parquet")} == before
     assert json.loads((run / "checks.json").read_text())["verdict"] == verdict
     assert pd.read_parquet(run / "flows.parquet")["bytes_received"].notna().any()
+
+
+def test_ingest_prints_a_run_directorys_name_as_written(tmp_path):
+    """Names went through rich's markup: `[/]` raised, `[see fig.3]` vanished, escapes reached the
+    terminal."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from cctest.cli import main
+
+    run = tmp_path / "run [/] [see fig.3] \x1b[2J\u202e"
+    shutil.copytree(SOCKDIAG, run)
+    result = CliRunner().invoke(main, ["ingest", str(run)], color=True)
+    assert result.exit_code == 0, result.output
+    assert "run [/] [see fig.3] \\x1b[2J\\u202e: status" in result.output
+    assert "\x1b[2J" not in result.output and "\u202e" not in result.output

@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "cctest.modparams")),
     ("the ground: constants, statistics, safe reading and writing", (
         "cctest", "cctest.stats", "cctest.wire", "cctest.strict", "cctest.defaults", "cctest.limits",
-        "cctest.errors", "cctest.atomic", "cctest.jsonsafe", "cctest.vmtime", "cctest.safeload",
+        "cctest.errors", "cctest.atomic", "cctest.jsonsafe", "cctest.vmtime", "cctest.safeload", "cctest.runfiles",
         "cctest.projectccs", "cctest.tools")),
 )
 

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cctest.cli import main
 from cctest.report.build import Options, analyse, write_report
 from cctest.report.command import report_command
 from cctest.report.load import load_runs
@@ -196,3 +197,69 @@ def test_link_values_given_as_numeric_text_are_read_as_numbers(tmp_path):
     assert str(not_numbers) not in runs
     assert any(str(not_numbers) in line and "link.rate_mbps must be a finite number, not 'fast'" in line
                for line in res.stderr.splitlines())
+
+
+# --- a claim carried by run directories that cannot be judged fails the gate ------------------------
+
+VARIANTS = Path(__file__).parent / "fixtures" / "runs" / "variants-vs-cubic-20261121-232839-bufferbdp-0.5_f1.cc-bbrcws-r0"
+FAILING = "share(bbr_cws) > 0.999"  # contradicted by the recorded run: exit 3 when judged
+
+
+def _run_claiming(tmp_path: Path, expect) -> Path:
+    import yaml
+
+    run = tmp_path / "runs" / "r"
+    shutil.copytree(VARIANTS, run)
+    resolved = yaml.safe_load((run / "scenario.yaml").read_text())
+    resolved["expect"] = expect
+    (run / "scenario.yaml").write_text(yaml.safe_dump(resolved))
+    return run
+
+
+def test_a_failing_claim_carried_by_a_run_fails_the_gate(tmp_path):
+    run = _run_claiming(tmp_path, [{"claim": FAILING}])
+    result = CliRunner().invoke(main, ["check", str(run), "--recorded-claims", "-o", str(tmp_path / "c.json")])
+    assert result.exit_code == 3, result.output
+
+
+UNJUDGEABLE = {
+    "invalid known triage": ([{"claim": FAILING, "known": {"triage": "bogus", "reason": "x"}}],
+                             "expect.0.known.triage"),
+    "beside an unparsable claim": ([{"claim": FAILING}, {"claim": "share(("}], "expect.1.claim"),
+    "a bare string": ([FAILING], "expect.0: str"),
+    "an unknown key": ([{"claim": FAILING, "wehre": {"buffer_bdp": 0.5}}], "unknown key; did you mean where?"),
+    "a where key the runs lack": ([{"claim": FAILING, "where": {"rtt_ms": 20}}],
+                                  "'rtt_ms' is not a matrix key of its runs; allowed: buffer_bdp, flows.1.cc"),
+    "a boolean where a number is meant": ([{"claim": FAILING, "where": {"buffer_bdp": True}}],
+                                          "where.buffer_bdp: True; its runs' values are 0.5"),
+    "expect not a list": ({"claim": FAILING}, "expect: dict; a list of claims"),
+}
+
+
+@pytest.mark.parametrize("command", ["check", "report"])
+@pytest.mark.parametrize("case", UNJUDGEABLE)
+def test_a_claim_that_cannot_be_judged_fails_the_gate(tmp_path, command, case):
+    """Each of these stopped failing (a warning, exit 0): now one line, exit 2, nothing written."""
+    expect, message = UNJUDGEABLE[case]
+    run = _run_claiming(tmp_path, expect)
+    out = tmp_path / "out" / "x"
+    result = CliRunner().invoke(main, [command, str(run), "--recorded-claims", "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and message in lines[0] and "cannot be judged fails the gate" in lines[0], lines
+    assert not (tmp_path / "out").exists()
+
+
+def test_check_markdown_refuses_a_paper_run_of_a_scenario_the_file_lacks(tmp_path):
+    import yaml
+
+    run = _run_claiming(tmp_path, [{"claim": FAILING}])
+    resolved = yaml.safe_load((run / "scenario.yaml").read_text())
+    (run / "scenario.yaml").write_text(yaml.safe_dump({**resolved, "tags": ["paper-001"]}))
+    (tmp_path / "exp.yaml").write_text("scenarios: {other: {link: {rate_mbps: 10, rtt_ms: 10, buffer_bdp: 1}, "
+                                       "duration_s: 5, flows: [{cc: cubic}], tags: [paper-001], "
+                                       "expect: [{claim: 'jain > 0'}]}}\n")
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "runs"), "-f", str(tmp_path / "exp.yaml"), "-o",
+                                       str(tmp_path / "c.json"), "--markdown", str(tmp_path / "page.md")])
+    assert result.exit_code == 2 and "which" in result.stderr and "lacks" in result.stderr, result.output
+    assert not (tmp_path / "c.json").exists() and not (tmp_path / "page.md").exists()

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from .. import jsonsafe, metrics
-from ..claims import RunSeries, Verdict, expectations_of_experiments, expectations_of_runs, judge_all
+from .. import atomic, jsonsafe, metrics
+from ..claims import RunSeries, Verdict, expectations_of_experiments, judge_all
 from ..defaults import DEFAULT_JAIN_WINDOW_S, DEFAULT_MAX_POINTS, DEFAULT_SKIP_S
 from ..metric_table import COMPARED
 from ..record import LINK_SETTINGS
 from .claims_view import claims_json, claims_section
+from .run_claims import expectations_of_runs
 from .colors import CCColors, flow_ccs
 from .html import Page, esc, fmt, fmt_ci, table
-from .load import ReportInputError, Run, load_runs, shown
+from .load import ReportInputError, Run, find_run_dirs, load_runs, shown
 from .provenance import bottleneck_text, clock_text, code_text, is_wall_clock, scenario_yaml
 from .run_figures import run_figures
 from .summary import (Summary, compare, spreadsheet_safe, summarize, summary_frame, summary_json,
@@ -323,6 +325,7 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
     """Load, analyse and judge the runs (with `claims`, default: those recorded with them), then
     write the page (sections in order) and its files."""
     output = Path(output)
+    check_report_outputs(paths, output, opts, compare_paths)
     skipped: list[str] = []
     a = _analyse_all(paths, opts, compare_paths, threshold_pct, skipped, claims or Claims(None))
     page = _new_page(a, opts)
@@ -343,6 +346,35 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
         exported = export_figures(page.fig_objects, Path(opts.figures_dir), opts.figures_format)
     return Result(output, csv_path, json_path, len(a.runs), len(page.figs), regressions, a.cmp, warnings,
                   a.verdicts, claims_path, exported)
+
+
+def run_dirs_of(paths) -> list[Path]:
+    """The run directories under `paths`, for the outputs' check (loading names the problems)."""
+    found = []
+    for p in paths:
+        try:
+            found += find_run_dirs(p)
+        except ReportInputError:
+            continue
+    return found
+
+
+def check_report_outputs(paths, output: Path, opts: Options, compare_paths=None) -> None:
+    """Before anything is read or written: the page and its companions go to regular files of their
+    own, outside the runs; so does the --figures folder."""
+    runs = run_dirs_of(list(compare_paths or paths))
+    atomic.check_outputs([(output, "the report"), (companion(output, "summary.csv"), "its summary.csv"),
+                          (companion(output, "summary.json"), "its summary.json"),
+                          (companion(output, "claims.json"), "its claims.json")], run_dirs=runs)
+    if opts.figures_dir is not None:
+        figures = Path(opts.figures_dir)
+        if os.path.lexists(figures) and (figures.is_symlink() or not figures.is_dir()):
+            raise ReportInputError(f"--figures {figures}: not a directory; the figures go in a folder of their own")
+        real = figures.resolve()
+        run = next((r for r in runs if real == r.resolve() or r.resolve() in real.parents), None)
+        if run is not None:
+            raise ReportInputError(f"--figures {figures}: inside the run directory {run}; the figures go "
+                                   "outside the runs they are made from")
 
 
 def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skipped: list[str],
@@ -456,17 +488,17 @@ def _write_files(page: Page, output: Path, a: _Analysis, opts: Options, compare_
                  regressions: int) -> tuple[Path, Path, Path | None]:
     """The page, and beside it <stem>.summary.csv, <stem>.summary.json and (with claims) <stem>.claims.json."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(page.render(), encoding="utf-8", errors="replace")
+    atomic.write_text(output, page.render(), errors="replace")
     csv_path, json_path = companion(output, "summary.csv"), companion(output, "summary.json")
-    spreadsheet_safe(summary_frame(a.summary)).to_csv(csv_path, index=False, errors="replace")
+    atomic.write_text(csv_path, spreadsheet_safe(summary_frame(a.summary)).to_csv(index=False), errors="replace")
     js = summary_json(a.summary, opts.as_dict())
     if a.cmp is not None:
         js["compare"] = {"baseline": str(compare_paths[0]), "candidate": str(compare_paths[1]),
                          "threshold_pct": threshold_pct, "regressions": regressions,
                          "rows": json.loads(a.cmp.to_json(orient="records")) if not a.cmp.empty else []}
-    json_path.write_text(jsonsafe.dumps(js, indent=1, default=str))
+    atomic.write_text(json_path, jsonsafe.dumps(js, indent=1, default=str))
     claims_path = None
     if a.verdicts or a.claim_notes:
         claims_path = companion(output, "claims.json")
-        claims_path.write_text(jsonsafe.dumps(claims_json(a.verdicts, a.claim_notes), indent=1))
+        atomic.write_text(claims_path, jsonsafe.dumps(claims_json(a.verdicts, a.claim_notes), indent=1))
     return csv_path, json_path, claims_path

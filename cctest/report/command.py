@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from .. import errors
+from .. import atomic, errors
 from ..errors import BadInput, CctestError, ClaimsFailed, printable
 from .. import defaults
 from ..defaults import DEFAULT_MAX_POINTS
@@ -188,6 +188,7 @@ def check_command(paths, output, skip_s, markdown, readme, no_fail, as_json, exp
         raise click.UsageError("--readme goes with --markdown")
     if markdown and recorded_claims:
         raise click.UsageError("--markdown judges the experiments file's suite claims: drop --recorded-claims")
+    _check_outputs(paths, output, markdown, readme, experiments_file)
     claims = claims_source(experiments_file, recorded_claims)
     skipped: list[str] = []  # runs that could not be read or analysed: named, never silently dropped
     expectations = None
@@ -211,11 +212,25 @@ def check_command(paths, output, skip_s, markdown, readme, no_fail, as_json, exp
     else:
         print_claims(verdicts)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(verdicts_json)
+    atomic.write_text(output, verdicts_json)
     click.echo(f"wrote {output}", err=as_json)
     if markdown:
         _write_reproduction(markdown, readme, paths, verdicts, loaded, len(runs), as_json)
     exit_on_claims(verdicts, no_fail)
+
+
+def _check_outputs(paths, output: Path, markdown: Path | None, readme: Path | None, experiments_file: str) -> None:
+    """Every file `check` writes, before anything is: regular files of their own, none an input or
+    inside a run, none given twice, and a README that has the line its score goes on."""
+    from .build import run_dirs_of
+    from .reproduction import SCORE_MARK, has_score_line
+
+    outputs = [(output, "-o (the verdicts)")]
+    outputs += [(markdown, "--markdown (the reproduction page)")] if markdown else []
+    outputs += [(readme, "--readme (the README whose score line is rewritten)")] if readme else []
+    atomic.check_outputs(outputs, inputs=[Path(experiments_file)] if markdown else [], run_dirs=run_dirs_of(paths))
+    if readme and not has_score_line(readme):
+        raise BadInput(f"{readme}: no line with {SCORE_MARK} to put the score on")
 
 
 def _paper_suite_runs(paths, experiments_file: str, skipped: list[str]) -> tuple[list, list]:
@@ -227,7 +242,8 @@ def _paper_suite_runs(paths, experiments_file: str, skipped: list[str]) -> tuple
     from .provenance import scenario_tags
     from .reproduction import paper_of
 
-    expectations = [e for e in expectations_of_experiments(load_experiments(experiments_file)) if paper_of(e.tags)]
+    experiments = load_experiments(experiments_file)
+    expectations = [e for e in expectations_of_experiments(experiments) if paper_of(e.tags)]
     found = []
     for path in paths:  # a results tree with no runs yet is a page of "not run", not an error
         try:
@@ -237,6 +253,11 @@ def _paper_suite_runs(paths, experiments_file: str, skipped: list[str]) -> tuple
     # only runs of a paper suite: a targeted or ad-hoc run that shares a suite scenario's name
     # (results/targeted/) is not that suite's run
     loaded = [run for run in found if paper_of(scenario_tags(run.path))]
+    stray = next((run for run in loaded if run.meta.get("scenario") not in experiments.scenarios), None)
+    if stray is not None:  # its claims would silently drop out of the page and the gate
+        raise BadInput(f"{stray.path}: a paper-suite run of scenario {stray.meta.get('scenario')!r}, which "
+                       f"{experiments_file} lacks; its claims cannot be judged: add the scenario to the file or "
+                       "leave the run out of PATHS")
     if len(loaded) < len(found):
         skipped.append(f"{len(found) - len(loaded)} run(s) without a paper-00N tag in their scenario.yaml "
                        "left out of the reproduction page")

@@ -25,7 +25,8 @@ class ExportError(CctestError):
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._=+-]+", "_", str(text)).strip("_")[:120] or "figure"
+    """A file or folder name from a run id or a figure's title: never a path (`..`, `/`) nor hidden."""
+    return re.sub(r"[^A-Za-z0-9._=+-]+", "_", str(text)).strip("._")[:120] or "figure"
 
 
 def _browser() -> str | None:

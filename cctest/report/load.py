@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -11,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import captures
+from .. import captures, runfiles
 from ..errors import BadInput
 from ..record import LINK_NUMBERS, RecordError, RunRecord, read_record
-from ..safeload import Refused, read_bounded
+from ..safeload import Refused
 
 REQUIRED = ("flows", "throughput")
 ABSENT_NOTE = {
@@ -36,7 +35,6 @@ FINITE = ("flow", "t_s", "interval_s")
 FINITE_IN = {"throughput": ("bytes",)}  # a sample without its bytes is no sample
 # The captures' tables the report reads: those with required columns (not cpu: checks.json judges it).
 TABLES = tuple(name for name in captures.TABLES if name in SCHEMA)
-MAX_JSON_BYTES = 16 << 20  # meta.json and checks.json are kilobytes: a bound, not a limit any run meets
 RUN_DIR_SIGNS = ("scenario.yaml", "raw", "flows.parquet", "throughput.parquet", "checks.json")
 
 
@@ -75,17 +73,14 @@ def find_run_dirs(path: Path | str, skipped: list[str] | None = None) -> list[Pa
         raise ReportInputError(f"{shown(p)}: no such file or directory")
     if not p.is_dir():
         raise ReportInputError(f"{shown(p)}: not a directory")
-    if (p / "meta.json").exists():
+    if os.path.lexists(p / "meta.json"):
         return [p]
     found, headless = [], []
-    for root, dirs, files in os.walk(p):
-        dirs.sort()
-        if "meta.json" in files:
-            found.append(Path(root))
-            dirs[:] = []  # a run dir's raw/ holds no runs
-        elif any(sign in files or sign in dirs for sign in RUN_DIR_SIGNS):
-            headless.append(Path(root))
-            dirs[:] = []
+    for root, names in walk_dirs(p):
+        if "meta.json" in names:
+            found.append(root)
+        elif any(sign in names for sign in RUN_DIR_SIGNS):
+            headless.append(root)
     if skipped is not None:
         skipped += [f"{shown(d)}: a run directory without meta.json; skipped" for d in headless]
     if not found:
@@ -94,14 +89,33 @@ def find_run_dirs(path: Path | str, skipped: list[str] | None = None) -> list[Pa
     return found
 
 
-def _read_json(path: Path) -> dict:
+def walk_dirs(top: Path):
+    """(directory, names in it) below `top`, depth first in name order, without following links and
+    without descending into a run directory (a run's raw/ holds no runs). Iterative: a tree of any
+    depth, where os.walk's recursion stops at Python's limit."""
+    stack = [top]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue  # unreadable or vanished: nothing below it is found, as with os.walk
+        names = {e.name for e in entries}
+        yield folder, names
+        if "meta.json" in names or any(sign in names for sign in RUN_DIR_SIGNS):
+            continue
+        stack += reversed([Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)])
+
+
+def _read_json(run_dir: Path, name: str) -> dict | None:
+    """A run's JSON object (None when absent), read by the one reader of run directories."""
+    path = run_dir / name
     try:
-        data = json.loads(read_bounded(path, MAX_JSON_BYTES, f"a {path.name}"))
+        data = runfiles.read_json(run_dir, name)
     except Refused as e:
-        raise ReportInputError(f"{shown(path)}: unreadable ({e})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise ReportInputError(f"{shown(path)}: unreadable ({e.__class__.__name__}: {e})") from None
-    if not isinstance(data, dict):
+        raise ReportInputError(f"{shown(path)}: unreadable ({str(e).removeprefix(f'{path}: ')})") from None
+    if data is not None and not isinstance(data, dict):
         raise ReportInputError(f"{shown(path)}: unreadable (not a JSON object)")
     return data
 
@@ -170,11 +184,11 @@ def _tidy(df: pd.DataFrame) -> pd.DataFrame:
 
 def _read_checks(p: Path, notes: list[str]) -> dict | None:
     """checks.json, or None with a note: the verdict is shown, but its absence is not fatal."""
-    if not (p / "checks.json").exists():
-        notes.append("checks.json absent: no emulation-health verdict")
-        return None
     try:
-        checks = _read_json(p / "checks.json")
+        checks = _read_json(p, "checks.json")
+        if checks is None:
+            notes.append("checks.json absent: no emulation-health verdict")
+            return None
         problem = checks_problem(checks)
         if problem:
             raise ReportInputError(f"{shown(p / 'checks.json')}: unreadable ({problem})")
@@ -187,20 +201,21 @@ def _read_checks(p: Path, notes: list[str]) -> dict | None:
 def _load_table(run: Run, name: str) -> None:
     """The run's `name` table into run.tables, or a note saying why it is not there."""
     f = run.path / f"{name}.parquet"
-    if f.exists() and not f.is_file():  # a FIFO would block the parquet reader
-        run.notes.append(f"{shown(f)}: not a regular file; skipped")
+    try:
+        table = runfiles.read_table(run.path, name)
+    except Refused as e:  # a link, a FIFO, a device, a footer claiming more than the file holds
+        run.notes.append(f"{e}; skipped")
         return
-    if not f.exists():
+    except Exception as e:  # a corrupt table must not sink the whole report
+        run.notes.append(f"{shown(f)}: unreadable ({e.__class__.__name__}); skipped")
+        return
+    if table is None:
         if name in REQUIRED:
             run.notes.append(f"{name}.parquet absent: throughput metrics unavailable")
         elif name in ABSENT_NOTE:
             run.notes.append(ABSENT_NOTE[name])
         return
-    try:
-        table = _tidy(pd.read_parquet(f))
-    except Exception as e:  # a corrupt table must not sink the whole report
-        run.notes.append(f"{shown(f)}: unreadable ({e.__class__.__name__}); skipped")
-        return
+    table = _tidy(table)
     problem = table_problem(name, table)
     if problem:
         run.notes.append(f"{shown(f)}: {problem}; skipped")
@@ -212,7 +227,9 @@ def _load_table(run: Run, name: str) -> None:
 
 def load_run(path: Path | str) -> Run:
     p = Path(path)
-    meta = _read_json(p / "meta.json")
+    meta = _read_json(p, "meta.json")
+    if meta is None:
+        raise ReportInputError(f"{shown(p / 'meta.json')}: no such file")
     notes = link_numbers_from_text(meta)
     try:
         record = read_record(meta, shown(p / "meta.json"))
@@ -236,13 +253,12 @@ def load_run(path: Path | str) -> Run:
 def load_runs(paths, skipped: list[str] | None = None) -> list[Run]:
     """Every run under `paths`. With `skipped` given, a run that cannot be read is named there and
     left out (the report shows the rest); without, or when no run at all can be read, it is an error."""
-    dirs: list[Path] = []
+    dirs: dict[Path, Path] = {}  # resolved -> as found: a run named twice (by two paths) is read once
     for p in paths:
         for d in find_run_dirs(p, skipped):
-            if d.resolve() not in {x.resolve() for x in dirs}:
-                dirs.append(d)
+            dirs.setdefault(d.resolve(), d)
     runs, errors = [], []
-    for d in dirs:
+    for d in dirs.values():
         try:
             runs.append(load_run(d))
         except ReportInputError as e:

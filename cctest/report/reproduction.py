@@ -15,7 +15,9 @@ import math
 import re
 from pathlib import Path
 
+from .. import atomic
 from ..claims import ClaimResult, status_counts
+from ..safeload import Refused, decode_utf8, read_bounded
 
 PAPERS = {
     "paper-000": "000: BBR-CWS (Song, Kim, Cho; Electronics 2020)",
@@ -169,12 +171,28 @@ def _table(rows: list[ClaimResult]) -> list[str]:
 
 def write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    atomic.write_text(path, text)
+
+
+MAX_README_BYTES = 4 << 20
+
+
+def _readme_lines(readme: Path) -> list[str]:
+    try:
+        text = decode_utf8(read_bounded(readme, MAX_README_BYTES, "a README"))
+    except Refused as error:
+        raise Refused(f"{readme}: {error}") from None
+    return text.splitlines(keepends=True)
+
+
+def has_score_line(readme: Path) -> bool:
+    """Whether the README has the line --readme rewrites (asked before anything is written)."""
+    return any(SCORE_MARK in line for line in _readme_lines(readme))
 
 
 def update_readme(readme: Path, markdown: Path, claim_results: list[ClaimResult]) -> bool:
     """Rewrite the README line that carries SCORE_MARK with the current score; False when there is none."""
-    lines = readme.read_text().splitlines(keepends=True)
+    lines = _readme_lines(readme)
     for i, line in enumerate(lines):
         if SCORE_MARK in line:
             try:
@@ -183,6 +201,6 @@ def update_readme(readme: Path, markdown: Path, claim_results: list[ClaimResult]
                 link = str(markdown)
             lines[i] = (f"{SCORE_MARK} **Reproduction of the seed papers:** {score(claim_results)}: "
                         f"[{link}]({link}).\n")
-            readme.write_text("".join(lines))
+            atomic.write_text(readme, "".join(lines))
             return True
     return False
