@@ -670,6 +670,7 @@ def test_check_report_and_the_page_agree_on_the_same_runs(tmp_path):
     score = [line for line in check.output.splitlines() if line.startswith("score: ")]
     assert score and score == [line for line in report.output.splitlines() if line.startswith("score: ")]
     assert f"**Score: {score[0].removeprefix('score: ')}.**" in page.read_text()
+    assert "- `race`: `qemu 6.1.0-synthetic`" in page.read_text()  # the builds a scored scenario's runs ran
     statuses = json.loads(out.read_text())["statuses"]
     assert statuses == json.loads(html.with_suffix(".claims.json").read_text())["statuses"]
     assert statuses == json.loads((tmp_path / "p.json").read_text())["statuses"]

@@ -269,16 +269,19 @@ def _write_reproduction(markdown: Path, readme: Path | None, paths, verdicts, lo
     """The reproduction page (one table per paper) and, with --readme, its score line in the README."""
     from ..claims import results
     from . import reproduction
-    from .provenance import scenario_tags
+    from .provenance import engine_build, module_builds, scenario_tags
 
     shown_paths = [Path(p).as_posix() for p in paths]
     command = f"cctest check {' '.join(shown_paths)} --markdown {markdown.as_posix()}" + \
         (f" --readme {readme.as_posix()}" if readme else "")
     per_claim = results(verdicts)
     engines: dict[str, set[str]] = {}
+    builds: dict[str, set[str]] = {}  # scenario -> the engine and module builds its runs ran
     for run in loaded:
         engines.setdefault(reproduction.paper_of(scenario_tags(run.path)), set()).add(reproduction.engine_of(run.meta))
-    reproduction.write(markdown, reproduction.render(per_claim, n_runs, shown_paths, command, engines))
+        build = "; ".join(x for x in (engine_build(run.meta), module_builds(run.meta)) if x)
+        builds.setdefault(str(run.meta.get("scenario")), set()).add(build)
+    reproduction.write(markdown, reproduction.render(per_claim, n_runs, shown_paths, command, engines, builds))
     click.echo(f"wrote {markdown}: {reproduction.score(per_claim)}", err=as_json)
     if readme and not reproduction.update_readme(readme, markdown, per_claim):
         raise BadInput(f"{readme}: no line with {reproduction.SCORE_MARK} to put the score on")

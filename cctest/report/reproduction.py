@@ -110,9 +110,10 @@ def run_command(tag: str, engines: set[str]) -> str:
 
 
 def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], command: str,
-           engines: dict[str, set[str]] | None = None) -> str:
-    """`engines`: per paper tag, the engines its runs were measured on."""
-    engines = engines or {}
+           engines: dict[str, set[str]] | None = None, builds: dict[str, set[str]] | None = None) -> str:
+    """`engines`: per paper tag, the engines its runs were measured on; `builds`: per scenario, the
+    engine, kernel and module builds its runs ran (named under the claims in the score)."""
+    engines, builds = engines or {}, builds or {}
     by_paper: dict[str, list[ClaimResult]] = {tag: [] for tag in PAPERS}
     for r in claim_results:
         by_paper.setdefault(paper_of(r.expectation.tags) or "other", []).append(r)
@@ -146,7 +147,16 @@ def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], comma
                               ("### Scaled-down scenarios (quick; outside the score)", quick)):
             if part:
                 out += ([heading, ""] if heading else []) + _table(part)
+            if part is scored:
+                out += _builds(part, builds)
     return "\n".join(out)
+
+
+def _builds(rows: list[ClaimResult], builds: dict[str, set[str]]) -> list[str]:
+    """Which builds each scored scenario's runs ran: the page's answer to "which build is this"."""
+    lines = [f"- `{name}`: " + " | ".join(f"`{b}`" for b in sorted(builds[name]))
+             for name in dict.fromkeys(r.expectation.scenario for r in rows) if builds.get(name)]
+    return (["Builds (engine, kernel, modules) of the runs judged above:", ""] + lines + [""]) if lines else []
 
 
 def _table(rows: list[ClaimResult]) -> list[str]:
