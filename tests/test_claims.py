@@ -675,3 +675,14 @@ def test_check_report_and_the_page_agree_on_the_same_runs(tmp_path):
     assert statuses == json.loads(html.with_suffix(".claims.json").read_text())["statuses"]
     assert statuses == json.loads((tmp_path / "p.json").read_text())["statuses"]
     assert "sanity checks outside the score: " in score[0] and "of 2 claims pass" in score[0]
+
+
+def test_without_an_experiments_file_here_the_recorded_claims_judge_and_the_first_line_says_so(
+        recorded_with_claims, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # outside a checkout: no experiments.yaml
+    result = CliRunner().invoke(main, ["check", str(recorded_with_claims), "-o", str(tmp_path / "c.json"), "--no-fail"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == ("judging the runs with the claims recorded in their scenario.yaml "
+                                             "(no experiments.yaml here)")
+    named = CliRunner().invoke(main, ["check", str(recorded_with_claims), "-f", "mine.yaml", "-o", str(tmp_path / "d.json")])
+    assert named.exit_code == 2 and "mine.yaml: no such experiments file" in named.output

@@ -94,11 +94,12 @@ class Claims:
 
     file: str | None = "experiments.yaml"
     every_scenario: bool = False  # the file's claims of scenarios with no run too (as not run)
+    why: str = "--recorded-claims"  # why the recorded claims judge, when they do
 
     def describe(self) -> str:
         """The first line `check` and `report` print: which claims judge the runs."""
         if self.file is None:
-            return "judging the runs with the claims recorded in their scenario.yaml (--recorded-claims)"
+            return f"judging the runs with the claims recorded in their scenario.yaml ({self.why})"
         return f"judging the runs with the claims of {self.file} (known: included)"
 
     def expectations(self, runs: list[Run]) -> tuple[list, list[str]]:

@@ -29,11 +29,15 @@ DEFAULT_EXPERIMENTS = "experiments.yaml"
 
 
 def claims_source(experiments_file: str, recorded: bool, every_scenario: bool = False):
-    """The Claims to judge with; an experiments file that does not exist is bad input, named."""
+    """The Claims to judge with; an experiments file named with -f that does not exist is bad input.
+    Without -f and with no experiments.yaml here (run directories judged outside a checkout, as a
+    report-only install does), the runs' recorded claims judge, and the first line says so."""
     from .build import Claims
 
     if recorded:
         return Claims(None)
+    if experiments_file == DEFAULT_EXPERIMENTS and not Path(experiments_file).exists():
+        return Claims(None, why=f"no {DEFAULT_EXPERIMENTS} here")
     if not Path(experiments_file).is_file():
         raise BadInput(f"{experiments_file}: no such experiments file: name one with -f FILE, or judge with the "
                        "runs' own claims with --recorded-claims")
@@ -204,7 +208,7 @@ def check_command(paths, output, skip_s, markdown, readme, no_fail, as_json, exp
     for note in notes:
         click.echo(printable(f"warning: {note}"), err=True)
     if not verdicts:
-        whose = "records an expect: list" if recorded_claims else f"is of a scenario of {experiments_file} with claims"
+        whose = "records an expect: list" if claims.file is None else f"is of a scenario of {experiments_file} with claims"
         raise BadInput(f"no claims: none of the {len(runs)} run(s) {whose}")
     verdicts_json = jsonsafe.dumps(claims_json(verdicts, notes), indent=1)
     if as_json:
