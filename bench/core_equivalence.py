@@ -30,8 +30,8 @@ from pathlib import Path
 import pandas as pd
 from scipy import stats
 
-from fidelity import cctest_run, run_dirs, vm_bench_parser
 from cctest.bbr_model import bbr_model_figures
+from fidelity import cctest_run, run_dirs, vm_bench_parser
 
 SENDERS = ("bbr", "bbr1")  # the kernel's, this project's core
 FIGURES = ("delivered", "srtt_min_ms", "srtt_p05_ms", "srtt_p50_ms", "srtt_p90_ms", "queued", "bw_over_capacity",

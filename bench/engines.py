@@ -75,7 +75,7 @@ def host_seconds(paths: list[Path], where: Path) -> dict[Path, dict]:
     stamped = console_phases(log.read_text(errors="replace")) if log.exists() else []
     ordered = sorted(paths, key=lambda p: metas[p]["start_time"])
     if stamped and len(stamped) == len(ordered):
-        for k, (path, phases) in enumerate(zip(ordered, stamped)):
+        for k, (path, phases) in enumerate(zip(ordered, stamped, strict=False)):
             names = list(phases)
             flows = phases["teardown"] - phases["flows"] if {"flows", "teardown"} <= set(phases) else None
             after_topology = names[names.index("build topology") + 1] if "build topology" in names[:-1] else None

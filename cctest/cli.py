@@ -107,9 +107,8 @@ def vm_engine() -> str:
 def scenario_plan(experiments, name: str, force: bool, cores: int, engine: str) -> dict:
     """One scenario as `list --json` and `show` give it: link, flows, matrix, claims, runs and the
     estimated wall time natively and with --vm on `cores` single-vCPU VMs of `engine`."""
-    from .plan import estimated_wall_s, expand
-
     from .modsource import check_declared_params
+    from .plan import estimated_wall_s, expand
 
     scenario = experiments.scenarios[name]
     specs = expand(experiments, name, force=force)

@@ -18,7 +18,6 @@ from .kmod import headers_dir, release_of_kernel_image
 from .tools import which
 from .vm import VMClock, stock_kernels
 
-
 DOCTOR_NS_PREFIX = "cctest-doctor-"  # `cctest clean --force` removes these if a probe was killed
 
 

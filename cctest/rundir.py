@@ -7,7 +7,7 @@ import json
 import os
 import platform
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -47,7 +47,7 @@ def new_run_dir(out_root: Path, run: RunSpec) -> Path:
 
 
 def now_iso() -> str:
-    return datetime.fromtimestamp(calendar_now(), timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(calendar_now(), UTC).isoformat(timespec="milliseconds")
 
 
 @functools.cache  # the same for every run of a session; each probe is a process start

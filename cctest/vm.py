@@ -80,7 +80,7 @@ class VMClock:
                                 "emulation; use --kvm --clock wall, or drop --kvm")
 
     @classmethod
-    def choose(cls, clock: str | None, shift: int | None, kvm: bool) -> "VMClock":
+    def choose(cls, clock: str | None, shift: int | None, kvm: bool) -> VMClock:
         """--clock defaults to virtual, except with --kvm, which keeps the wall clock."""
         kind = clock or ("wall" if kvm else "virtual")
         return cls(kind, DEFAULT_ICOUNT_SHIFT if shift is None else shift, kvm)

@@ -1,19 +1,29 @@
 """Corrupted copies of a real run directory: each turns one thing the report reads into nonsense."""
-import json, os, shutil
+import json
+import os
+import shutil
+
 import numpy as np
 import pandas as pd
 
+
 def _meta(d, fn):
-    m = json.loads((d / "meta.json").read_text()); fn(m); (d / "meta.json").write_text(json.dumps(m))
+    m = json.loads((d / "meta.json").read_text())
+    fn(m)
+    (d / "meta.json").write_text(json.dumps(m))
 
 def _table(d, name, fn):
-    df = pd.read_parquet(d / f"{name}.parquet"); df = fn(df); df.to_parquet(d / f"{name}.parquet", index=False)
+    df = fn(pd.read_parquet(d / f"{name}.parquet"))
+    df.to_parquet(d / f"{name}.parquet", index=False)
 
 def _replace(path, make):
-    path.unlink(); make(path)
+    path.unlink()
+    make(path)
 
 def setcol(df, col, v):
-    df = df.copy(); df[col] = v; return df
+    df = df.copy()
+    df[col] = v
+    return df
 
 CORRUPTIONS = {
     "checks not a list": lambda d: (d / "checks.json").write_text('{"checks": "x", "verdict": "pass"}'),

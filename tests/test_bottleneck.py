@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cctest import dumbbell
-from cctest.cli import main
-from cctest import derived
+from cctest import derived, dumbbell
 from cctest.aqm import aqm_counters
 from cctest.bottleneck import chain, rate_change, shaper_burst_bytes, timed_changes
+from cctest.cli import main
 from cctest.net.schedule import LinkSchedule
 from cctest.plan import expand
 from cctest.rundir import base_meta

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cctest import safeload
 from cctest.cli import main
@@ -271,12 +270,12 @@ def test_ingest_never_blocks_on_a_fifo_in_a_run_directory(tmp_path):
     shutil.copytree(Path(__file__).parent / "fixtures" / "sockdiag", run)
     (run / "raw" / "ss.jsonl").unlink()
     os.mkfifo(run / "raw" / "ss.jsonl")
-    with pytest.raises(safeload.Refused, match="raw/ss.jsonl: is a FIFO, not a regular file"):
+    with pytest.raises(safeload.Refused, match=r"raw/ss\.jsonl: is a FIFO, not a regular file"):
         ingest_run(run)
     assert not list(run.glob("*.parquet"))
     (run / "meta.json").unlink()
     os.mkfifo(run / "meta.json")
-    with pytest.raises(safeload.Refused, match="meta.json: is a FIFO, not a regular file"):
+    with pytest.raises(safeload.Refused, match=r"meta\.json: is a FIFO, not a regular file"):
         ingest_run(run)
     result = CliRunner().invoke(main, ["ingest", str(run)])
     assert result.exit_code == 2 and "a FIFO" in result.stderr and "Traceback" not in result.output

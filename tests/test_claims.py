@@ -12,8 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from cctest.claims import ClaimError, Expectation, check_expectation, judge, parse
 from cctest.cli import main

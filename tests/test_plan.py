@@ -78,7 +78,7 @@ def test_flow_count_expands_to_hosts_with_own_rtt():
 
 
 def test_matrix_values_are_validated():
-    with pytest.raises(ScenarioError, match="flows.1.cc.*unknown congestion control 'bbr9'"):
+    with pytest.raises(ScenarioError, match=r"flows\.1\.cc.*unknown congestion control 'bbr9'"):
         runs(SWEEP.replace("[bbr, bbr_cws]", "[bbr, bbr9]"))
 
 

@@ -12,8 +12,8 @@ import pandas as pd
 import yaml
 from click.testing import CliRunner
 
-from cctest.report.command import report_command
 from cctest.metric_table import RUN_METRICS
+from cctest.report.command import report_command
 from cctest.report.summary import FLOW_METRICS
 
 REPO = Path(__file__).resolve().parent.parent

@@ -37,7 +37,7 @@ def report(tmp_path: Path, *paths, name="r") -> tuple[str, list[dict]]:
     html = out.read_text()
     figs = json.loads(re.search(r"id='cctest-figs'>(.*?)</script>", html, re.S)[1].replace("\\u003c", "<"))
     keys = re.findall(r"data-key='([^']*)'", html)
-    for fig, key in zip(figs, keys):
+    for fig, key in zip(figs, keys, strict=True):
         fig["key"] = key
     return html, figs
 

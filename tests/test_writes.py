@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from rich.console import Console
@@ -27,7 +28,7 @@ def test_a_failed_table_write_leaves_the_old_table_whole(tmp_path):
     good = pd.DataFrame({"flow": [0, 1], "t_s": [0.1, 0.2]})
     write_tables(tmp_path, {"ss": good})
     bad = pd.DataFrame({"flow": [0], "t_s": [object()]})  # pyarrow cannot write this
-    with pytest.raises(Exception):
+    with pytest.raises(pa.ArrowException):
         write_tables(tmp_path, {"ss": bad})
     assert pd.read_parquet(tmp_path / "ss.parquet").equals(good)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ss.parquet"]  # no temporary file left

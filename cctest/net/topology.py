@@ -101,7 +101,7 @@ class Dumbbell:
         keys = list(dumbbell.HOST_SYSCTLS)
         shown = self._host_cmd(self.run.flows[0].sender, f"sysctl -n {' '.join(keys)}")
         return {"offloads": offloads, "sender_sysctls": dict(dumbbell.SENDER_SYSCTLS),
-                "host_sysctls": dict(zip(keys, (" ".join(line.split()) for line in shown.splitlines())))}
+                "host_sysctls": dict(zip(keys, (" ".join(line.split()) for line in shown.splitlines()), strict=False))}
 
     def set_sysctl(self, node: str, key: str, value: str) -> str:
         """Set `key` in `node`'s network namespace; returns the value it had."""

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import click
 
-from .. import atomic, errors
-from ..errors import BadInput, CctestError, ClaimsFailed, printable
-from .. import defaults
+from .. import atomic, defaults, errors
 from ..defaults import DEFAULT_MAX_POINTS
+from ..errors import BadInput, CctestError, ClaimsFailed, printable
 
 
 def claims_options(command):

@@ -159,7 +159,7 @@ def table(df: pd.DataFrame, left: set[str] | None = None, cls_rows=None, headers
     for i, row in enumerate(df.itertuples(index=False)):
         rc = cls_rows[i] if cls_rows is not None else ""
         out.append(f"<tr class='{rc}'>")
-        for c, v in zip(df.columns, row):
+        for c, v in zip(df.columns, row, strict=True):
             cell = esc(v) if c in left else fmt(v)
             out.append(f"<td class='{'l' if c in left else ''}'>{cell}</td>")
         out.append("</tr>")

@@ -206,7 +206,7 @@ def _load_table(run: Run, name: str) -> None:
     except Refused as e:  # a link, a FIFO, a device, a footer claiming more than the file holds
         run.notes.append(f"{e}; skipped")
         return
-    except Exception as e:  # a corrupt table must not sink the whole report
+    except Exception as e:  # noqa: BLE001 - a corrupt table must not sink the whole report
         run.notes.append(f"{shown(f)}: unreadable ({e.__class__.__name__}); skipped")
         return
     if table is None:
