@@ -80,7 +80,8 @@ def main() -> None:
         if min(counts.get(cc, 0) for cc in SENDERS) < 2:
             print("  (fewer than two runs of a sender: nothing to compare)")
             continue
-        print(f"  {'figure':16s} {'kernel bbr: median [min, max]':>32s} {'core bbr1: median [min, max]':>32s}  U test p")
+        print(f"  {'figure':16s} {'kernel bbr: median [min, max]':>32s} "
+          f"{'core bbr1: median [min, max]':>32s}  U test p")
         for name in FIGURES:
             kernel, core = (runs[runs["cc"] == cc][name] for cc in SENDERS)
             p = stats.mannwhitneyu(kernel, core, alternative="two-sided").pvalue

@@ -86,7 +86,8 @@ def host_seconds(paths: list[Path], where: Path) -> dict[Path, dict]:
         vm = metas[path].get("vm") or {}
         phases = vm.get("phases", {})
         boot = (vm.get("boot") or {}).get("wall_s")
-        before = [p.get("wall_s") for name, p in phases.items() if name in ("load modules", "start tracing", "build topology")]
+        before = [p.get("wall_s") for name, p in phases.items()
+                  if name in ("load modules", "start tracing", "build topology")]
         ready = boot + sum(before) if k == 0 and boot is not None and before and None not in before else None
         out[path] = {"flows_wall_s": phases.get("flows", {}).get("wall_s"), "boot_topology_s": ready}
     return out

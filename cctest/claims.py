@@ -593,7 +593,10 @@ def check_expectation(e: Expectation, runs: pd.DataFrame, groups: pd.DataFrame,
         mine = mine[mine["tags"].fillna("").astype(str).map(lambda t: any(x in t.split(", ") for x in suite))]
     for key, wanted in e.where.items():
         column = f"matrix.{key}"
-        mine = mine[mine[column].map(lambda v, wanted=wanted: _matches(v, wanted))] if column in mine else mine.iloc[0:0]
+        if column not in mine:
+            mine = mine.iloc[0:0]
+            continue
+        mine = mine[mine[column].map(lambda v, wanted=wanted: _matches(v, wanted))]
     if mine.empty:
         return [Verdict(e, "-", "not run", (math.nan, math.nan, 0), {},
                         f"no runs of {e.scenario}" + (f" where {e.where}" if e.where else ""))]
@@ -794,7 +797,8 @@ class ClaimResult:
 def overall(e: Expectation, points: list[Verdict]) -> tuple[str, str]:
     """A claim's verdict over its points and why: pass when at least `at_least` (default: all) pass,
     fail when so many fail (or have no data) that it cannot, incomplete while a point lacks declared
-    runs, inconclusive otherwise; not run when no point ran. "no data" stands for points that ran without the terms the claim needs."""
+    runs, inconclusive otherwise; not run when no point ran. "no data" stands for points that ran
+    without the terms the claim needs."""
     ran = [v for v in points if v.verdict != "not run"]
     if not ran:
         return "not run", (points[0].reason if points else f"no runs of {e.scenario}")

@@ -213,7 +213,8 @@ def delete_links(state: Replay) -> None:
     journaled = set(state.journaled("links"))
     for name in sorted(journaled):
         if not LINK_NAME.fullmatch(name):
-            state.refuse("links", name, f"to delete link {name}: not a name cctest gives its links ({LINK_NAME.pattern})")
+            state.refuse("links", name,
+                         f"to delete link {name}: not a name cctest gives its links ({LINK_NAME.pattern})")
             journaled.discard(name)
     names = (journaled & set(root_links())) | (set(pattern_links()) if state.force else set())
     for name in sorted(names):

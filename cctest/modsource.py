@@ -211,7 +211,8 @@ def declared(cc: str, modules_dir: Path = MODULES_DIR) -> Declared | None:
         parsed = _split_args(text, match.end() - 1)
         if parsed and parsed[0]:
             perm = _int(parsed[0][-1], constants)
-            perms[parsed[0][0]] = 0o644 if perm is None else perm  # a symbolic mode (S_IRUGO...): as the description says
+            # a symbolic mode (S_IRUGO...): as the description says
+            perms[parsed[0][0]] = 0o644 if perm is None else perm
     descriptions: dict[str, str] = {}
     for match in re.finditer(r"\bMODULE_PARM_DESC\s*\(", text):
         parsed = _split_args(text, match.end() - 1)

@@ -96,7 +96,8 @@ def git_commit() -> str | None:
     if os.environ.get("CCTEST_GIT_COMMIT"):  # the host's answer, passed into a VM: the same checkout
         return os.environ["CCTEST_GIT_COMMIT"]
     try:
-        result = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=stretch(10))
+        result = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=stretch(10))
     except OSError:
         return None
     if result.returncode != 0:

@@ -100,7 +100,8 @@ class VMClock:
 
     def env(self) -> dict[str, str]:
         """What the guest is told of its VM, for meta.json's `vm` object."""
-        return {"CCTEST_VM_CLOCK": self.kind, "CCTEST_VM_ICOUNT_SHIFT": str(self.shift) if self.kind == "virtual" else "",
+        return {"CCTEST_VM_CLOCK": self.kind,
+                "CCTEST_VM_ICOUNT_SHIFT": str(self.shift) if self.kind == "virtual" else "",
                 "CCTEST_VM_VCPUS": str(self.vcpus), "CCTEST_VM_KVM": "1" if self.kvm else "0"}
 
 

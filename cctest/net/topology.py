@@ -54,7 +54,8 @@ class Dumbbell:
         for flow in self.run.flows:
             self.hosts[flow.sender] = net.addHost(flow.sender, ip=f"{flow.sender_ip}/16")
             self.hosts[flow.receiver] = net.addHost(flow.receiver, ip=f"{flow.receiver_ip}/16")
-        switches = {name: net.addSwitch(name, cls=LinuxBridge) for name in (dumbbell.LEFT_SWITCH, dumbbell.RIGHT_SWITCH)}
+        switches = {name: net.addSwitch(name, cls=LinuxBridge)
+                    for name in (dumbbell.LEFT_SWITCH, dumbbell.RIGHT_SWITCH)}
         nodes = {**self.hosts, **switches}
         for ldef in dumbbell.links(self.run):
             net.addLink(nodes[ldef.node1], nodes[ldef.node2], intfName1=ldef.iface1, intfName2=ldef.iface2)

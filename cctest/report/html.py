@@ -42,7 +42,7 @@ details.run{background:#fff;border:1px solid #ddd;border-radius:4px;margin:10px 
 details.run>summary{cursor:pointer;font-weight:600;padding:6px 0}
 ul.notes{font-size:12.5px;color:#8a4b00;margin:4px 0}
 .kv{font-size:12.5px;color:#333} .kv b{color:#000}
-"""
+"""  # noqa: E501 - the stylesheet as the reports carry it
 
 JS = """
 (function(){

@@ -266,7 +266,8 @@ def load_runs(paths, skipped: list[str] | None = None) -> list[Run]:
                 raise
             errors.append(str(e))
     if errors and not runs:
-        raise ReportInputError(errors[0] + (f" (and {len(errors) - 1} more run(s) unreadable)" if len(errors) > 1 else ""))
+        more = f" (and {len(errors) - 1} more run(s) unreadable)" if len(errors) > 1 else ""
+        raise ReportInputError(errors[0] + more)
     if skipped is not None:
         skipped += [f"{e}; run skipped" for e in errors]
     return runs
