@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -336,6 +337,18 @@ def run_metrics(meta: dict, tables: dict[str, pd.DataFrame], *, bin_s: float | N
 
 class _RunData:
     """What every step needs: meta, tables, the flows' ccs, RTTs and spans, and the bin."""
+
+    meta: dict
+    tables: dict
+    bin_s: float
+    tp: pd.DataFrame
+    flow_cc: dict[int, Any]
+    flow_rtt: dict[int, Any]
+    spans: pd.DataFrame
+    t_first: float
+    t_last: float
+    binned: pd.DataFrame  # set by _flow_throughput, for the later steps
+    steady: pd.Series
 
     @classmethod
     def of(cls, meta: dict, tables: dict, bin_s: float) -> _RunData:
