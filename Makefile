@@ -1,6 +1,6 @@
 # The two commands of README.md. Both install what they need first (scripts/setup.sh, as root):
 # `make demo` only what a run and its report need, `make test` the test tooling too.
-.PHONY: setup setup-demo demo test bench
+.PHONY: setup setup-demo demo test check bench
 
 setup:
 	bash scripts/setup.sh
@@ -19,6 +19,12 @@ demo: setup-demo
 # CCTEST_REQUIRE_VM=1, CCTEST_REQUIRE_CONTAINER=1: no silent skips).
 test: setup
 	CCTEST_REQUIRE_VM=1 CCTEST_REQUIRE_CONTAINER=1 .venv/bin/pytest -v -rs
+
+# The inner loop: ruff, then the fast tests (no VM, no container; the test tooling as `make test`
+# installs it). tests/test_lint.py runs ruff in `make test` too.
+check:
+	.venv/bin/ruff check cctest tests bench
+	.venv/bin/pytest -q -m "not vm and not container"
 
 bench: setup
 	.venv/bin/python bench/report.py

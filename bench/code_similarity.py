@@ -7,8 +7,8 @@ package; it is not shipped with this project). OURS defaults to modules/bbr1/bbr
 
 - equal lines: the share of our non-trivial lines that equal a line of the reference once
   comments and whitespace are dropped, the `bbr1_`/`bbr3_` prefix becomes `bbr_` and the state
-  pointer (`b`, `bbr`, or any name declared as `struct bbr*`) gets one name. Non-trivial: at least 12 characters and not only
-  punctuation, a keyword, a preprocessor include or a declaration of a local without a value.
+  pointer (`b`, `bbr`, or any name declared as `struct bbr*`) gets one name. Non-trivial: at least
+  12 characters and not only punctuation, a keyword, a preprocessor include or a declaration of a local without a value.
 - same function names: our function definitions whose name, after the prefix change, is a
   function name of the reference.
 """

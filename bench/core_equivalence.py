@@ -30,8 +30,8 @@ from pathlib import Path
 import pandas as pd
 from scipy import stats
 
-from fidelity import cctest_run, run_dirs, vm_bench_parser
 from cctest.bbr_model import bbr_model_figures
+from fidelity import cctest_run, run_dirs, vm_bench_parser
 
 SENDERS = ("bbr", "bbr1")  # the kernel's, this project's core
 FIGURES = ("delivered", "srtt_min_ms", "srtt_p05_ms", "srtt_p50_ms", "srtt_p90_ms", "queued", "bw_over_capacity",
@@ -80,7 +80,8 @@ def main() -> None:
         if min(counts.get(cc, 0) for cc in SENDERS) < 2:
             print("  (fewer than two runs of a sender: nothing to compare)")
             continue
-        print(f"  {'figure':16s} {'kernel bbr: median [min, max]':>32s} {'core bbr1: median [min, max]':>32s}  U test p")
+        print(f"  {'figure':16s} {'kernel bbr: median [min, max]':>32s} "
+          f"{'core bbr1: median [min, max]':>32s}  U test p")
         for name in FIGURES:
             kernel, core = (runs[runs["cc"] == cc][name] for cc in SENDERS)
             p = stats.mannwhitneyu(kernel, core, alternative="two-sided").pvalue

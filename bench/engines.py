@@ -75,7 +75,7 @@ def host_seconds(paths: list[Path], where: Path) -> dict[Path, dict]:
     stamped = console_phases(log.read_text(errors="replace")) if log.exists() else []
     ordered = sorted(paths, key=lambda p: metas[p]["start_time"])
     if stamped and len(stamped) == len(ordered):
-        for k, (path, phases) in enumerate(zip(ordered, stamped)):
+        for k, (path, phases) in enumerate(zip(ordered, stamped, strict=False)):
             names = list(phases)
             flows = phases["teardown"] - phases["flows"] if {"flows", "teardown"} <= set(phases) else None
             after_topology = names[names.index("build topology") + 1] if "build topology" in names[:-1] else None
@@ -86,7 +86,8 @@ def host_seconds(paths: list[Path], where: Path) -> dict[Path, dict]:
         vm = metas[path].get("vm") or {}
         phases = vm.get("phases", {})
         boot = (vm.get("boot") or {}).get("wall_s")
-        before = [p.get("wall_s") for name, p in phases.items() if name in ("load modules", "start tracing", "build topology")]
+        before = [p.get("wall_s") for name, p in phases.items()
+                  if name in ("load modules", "start tracing", "build topology")]
         ready = boot + sum(before) if k == 0 and boot is not None and before and None not in before else None
         out[path] = {"flows_wall_s": phases.get("flows", {}).get("wall_s"), "boot_topology_s": ready}
     return out

@@ -43,7 +43,8 @@ def summarise(found: list[dict]) -> None:
         flows = sum(per_phase.get("flows", []))
         print(f"{kind} topology: {len(group)} runs, {total:.0f} s, {1 - flows / total:.0%} of it outside the flows")
         for phase, values in sorted(per_phase.items(), key=lambda kv: -sum(kv[1])):
-            print(f"  {phase:28s} runs {len(values):3d}  mean {sum(values) / len(values):6.2f} s  total {sum(values):7.1f} s")
+            print(f"  {phase:28s} runs {len(values):3d}  mean {sum(values) / len(values):6.2f} s  "
+                  f"total {sum(values):7.1f} s")
 
 
 def main() -> None:

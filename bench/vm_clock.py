@@ -14,7 +14,6 @@ other's links. --reuse prints the table from an earlier --out without running an
 
 from __future__ import annotations
 
-
 from fidelity import cctest_run, figures, run_dirs, vm_bench_parser
 
 

@@ -35,7 +35,7 @@ class CodelParams(AqmParams):
     interval_ms: float = Field(default=100.0, gt=0, le=10_000)  # about a worst-case RTT
 
     @model_validator(mode="after")
-    def target_within_interval(self) -> "CodelParams":
+    def target_within_interval(self) -> CodelParams:
         # CoDel drops when the delay stayed above target for a whole interval: a target at or above
         # the interval is a queue that never reacts as CoDel is meant to.
         if self.target_ms >= self.interval_ms:
@@ -78,7 +78,7 @@ class XStats:
     def read(self, xstats: bytes) -> dict[str, int] | None:
         if len(xstats) < struct.calcsize(self.fmt):
             return None
-        return dict(zip(self.fields, struct.unpack_from(self.fmt, xstats)))
+        return dict(zip(self.fields, struct.unpack_from(self.fmt, xstats), strict=True))
 
 
 _CODEL_XSTATS = XStats("<IIIIiIIII", ("maxpacket", "count", "lastcount", "ldelay", "drop_next", "drop_overlimit",
@@ -98,11 +98,11 @@ class Aqm:
     xstats: ClassVar[XStats | None] = None
 
     @staticmethod
-    def options(p: dict[str, Any], queue: "Queue") -> str:
+    def options(p: dict[str, Any], queue: Queue) -> str:
         raise NotImplementedError
 
     @staticmethod
-    def check(params: AqmParams, queue: "Queue") -> None:
+    def check(params: AqmParams, queue: Queue) -> None:
         """Checks that need the link as well as the parameters."""
 
 

@@ -172,7 +172,7 @@ class RunCgroup:
         self.home = home
 
     @classmethod
-    def enter(cls, before_mkdir=None) -> "RunCgroup":
+    def enter(cls, before_mkdir=None) -> RunCgroup:
         """Make the cgroup and move this process into it. `before_mkdir(path)` journals it first, so a
         SIGKILL right after mkdir still leaves it named. CgroupError if not possible here."""
         reason = unavailable_reason()

@@ -48,8 +48,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import atomic, jsonsafe
-from . import derived
+from . import atomic, derived, jsonsafe
 from .jsonsafe import json_safe
 
 BASE_RTT_TOL = 0.10  # |min ping RTT / configured RTT - 1| allowed

@@ -45,12 +45,12 @@ from __future__ import annotations
 
 import ast
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput
-from .metric_table import (BOUNDED_CC_TERMS, BOUNDED_RUN_TERMS, CC_TERMS, RUN_TERMS, STEADY_CC_TERMS,
-                           STEADY_RUN_TERMS)
+from .metric_table import BOUNDED_CC_TERMS, BOUNDED_RUN_TERMS, CC_TERMS, RUN_TERMS, STEADY_CC_TERMS, STEADY_RUN_TERMS
 from .projectccs import project_ccs
 from .stats import jain_index, mean_ci95
 
@@ -274,7 +274,7 @@ class Expectation:
 
     @classmethod
     def from_entry(cls, scenario: str, entry: dict, tags: tuple[str, ...] = (),
-                   repetitions: int | None = None) -> "Expectation":
+                   repetitions: int | None = None) -> Expectation:
         where = {k: v if isinstance(v, list) else [v] for k, v in (entry.get("where") or {}).items()}
         known = entry.get("known")
         if known is not None:
@@ -435,7 +435,7 @@ def limits_of(claim: Claim) -> list[Limit | None]:
 
 def holds_in(margins_: list[float], strict: list[bool]) -> bool:
     """Whether one run's margins (one per comparison) all hold."""
-    return all(m > 0 or (not is_strict and m >= 0) for m, is_strict in zip(margins_, strict))
+    return all(m > 0 or (not is_strict and m >= 0) for m, is_strict in zip(margins_, strict, strict=True))
 
 
 class MixedRuns(BadInput):
@@ -443,7 +443,7 @@ class MixedRuns(BadInput):
 
 
 def _is_bool(x: Any) -> bool:
-    return isinstance(x, bool) or getattr(x, "dtype", None) == bool  # numpy's bool_ too
+    return isinstance(x, bool) or getattr(x, "dtype", None) == bool  # noqa: E721 - numpy's bool_ too: a dtype equals bool, it is not bool
 
 
 def _matches(value: Any, wanted: list[Any]) -> bool:
@@ -480,7 +480,7 @@ class RunSeries:
     flows: list[dict]
 
     @classmethod
-    def of(cls, result: dict) -> "RunSeries":
+    def of(cls, result: dict) -> RunSeries:
         import pandas as pd
 
         return cls(result.get("series", {}).get("binned", pd.DataFrame()), list(result.get("flows") or []))
@@ -593,7 +593,10 @@ def check_expectation(e: Expectation, runs: pd.DataFrame, groups: pd.DataFrame,
         mine = mine[mine["tags"].fillna("").astype(str).map(lambda t: any(x in t.split(", ") for x in suite))]
     for key, wanted in e.where.items():
         column = f"matrix.{key}"
-        mine = mine[mine[column].map(lambda v: _matches(v, wanted))] if column in mine else mine.iloc[0:0]
+        if column not in mine:
+            mine = mine.iloc[0:0]
+            continue
+        mine = mine[mine[column].map(lambda v, wanted=wanted: _matches(v, wanted))]
     if mine.empty:
         return [Verdict(e, "-", "not run", (math.nan, math.nan, 0), {},
                         f"no runs of {e.scenario}" + (f" where {e.where}" if e.where else ""))]
@@ -794,7 +797,8 @@ class ClaimResult:
 def overall(e: Expectation, points: list[Verdict]) -> tuple[str, str]:
     """A claim's verdict over its points and why: pass when at least `at_least` (default: all) pass,
     fail when so many fail (or have no data) that it cannot, incomplete while a point lacks declared
-    runs, inconclusive otherwise; not run when no point ran. "no data" stands for points that ran without the terms the claim needs."""
+    runs, inconclusive otherwise; not run when no point ran. "no data" stands for points that ran
+    without the terms the claim needs."""
     ran = [v for v in points if v.verdict != "not run"]
     if not ran:
         return "not run", (points[0].reason if points else f"no runs of {e.scenario}")

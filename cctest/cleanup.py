@@ -23,8 +23,20 @@ from . import cgroup, kmod, tracefs
 from .doctor import DOCTOR_NS_PREFIX
 from .dumbbell import NODE_PREFIX, ROOT_SYSCTL_MINIMUMS
 from .errors import BadInput
-from .journal import (STATE_DIR, SYS_MODULE, boot_id, is_same_process, lock_holder, module_identity, process_cgroup,
-                      process_command, read_journal, take_lock, unlock, write_journal)
+from .journal import (
+    STATE_DIR,
+    SYS_MODULE,
+    boot_id,
+    is_same_process,
+    lock_holder,
+    module_identity,
+    process_cgroup,
+    process_command,
+    read_journal,
+    take_lock,
+    unlock,
+    write_journal,
+)
 from .net import rootsysctl
 
 # What cctest itself could have written, and so all `clean` replays: names with its prefixes,
@@ -201,7 +213,8 @@ def delete_links(state: Replay) -> None:
     journaled = set(state.journaled("links"))
     for name in sorted(journaled):
         if not LINK_NAME.fullmatch(name):
-            state.refuse("links", name, f"to delete link {name}: not a name cctest gives its links ({LINK_NAME.pattern})")
+            state.refuse("links", name,
+                         f"to delete link {name}: not a name cctest gives its links ({LINK_NAME.pattern})")
             journaled.discard(name)
     names = (journaled & set(root_links())) | (set(pattern_links()) if state.force else set())
     for name in sorted(names):

@@ -107,9 +107,8 @@ def vm_engine() -> str:
 def scenario_plan(experiments, name: str, force: bool, cores: int, engine: str) -> dict:
     """One scenario as `list --json` and `show` give it: link, flows, matrix, claims, runs and the
     estimated wall time natively and with --vm on `cores` single-vCPU VMs of `engine`."""
-    from .plan import estimated_wall_s, expand
-
     from .modsource import check_declared_params
+    from .plan import estimated_wall_s, expand
 
     scenario = experiments.scenarios[name]
     specs = expand(experiments, name, force=force)
@@ -232,7 +231,8 @@ def show(name: str, experiments_file: str, force: bool, as_json: bool) -> None:
     lines.append(f"claims ({len(scenario.expect)}):" if scenario.expect else "claims: (none)")
     for e in scenario.expect:
         where = f" where {e.where}" if e.where else ""
-        lines.append(f"  {e.claim}{where}" + (f"  [{e.source}]" if e.source else "") + (f" — {e.note}" if e.note else ""))
+        lines.append(f"  {e.claim}{where}" + (f"  [{e.source}]" if e.source else "")
+                     + (f" — {e.note}" if e.note else ""))
     est = p["estimate_s"]
     lines.append(f"estimated wall time: {_duration(est['native'])} native, {_duration(est['vm'])} with --vm "
                  f"on {est['vm_jobs']} single-vCPU {est['vm_engine']} VMs")
@@ -269,20 +269,24 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 @click.option("--tag", "tags", multiple=True, shell_complete=complete_tags,
               help="also run every scenario with this tag (repeatable)")
 @click.option("--repetitions", "-n", type=click.IntRange(min=1), help="override the scenario's repetitions")
-@click.option("--first-repetition", type=click.IntRange(min=0, max=2**64 - 1), default=0, show_default=True, metavar="K",
+@click.option("--first-repetition", type=click.IntRange(min=0, max=2**64 - 1), default=0, show_default=True,
+              metavar="K",
               help="number the repetitions (and their seeds) from K: adds to a set already run, e.g. -n 3 "
                    "--first-repetition 3 makes r3-r5")
 @click.option("--only", "only_points", multiple=True, metavar="KEY=VALUE",
               help="run only the matrix points where matrix key KEY has VALUE (repeatable: values of one key "
                    "are alternatives, every key given must match)")
-@click.option("--out", default="reports", show_default=True, type=click.Path(file_okay=False), help="where run directories go")
+@click.option("--out", default="reports", show_default=True, type=click.Path(file_okay=False),
+              help="where run directories go")
 @click.option("--vm", "mode", flag_value="vm", help="run inside a virtme-ng VM on a stock kernel")
 @click.option("--native", "mode", flag_value="native", help="run on this host's kernel")
 @click.option("--engine", type=click.Choice(["auto", "qemu", "uml"]), default="auto", show_default=True,
               help="--vm's emulator: uml (this project's User-Mode Linux build in time-travel mode: 3-5x cheaper, "
                    "not the stock kernel; docs/uml.md), qemu (a stock distro kernel on QEMU's instruction counter), "
                    "or auto: uml where its kernel is built (scripts/uml-kernel.sh), else qemu")
-@click.option("--kernel", type=click.Path(), help="kernel image for --vm (default: the one linux-image-amd64 points to, else the newest /boot/vmlinuz-*)")
+@click.option("--kernel", type=click.Path(),
+              help="kernel image for --vm (default: the one linux-image-amd64 points to, else the newest "
+                   "/boot/vmlinuz-*)")
 @click.option("--kvm", is_flag=True, help="use KVM for --vm instead of software emulation (wall clock)")
 @click.option("--clock", type=click.Choice(["virtual", "wall"]), default=None,
               help="--vm's clock: virtual (QEMU's instruction counter: faithful whatever the host's speed; the "
@@ -290,7 +294,8 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 @click.option("--icount-shift", type=int, default=None,
               help="virtual clock: 2**N ns of guest time per instruction (0-10, default 0: the fastest guest CPU)")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-              help="--vm: VMs in parallel, one vCPU each (default: the host's cores on the virtual clock, 1 on the wall clock)")
+              help="--vm: VMs in parallel, one vCPU each (default: the host's cores on the virtual clock, 1 on the "
+                   "wall clock)")
 @click.option("--shard", metavar="i/N",
               help="run only shard i of N (a stable split of this invocation's runs; with --dry-run, shows which)")
 @click.option("--dry-run", is_flag=True, help="print topology, commands and flow schedule; change nothing")

@@ -20,6 +20,7 @@ checks.json, the report's overview and its figures can never give two answers to
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
@@ -64,7 +65,7 @@ def link_bytes_between(meta: dict, t0: float, t1: float) -> float:
     outages = outage_spans(meta)
     edges = [float(s["at_s"]) for s in link.get("rate_schedule") or []] + [t for span in outages for t in span]
     cuts = sorted({t0, t1, *(t for t in edges if t0 < t < t1)})
-    return float(sum(link_rate_mbps_at(meta, a) * 1e6 / 8 * (b - a) for a, b in zip(cuts, cuts[1:])
+    return float(sum(link_rate_mbps_at(meta, a) * 1e6 / 8 * (b - a) for a, b in pairwise(cuts)
                      if not any(start <= a and b <= end for start, end in outages)))
 
 

@@ -18,7 +18,6 @@ from .kmod import headers_dir, release_of_kernel_image
 from .tools import which
 from .vm import VMClock, stock_kernels
 
-
 DOCTOR_NS_PREFIX = "cctest-doctor-"  # `cctest clean --force` removes these if a probe was killed
 
 
@@ -102,7 +101,8 @@ def run_cgroup() -> Check:
     from .cgroup import cgroup2_mount, unavailable_reason
 
     reason = unavailable_reason()
-    return Check("cgroup v2", reason is None, f"each run gets one under {cgroup2_mount()}" if reason is None else reason,
+    return Check("cgroup v2", reason is None,
+                 f"each run gets one under {cgroup2_mount()}" if reason is None else reason,
                  "optional: without it, `cctest clean` after a SIGKILL finds only the processes the journal names",
                  "optional")
 
@@ -174,7 +174,8 @@ def checks() -> list[Check]:
     result.append(run_cgroup())
     release = platform.release()
     has_headers = (headers_dir(release) / "Makefile").exists()
-    result.append(Check("kernel headers", has_headers, f"{headers_dir(release)}" if has_headers else f"none for {release}",
+    result.append(Check("kernel headers", has_headers,
+                        f"{headers_dir(release)}" if has_headers else f"none for {release}",
                         f"apt-get install linux-headers-{release}", "modules"))
     result.append(mininet())
     for name, package, needed_for in (("iperf3", "iperf3", "native"), ("tc", "iproute2", "native"),
@@ -191,7 +192,8 @@ def checks() -> list[Check]:
     vng = which("vng")
     result.append(Check("vng", vng is not None, vng or "not found", "pip install 'cctest[run]' (virtme-ng)", "vm"))
     kvm = os.access("/dev/kvm", os.R_OK | os.W_OK)
-    result.append(Check("kvm", kvm, "/dev/kvm present (used only with --kvm)" if kvm else "no /dev/kvm (software emulation is used)",
+    seen = "/dev/kvm present (used only with --kvm)" if kvm else "no /dev/kvm (software emulation is used)"
+    result.append(Check("kvm", kvm, seen,
                         "optional: cctest uses software emulation unless --kvm is given", "optional"))
     kernels = stock_kernels()
     result.append(Check("stock kernel for --vm", bool(kernels), str(kernels[0]) if kernels else "no /boot/vmlinuz-*",
@@ -199,7 +201,8 @@ def checks() -> list[Check]:
     if kernels:
         vm_release = release_of_kernel_image(kernels[0])
         ok = (headers_dir(vm_release) / "Makefile").exists()
-        result.append(Check("headers for the VM kernel", ok, vm_release, f"apt-get install linux-headers-{vm_release}", "vm"))
+        result.append(Check("headers for the VM kernel", ok, vm_release, f"apt-get install linux-headers-{vm_release}",
+                            "vm"))
     result += uml_checks()
     return result
 

@@ -95,9 +95,11 @@ def qdiscs(run: RunSpec, with_fq: bool = True) -> list[PlannedQdisc]:
     """Every qdisc the run installs, in the order to install them."""
     plan = [PlannedQdisc(None, BOTTLENECK_IFACE, "bottleneck", bottleneck_tc(BOTTLENECK_IFACE, run.link))]
     for flow in run.flows:
-        plan.append(PlannedQdisc(None, left_port(flow), "delay", delay_tc(left_port(flow), flow.rtt_ms, run.link.netem_limit_pkts)))
+        plan.append(PlannedQdisc(None, left_port(flow), "delay",
+                                 delay_tc(left_port(flow), flow.rtt_ms, run.link.netem_limit_pkts)))
         if run.link.loss_pct > 0 or run.link.outages:  # an outage sets this qdisc's loss to 100 %
-            plan.append(PlannedQdisc(None, right_port(flow), "loss", loss_tc(right_port(flow), run.link.loss_pct, run.link.netem_limit_pkts)))
+            plan.append(PlannedQdisc(None, right_port(flow), "loss",
+                                     loss_tc(right_port(flow), run.link.loss_pct, run.link.netem_limit_pkts)))
         if with_fq:
             plan.append(PlannedQdisc(flow.sender, sender_iface(flow), "access", fq_tc(sender_iface(flow))))
     return plan
@@ -167,7 +169,8 @@ def describe(run: RunSpec, with_fq: bool = True) -> str:
         params = " ".join(f"{k}={v}" for k, v in flow.params.items())
         lines.append(
             f"t={flow.start_s:g}s [{flow.sender}] iperf3 -c {flow.receiver_ip} -p {flow.server_port} "
-            f"-C {flow.cc} -t {flow.duration_s:g} -i 0.1 -J   # rtt {flow.rtt_ms:g} ms{' params ' + params if params else ''}"
+            f"-C {flow.cc} -t {flow.duration_s:g} -i 0.1 -J   # rtt {flow.rtt_ms:g} ms"
+            f"{' params ' + params if params else ''}"
         )
     return "\n".join(lines)
 

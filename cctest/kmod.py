@@ -96,12 +96,14 @@ def using_build(release: str, verbose: bool = False, kdir: Path | None = None, m
     lock = filelock.open_lock(BUILD_DIR / f"{release}.lock")
     try:
         filelock.take(lock, exclusive=False,
-                      waiting=f"waiting for another cctest ({filelock.holder(lock)}) building the modules for {release}")
+                      waiting=f"waiting for another cctest ({filelock.holder(lock)}) building the modules for "
+                              f"{release}")
         if _stale_trees(release, kdir):
             filelock.take(lock, exclusive=True,
                           waiting=f"waiting to rebuild the modules for {release}: another cctest is running with "
                                   "the current build")
-            built = _build(release, verbose, kdir, make_vars)  # what changed meanwhile is rebuilt too: digests are checked again
+            # what changed meanwhile is rebuilt too: digests are checked again
+            built = _build(release, verbose, kdir, make_vars)
             filelock.take(lock, exclusive=False)
         else:
             built = {ko.stem: ko for tree in source_trees() for ko in (BUILD_DIR / release / tree.name).glob("*.ko")}
@@ -215,7 +217,8 @@ def insmod(ko: Path, cc: str, params: dict[str, int], where: str = "") -> None:
         specs = param_specs(ko)
         problems = [p for p in (param_problem(cc, specs, k, v) for k, v in params.items()) if p]
         what = "; ".join(problems) or "parameters " + ", ".join(
-            f"{k}={v} (allowed: {specs[k].allowed() if k in specs else 'no such parameter'})" for k, v in params.items())
+            f"{k}={v} (allowed: {specs[k].allowed() if k in specs else 'no such parameter'})"
+            for k, v in params.items())
         raise BadParameter(f"{where + ': ' if where else ''}module {cc} refused its parameters: {what}")
     raise ModuleError(f"insmod {ko.name} failed: {stderr}")
 
@@ -285,7 +288,8 @@ def load(cc: str, params: dict[str, int], release: str, on_loaded=None, where: s
         on_loaded(module)
     result = subprocess.run(["modprobe", module], capture_output=True, text=True)
     if result.returncode != 0:
-        raise ModuleError(f"congestion control {cc} is not available and `modprobe {module}` failed: {result.stderr.strip()}")
+        raise ModuleError(f"congestion control {cc} is not available and `modprobe {module}` failed: "
+                          f"{result.stderr.strip()}")
     path = subprocess.run(["modinfo", "-n", module], capture_output=True, text=True).stdout.strip()
     digest = sha256_of(Path(path)) if path and os.path.exists(path) else None
     return LoadedModule(cc, {}, path or None, digest, True, read_params(module))

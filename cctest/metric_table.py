@@ -53,12 +53,13 @@ RUN_METRICS: tuple[Metric, ...] = (
 
 # Per congestion control: columns of the per-run x cc table, named in a claim as term(cc).
 CC_METRICS: tuple[Metric, ...] = (
-    Metric("share", "share of delivered bytes", "", 0, "share", "fraction of all delivered bytes that cc's flows carried",
-           bounds=UNIT),
+    Metric("share", "share of delivered bytes", "", 0, "share",
+           "fraction of all delivered bytes that cc's flows carried", bounds=UNIT),
     Metric("steady_share", "steady-state share", "", 0, "steady_share", "that fraction in steady state", steady=True,
            bounds=UNIT),
     Metric("throughput_mbps", "goodput", "Mbit/s", +1, "throughput", "cc's flows' goodput together, Mbit/s"),
-    Metric("retransmits", "retransmissions", "segments", -1, "retransmits", "cc's flows' retransmitted segments together"),
+    Metric("retransmits", "retransmissions", "segments", -1, "retransmits",
+           "cc's flows' retransmitted segments together"),
     # Per byte delivered: a control that delivers less retransmits less in total without retransmitting
     # less per byte (Modest BBR against BBR), so a comparison of two controls' retransmissions reads this.
     Metric("retransmits_per_mb", "retransmissions per MB delivered", "segments/MB", -1, "retrans_per_mb",

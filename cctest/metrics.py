@@ -18,6 +18,8 @@ Conventions
 from __future__ import annotations
 
 import math
+from itertools import pairwise
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +27,7 @@ import pandas as pd
 from . import derived
 from .defaults import DEFAULT_BIN_MS, DEFAULT_JAIN_WINDOW_S, DEFAULT_SKIP_S
 from .stats import jain_index
+
 RUN_TAIL_S = 1.0  # qdisc samples up to this long after the last flow ends still count
 SHARE_BIN_S = 0.5  # 004 Fig. 10: shares "averaged over half second intervals"
 TABLE_BIN_S = 1.0  # 003 Table 1: max/min/avg throughput over 1 s intervals
@@ -76,7 +79,7 @@ def startup_exit_s(cc_state: pd.DataFrame | None, spans: pd.DataFrame) -> dict[i
     if cc_state is None or cc_state.empty or spans.empty:
         return {}
     modes = cc_state[cc_state["key"] == "mode"]
-    starts = dict(zip(spans["flow"].astype(int), spans["t_start"].astype(float)))
+    starts = dict(zip(spans["flow"].astype(int), spans["t_start"].astype(float), strict=True))
     out = {}
     for flow, trace in modes.groupby("flow"):
         flow = int(flow)
@@ -160,7 +163,7 @@ def received_throughput(meta: dict, tables: dict, bin_s: float, spans: pd.DataFr
     edges = derived.bin_edges(t_end, bin_s)
     sp = spans.set_index("flow")
     parts = []
-    starts = dict(zip(spans["flow"].astype(int), spans["t_start"].astype(float)))
+    starts = dict(zip(spans["flow"].astype(int), spans["t_start"].astype(float), strict=True))
     for flow, b in derived.delivered_binned(ss, edges, starts).items():
         s, e = (sp.loc[flow, "t_start"], sp.loc[flow, "t_end"]) if flow in sp.index else (-np.inf, np.inf)
         active = (edges[1:] > s + 1e-9) & (edges[:-1] < e - 1e-9)
@@ -174,7 +177,7 @@ def link_aggregate(meta: dict, bq: pd.DataFrame, bin_s: float, t_end: float) -> 
     link's rate over the bin). Ethernet frames, as the shaper counts them."""
     edges = derived.bin_edges(t_end, bin_s)
     b = derived.dequeued_binned(bq, edges)
-    cap = np.array([derived.link_bytes_between(meta, a, z) for a, z in zip(edges[:-1], edges[1:])])
+    cap = np.array([derived.link_bytes_between(meta, a, z) for a, z in pairwise(edges)])
     return pd.DataFrame({"t_s": edges[:-1], "bytes": b, "mbps": b * 8 / bin_s / 1e6,
                          "utilisation": np.divide(b, cap, out=np.full(len(cap), np.nan), where=cap > 0)})
 
@@ -335,8 +338,20 @@ def run_metrics(meta: dict, tables: dict[str, pd.DataFrame], *, bin_s: float | N
 class _RunData:
     """What every step needs: meta, tables, the flows' ccs, RTTs and spans, and the bin."""
 
+    meta: dict
+    tables: dict
+    bin_s: float
+    tp: pd.DataFrame
+    flow_cc: dict[int, Any]
+    flow_rtt: dict[int, Any]
+    spans: pd.DataFrame
+    t_first: float
+    t_last: float
+    binned: pd.DataFrame  # set by _flow_throughput, for the later steps
+    steady: pd.Series
+
     @classmethod
-    def of(cls, meta: dict, tables: dict, bin_s: float) -> "_RunData":
+    def of(cls, meta: dict, tables: dict, bin_s: float) -> _RunData:
         rd = cls()
         rd.meta, rd.tables, rd.bin_s = meta, tables, float(bin_s)
         tp = tables.get("throughput")

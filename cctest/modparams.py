@@ -24,7 +24,7 @@ class ParamSpec:
     read_only: bool = False
 
     @classmethod
-    def described(cls, name: str, description: str, writable: bool = True) -> "ParamSpec":
+    def described(cls, name: str, description: str, writable: bool = True) -> ParamSpec:
         """The spec a parameter's description states; one that cannot be written is read-only."""
         bounds = RANGE.search(description)
         if bounds and writable:

@@ -149,11 +149,11 @@ def _expand(text: str, macros: dict[str, tuple[list[str], str]]) -> str:
             return text
         args, end = parsed
         params, body = macros[match[1]]
-        values = dict(zip(params, args))
+        values = dict(zip(params, args, strict=False))
         # `##` pastes tokens, `#x` makes a string of the argument as written, then the arguments go in
         body = re.sub(r"\s*##\s*", "\x00", body)
 
-        def substitute(token: re.Match) -> str:  # string literals stay as written
+        def substitute(token: re.Match, values: dict[str, str] = values) -> str:  # string literals stay as written
             word = token.group()
             if word.startswith('"'):
                 return word
@@ -183,7 +183,7 @@ def _int(token: str, constants: dict[str, str]) -> int | None:
         return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def declared(cc: str, modules_dir: Path = MODULES_DIR) -> Declared | None:
     """The parameters module `cc`'s sources declare (None when there are no sources for it)."""
     source = projectccs.source_of(cc, modules_dir)
@@ -211,7 +211,8 @@ def declared(cc: str, modules_dir: Path = MODULES_DIR) -> Declared | None:
         parsed = _split_args(text, match.end() - 1)
         if parsed and parsed[0]:
             perm = _int(parsed[0][-1], constants)
-            perms[parsed[0][0]] = 0o644 if perm is None else perm  # a symbolic mode (S_IRUGO...): as the description says
+            # a symbolic mode (S_IRUGO...): as the description says
+            perms[parsed[0][0]] = 0o644 if perm is None else perm
     descriptions: dict[str, str] = {}
     for match in re.finditer(r"\bMODULE_PARM_DESC\s*\(", text):
         parsed = _split_args(text, match.end() - 1)

@@ -203,6 +203,7 @@ def _set_path(mapping: dict, key: str, value: Any, source: str, name: str) -> No
 
 
 from .limits import MAX_RUNS  # noqa: E402 (kept in a module `cctest --help` can import cheaply)
+
 MAX_LABEL_CHARS = 200  # a run directory is <stamp>-<label>-r<n>: file names stop at 255 bytes
 
 
@@ -225,7 +226,7 @@ def _check_matrix_keys(matrix: dict, where: str) -> None:
             path = ("link", "buffer")
         for other_path, other in seen.items():
             shorter = min(len(path), len(other_path))
-            if all(same(a, b) for a, b in zip(path[:shorter], other_path[:shorter])):
+            if all(same(a, b) for a, b in zip(path[:shorter], other_path[:shorter], strict=True)):
                 raise ScenarioError(f"{where}: key matrix.{key}: sets what matrix.{other} sets; keep one of them")
         seen[path] = key
 
@@ -288,7 +289,7 @@ def expand(experiments: Experiments, name: str, repetitions: int | None = None, 
         variant_raw.pop("matrix", None)
         # Claims are about the whole matrix: checked on the scenario, recorded with each run.
         expect = variant_raw.pop("expect", None)
-        chosen = dict(zip(keys, combination))
+        chosen = dict(zip(keys, combination, strict=True))
         label = run_label(chosen)
         if label in labels:
             raise ScenarioError(f"{where}: key matrix: the variants {labels[label]} and {chosen} get one label "
@@ -370,7 +371,7 @@ def split_for_vms(specs: list[RunSpec], vms: int) -> list[list[int]]:
     for i in order:
         shape = len(specs[i].flows)
 
-        def cost(vm: int) -> float:
+        def cost(vm: int, shape: int = shape) -> float:
             return loads[vm] + (0.0 if shape in shapes[vm] else TOPOLOGY_BUILD_S)
 
         vm = min(range(vms), key=lambda v: (cost(v), v))

@@ -102,7 +102,7 @@ def source_of(cc: str, modules_dir: Path = MODULES_DIR) -> Path | None:
     return source if source and source.is_file() else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def traced_enums(cc: str, modules_dir: Path = MODULES_DIR) -> dict[str, dict[int, str]]:
     """Tracepoint field -> {value: label} of module `cc`, read from the enums its sources mark
     `/* tracepoint field "NAME" */`; empty for a cc this project does not build."""

@@ -7,7 +7,7 @@ import json
 import os
 import platform
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -47,7 +47,7 @@ def new_run_dir(out_root: Path, run: RunSpec) -> Path:
 
 
 def now_iso() -> str:
-    return datetime.fromtimestamp(calendar_now(), timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(calendar_now(), UTC).isoformat(timespec="milliseconds")
 
 
 @functools.cache  # the same for every run of a session; each probe is a process start
@@ -96,7 +96,8 @@ def git_commit() -> str | None:
     if os.environ.get("CCTEST_GIT_COMMIT"):  # the host's answer, passed into a VM: the same checkout
         return os.environ["CCTEST_GIT_COMMIT"]
     try:
-        result = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=stretch(10))
+        result = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=stretch(10))
     except OSError:
         return None
     if result.returncode != 0:

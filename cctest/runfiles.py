@@ -22,7 +22,7 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from .safeload import READ_FLAGS, Refused, check_regular, kind_of, load_yaml, decode_utf8, read_open
+from .safeload import READ_FLAGS, Refused, check_regular, decode_utf8, kind_of, load_yaml, read_open
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 MAX_JSON_BYTES = 16 << 20  # meta.json and checks.json are kilobytes: a bound, not a limit any run meets

@@ -101,7 +101,7 @@ class Run:
 
     # -- phases -------------------------------------------------------------------------------
 
-    def _load_modules(self, undo: "Teardown") -> None:
+    def _load_modules(self, undo: Teardown) -> None:
         for cc, params in self.spec.modules.items():
             loaded = kmod.load(cc, params, self.release, on_loaded=self.journal.add_module,
                                where=self.spec.params_key(cc))
@@ -121,7 +121,7 @@ class Run:
         kmod.unload(name)
         self.journal.module_unloaded(name)
 
-    def _start_captures(self, phase: str, ctx: captures.StartContext, undo: "Teardown") -> None:
+    def _start_captures(self, phase: str, ctx: captures.StartContext, undo: Teardown) -> None:
         """Start every capture that starts in this phase (cctest/captures/, in registry order)."""
         for capture in captures.starting_in(phase):
             handle = capture.start(ctx, undo)
@@ -135,7 +135,7 @@ class Run:
                 self._phase(progress, task, capture.warm_up_phase)
                 capture.warm_up(ctx, ctx.running[capture.name])
 
-    def _mount_tracefs(self, undo: "Teardown") -> None:
+    def _mount_tracefs(self, undo: Teardown) -> None:
         """bpftrace needs tracefs: mounted (journaled first) only if none is reachable, and then
         unmounted after bpftrace has stopped (undo runs last-in first-out)."""
         mounted = tracefs.mount_if_absent(self.journal.add_mount)
@@ -147,7 +147,7 @@ class Run:
         tracefs.unmount(path)
         self.journal.mount_removed(str(path))
 
-    def _build_network(self, undo: "Teardown", progress: Progress, task) -> Dumbbell:
+    def _build_network(self, undo: Teardown, progress: Progress, task) -> Dumbbell:
         net, reused = self.topologies.acquire(self.spec, self.with_fq)
         # Kept for the next run only if this one ends well; otherwise torn down with it.
         undo.callback(lambda: self.topologies.release(net, keep=self.status == "ok"))
@@ -181,7 +181,7 @@ class Run:
             self._negotiate_ecn(net, undo)
         return net
 
-    def _negotiate_ecn(self, net: Dumbbell, undo: "Teardown") -> None:
+    def _negotiate_ecn(self, net: Dumbbell, undo: Teardown) -> None:
         """ECN on in every sender's and receiver's namespace for this run; the old values come back
         after it (a reused topology's next run may not want ECN)."""
         old = None
@@ -192,7 +192,7 @@ class Run:
         self.meta["sysctls"][bottleneck.ECN_SYSCTL] = {
             "old": old, "new": "1", "scope": "each sender's and receiver's network namespace (restored after the run)"}
 
-    def _prepare_link_schedule(self, undo: "Teardown") -> LinkSchedule | None:
+    def _prepare_link_schedule(self, undo: Teardown) -> LinkSchedule | None:
         """The timed link changes' tc process (rate steps, outages), started before time zero; its
         undo ends it and records when each change took effect (meta.json rate_schedule_applied,
         outages_applied)."""
@@ -216,7 +216,7 @@ class Run:
         undo.callback(stop)
         return schedule
 
-    def _run_flows(self, net: Dumbbell, undo: "Teardown", progress: Progress, task) -> None:
+    def _run_flows(self, net: Dumbbell, undo: Teardown, progress: Progress, task) -> None:
         for flow in self.spec.flows:
             server = traffic.start_server(net.host(flow.receiver), flow, self.raw)
             self.journal.add_process(server.pid, f"iperf3 server {flow.receiver}")
@@ -308,7 +308,7 @@ class Run:
             except (KeyboardInterrupt, Interrupted):
                 self.status, error = "interrupted", "interrupted by the user (SIGINT/SIGTERM)"
                 raise
-            except Exception as exc:  # noqa: BLE001 - every failure is recorded, then re-raised
+            except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 raise
             finally:

@@ -11,19 +11,27 @@ import copy
 import difflib
 import math
 import re
+from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, Field, StrictInt, StringConstraints, ValidationError,
-                      ValidationInfo, field_validator, model_validator)
+from pydantic import (
+    BaseModel,
+    Field,
+    StrictInt,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from . import safeload
 from .aqm import AQMS, Queue, aqm_settings
-from .claims import ClaimError, steady_terms
+from .claims import ClaimError, parse as parse_claim, steady_terms
 from .errors import BadInput
 from .limits import MAX_EXPERIMENTS_BYTES
 from .metric_table import STEADY_CC_TERMS, STEADY_RUN_TERMS
-from .claims import parse as parse_claim
 from .projectccs import project_ccs
 from .strict import Strict
 from .wire import ETHERNET_FRAME_BYTES
@@ -129,7 +137,7 @@ class Link(Strict):
         return whole_microseconds(rtt_ms, "rtt_ms")
 
     @model_validator(mode="after")
-    def one_buffer_size(self) -> "Link":
+    def one_buffer_size(self) -> Link:
         if self.buffer_bdp is None and self.buffer_bytes is None:
             raise ValueError("set one of buffer_bdp or buffer_bytes")
         if self.buffer_bdp is not None and self.buffer_bytes is not None:
@@ -145,7 +153,7 @@ class Link(Strict):
         return self
 
     @model_validator(mode="after")
-    def composable_bottleneck(self) -> "Link":
+    def composable_bottleneck(self) -> Link:
         aqm_settings(self.aqm, self.aqm_params, self.queue)  # raises "aqm_params.<key>: ..." naming what is allowed
         if self.ecn and self.aqm == "fifo":
             raise ValueError("ecn: a fifo only drops; set aqm to one of "
@@ -153,12 +161,12 @@ class Link(Strict):
         times = [step.at_s for step in self.rate_schedule]
         if times != sorted(set(times)):
             raise ValueError(f"rate_schedule: at_s must increase from step to step, got {times}")
-        for i, (before, after) in enumerate(zip(times, times[1:]), start=1):
+        for i, (before, after) in enumerate(pairwise(times), start=1):
             if after - before < MIN_CHANGE_GAP_S - 1e-12:
                 raise ValueError(f"rate_schedule.{i}.at_s: {after!r} s is {after - before:.3g} s after the step "
                                  f"before; steps are at least {MIN_CHANGE_GAP_S * 1000:g} ms apart (tc applies them "
                                  "one at a time)")
-        for i, (before, after) in enumerate(zip(self.outages, self.outages[1:]), start=1):
+        for i, (before, after) in enumerate(pairwise(self.outages), start=1):
             if after.at_s < before.at_s + before.duration_s:
                 raise ValueError(f"outages.{i}.at_s: {after.at_s:g} s is before the previous outage ends "
                                  f"({before.at_s + before.duration_s:g} s); list outages in time order, apart")
@@ -210,7 +218,7 @@ class Flow(Strict):
         return params
 
     @model_validator(mode="after")
-    def params_only_for_project_modules(self) -> "Flow":
+    def params_only_for_project_modules(self) -> Flow:
         if self.params and self.cc not in PROJECT_CCS:
             raise ValueError(f"params: {self.cc} is the kernel's own congestion control and takes none; "
                              f"params are for this project's modules ({', '.join(PROJECT_CCS)})")
@@ -257,7 +265,7 @@ class Expect(Strict):
     sanity: bool = False  # no paper measured it: judged and listed apart, never in the score
 
     @model_validator(mode="after")
-    def steady_from_needs_a_steady_term(self) -> "Expect":
+    def steady_from_needs_a_steady_term(self) -> Expect:
         if self.steady_from_s is not None and not steady_terms(parse_claim(self.claim)):
             allowed = ", ".join([*STEADY_RUN_TERMS, *(f"{t}(cc)" for t in STEADY_CC_TERMS)])
             raise ValueError(f"steady_from_s: the claim names no steady-state term; it moves only {allowed}")
@@ -298,7 +306,7 @@ class Scenario(Strict):
     expect: list[Expect] = Field(default_factory=list)  # after flows and matrix: its check reads them
 
     @model_validator(mode="after")
-    def flows_fit(self) -> "Scenario":
+    def flows_fit(self) -> Scenario:
         if self.flow_count > MAX_FLOWS:
             raise ValueError(f"flows: {self.flow_count} flows (counts summed); at most {MAX_FLOWS}, "
                              "one address per flow in 10.0.1.0/24")
@@ -331,7 +339,7 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
-    def link_schedule_within_run(self) -> "Scenario":
+    def link_schedule_within_run(self) -> Scenario:
         for i, step in enumerate(self.link.rate_schedule):
             if step.at_s >= self.duration_s:
                 raise ValueError(f"link.rate_schedule.{i}.at_s: {step.at_s:g} s is not before the scenario's end "

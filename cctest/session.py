@@ -40,7 +40,7 @@ class RunOptions:
     ingest: bool
     in_vm: bool
     manifest: Path | None
-    clock: "vm.VMClock | None" = None  # --vm only
+    clock: vm.VMClock | None = None  # --vm only
     jobs: int | None = None  # VMs in parallel; None: the host's cores on the virtual clock, else 1
     force: bool = False  # more than plan.MAX_RUNS runs: the guest must be told too
     engine: str = engines.DEFAULT_ENGINE  # --vm only: qemu | uml (cctest/engines.py)
@@ -218,7 +218,7 @@ def _prepare_host(specs: list[RunSpec], release: str, opts: RunOptions) -> tuple
     return with_fq, choose_tracer(which("bpftrace") is not None) is not None
 
 
-def enter_cgroup(journal: Journal, console: Console) -> "cgroup.RunCgroup | None":
+def enter_cgroup(journal: Journal, console: Console) -> cgroup.RunCgroup | None:
     """Move this process into the session's cgroup (journaled first), or say why there is none."""
     try:
         return cgroup.RunCgroup.enter(before_mkdir=journal.set_cgroup)
@@ -229,7 +229,7 @@ def enter_cgroup(journal: Journal, console: Console) -> "cgroup.RunCgroup | None
         return None
 
 
-def close_cgroup(run_cgroup: "cgroup.RunCgroup", journal: Journal, console: Console) -> bool:
+def close_cgroup(run_cgroup: cgroup.RunCgroup, journal: Journal, console: Console) -> bool:
     """Kill what is still in the session's cgroup and remove it. Whether that worked."""
     try:
         stray = run_cgroup.close()
@@ -307,7 +307,7 @@ def out_dir_lock(out: Path):
         filelock.release(lock)
 
 
-def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, engine: "engines.Engine") -> list[Path]:
+def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, engine: engines.Engine) -> list[Path]:
     clock = opts.clock or vm.VMClock.choose(None, None, opts.kvm)
     out = opts.out.resolve()
     parts = split_for_vms(specs, vm_jobs(opts.jobs, clock, len(specs), console))
@@ -405,7 +405,7 @@ def read_manifest(manifest: Path) -> list[Path]:
     return [Path(line) for line in manifest.read_text().splitlines() if line.strip()]
 
 
-def _run_parallel(engine: "engines.Engine", guests: list, out: Path, console: Console) -> list[int]:
+def _run_parallel(engine: engines.Engine, guests: list, out: Path, console: Console) -> list[int]:
     """Boot one VM per part at once, each with its console in out/.vm-<k>.log; say which run each
     is on as its manifest grows."""
     procs = [engine.start(cmd, out, k, out / f".vm-{k}.log", seed=seed) for k, (cmd, _, _, seed) in enumerate(guests)]
@@ -429,6 +429,6 @@ def _run_parallel(engine: "engines.Engine", guests: list, out: Path, console: Co
     return [proc.returncode for proc in procs]
 
 
-def _say_problems(engine: "engines.Engine", guests: list, console: Console) -> None:
+def _say_problems(engine: engines.Engine, guests: list, console: Console) -> None:
     for problem in engine.problems(guests):
         say(console, ("warning:", "red"), f" {problem}")

@@ -7,7 +7,7 @@ Jain's fairness index (Jain, Chiu, Hawe 1984; Eq. 5 of 001): J = (sum x_i)^2 / (
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 # numpy is imported where used: claims (and with them experiments.yaml) are read without it, in a
 # guest whose every import costs host time

@@ -35,7 +35,8 @@ def cache_root(environ: dict[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get("CCTEST_CACHE"):
         return Path(env["CCTEST_CACHE"]) / "uml"
-    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path(env.get("HOME", "~")).expanduser() / ".cache"
+    base = (Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME")
+            else Path(env.get("HOME", "~")).expanduser() / ".cache")
     return base / "cctest" / "uml"
 
 
@@ -92,7 +93,8 @@ class KernelBuild:
 def read_build(directory: Path) -> KernelBuild | None:
     """The build in `directory` if it is complete (binary, module tree, build.env), else None."""
     env_file = directory / "build.env"
-    if not ((directory / "linux").is_file() and (directory / "tree" / "Module.symvers").is_file() and env_file.is_file()):
+    built = (directory / "linux").is_file() and (directory / "tree" / "Module.symvers").is_file()
+    if not (built and env_file.is_file()):
         return None
     fields = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
     try:

@@ -80,7 +80,7 @@ class VMClock:
                                 "emulation; use --kvm --clock wall, or drop --kvm")
 
     @classmethod
-    def choose(cls, clock: str | None, shift: int | None, kvm: bool) -> "VMClock":
+    def choose(cls, clock: str | None, shift: int | None, kvm: bool) -> VMClock:
         """--clock defaults to virtual, except with --kvm, which keeps the wall clock."""
         kind = clock or ("wall" if kvm else "virtual")
         return cls(kind, DEFAULT_ICOUNT_SHIFT if shift is None else shift, kvm)
@@ -100,7 +100,8 @@ class VMClock:
 
     def env(self) -> dict[str, str]:
         """What the guest is told of its VM, for meta.json's `vm` object."""
-        return {"CCTEST_VM_CLOCK": self.kind, "CCTEST_VM_ICOUNT_SHIFT": str(self.shift) if self.kind == "virtual" else "",
+        return {"CCTEST_VM_CLOCK": self.kind,
+                "CCTEST_VM_ICOUNT_SHIFT": str(self.shift) if self.kind == "virtual" else "",
                 "CCTEST_VM_VCPUS": str(self.vcpus), "CCTEST_VM_KVM": "1" if self.kvm else "0"}
 
 

@@ -145,9 +145,10 @@ def vm_results(request):
         if os.environ.get("CCTEST_REQUIRE_VM") == "1":
             pytest.fail("; ".join(reasons))
         pytest.skip("; ".join(reasons))
+    from rich.console import Console
+
     from cctest import kmod
     from cctest.session import finalize
-    from rich.console import Console
 
     # Kept after the session (pytest's tmp dirs are pruned), so a failure can be inspected.
     out = REPO / "build" / "vm-tests" / time.strftime("%Y%m%d-%H%M%S")
@@ -205,7 +206,7 @@ def vm_shares(jobs: list[str], n_vms: int) -> list[list[str]]:
         extra[k].append(job)
         loads[k] += 90  # two runs, one cut short, and a `cctest clean`
     shares = []
-    for part, specials in zip(parts, extra):
+    for part, specials in zip(parts, extra, strict=True):
         args = (["--only-runs", ",".join(map(str, part)), *plain] if part else []) + specials
         if args:
             shares.append(args)
@@ -217,7 +218,7 @@ def merge_vm_results(dirs: list[Path], codes: list[int]) -> tuple[dict, str]:
     the worst, what each VM left behind together."""
     merged: dict = {}
     dmesg = []
-    for k, (vm_dir, code) in enumerate(zip(dirs, codes)):
+    for k, (vm_dir, code) in enumerate(zip(dirs, codes, strict=False)):
         path = vm_dir / "results.json"
         assert path.exists(), f"VM {k}: the guest suite wrote no results (VM exit code {code}; {vm_dir}.log)"
         for job, entry in json.loads(path.read_text()).items():

@@ -1,19 +1,29 @@
 """Corrupted copies of a real run directory: each turns one thing the report reads into nonsense."""
-import json, os, shutil
+import json
+import os
+import shutil
+
 import numpy as np
 import pandas as pd
 
+
 def _meta(d, fn):
-    m = json.loads((d / "meta.json").read_text()); fn(m); (d / "meta.json").write_text(json.dumps(m))
+    m = json.loads((d / "meta.json").read_text())
+    fn(m)
+    (d / "meta.json").write_text(json.dumps(m))
 
 def _table(d, name, fn):
-    df = pd.read_parquet(d / f"{name}.parquet"); df = fn(df); df.to_parquet(d / f"{name}.parquet", index=False)
+    df = fn(pd.read_parquet(d / f"{name}.parquet"))
+    df.to_parquet(d / f"{name}.parquet", index=False)
 
 def _replace(path, make):
-    path.unlink(); make(path)
+    path.unlink()
+    make(path)
 
 def setcol(df, col, v):
-    df = df.copy(); df[col] = v; return df
+    df = df.copy()
+    df[col] = v
+    return df
 
 CORRUPTIONS = {
     "checks not a list": lambda d: (d / "checks.json").write_text('{"checks": "x", "verdict": "pass"}'),
@@ -21,7 +31,8 @@ CORRUPTIONS = {
     "checks a list": lambda d: (d / "checks.json").write_text('[]'),
     "matrix a list": lambda d: _meta(d, lambda m: m.update(matrix=[1, 2])),
     "matrix a string": lambda d: _meta(d, lambda m: m.update(matrix="x")),
-    "link values strings": lambda d: _meta(d, lambda m: m["link"].update(rate_mbps="fast", rtt_ms="10", buffer_bdp="1", bdp_bytes="x")),
+    "link values strings": lambda d: _meta(d, lambda m: m["link"].update(rate_mbps="fast", rtt_ms="10", buffer_bdp="1",
+                                                                         bdp_bytes="x")),
     "link a list": lambda d: _meta(d, lambda m: m.update(link=[1])),
     "flows entries strings": lambda d: _meta(d, lambda m: m.update(flows=["a", 1])),
     "flow fields wrong": lambda d: _meta(d, lambda m: [f.update(flow="x", rtt_ms="slow", cc=5) for f in m["flows"]]),
@@ -47,7 +58,8 @@ CORRUPTIONS = {
     # a run directory shared by others: links and special files are named and never read
     "meta a link": lambda d: _replace(d / "meta.json", lambda p: p.symlink_to("../good/meta.json")),
     "checks a link to /dev/zero": lambda d: _replace(d / "checks.json", lambda p: p.symlink_to("/dev/zero")),
-    "throughput a link": lambda d: _replace(d / "throughput.parquet", lambda p: p.symlink_to("../good/throughput.parquet")),
+    "throughput a link": lambda d: _replace(d / "throughput.parquet",
+                                            lambda p: p.symlink_to("../good/throughput.parquet")),
     "ss a FIFO": lambda d: _replace(d / "ss.parquet", os.mkfifo),
     "qdisc a folder": lambda d: _replace(d / "qdisc.parquet", os.mkdir),
 }

@@ -1,10 +1,9 @@
 """bbr3's max_bw filter (modules/bbr3/bbr3_bw_filter.h), compiled on its own and driven step by step:
 the same header the module includes, so what passes here is what the kernel runs."""
 
+import random
 import subprocess
 from pathlib import Path
-
-import random
 
 import pytest
 

@@ -122,7 +122,7 @@ def test_rs_lost_counts_the_losses_since_the_packet_was_sent(history_binary):
     true_mean = statistics.mean(a.true_lost for a in truth)
     assert statistics.mean(lost for lost, _, _ in new) == pytest.approx(true_mean, rel=0.05)
     # each estimate within the losses of one checkpoint bracket (1/8 of a flight) of the truth
-    assert max(abs(lost - a.true_lost) for (lost, _, _), a in zip(new, truth)) <= 3
+    assert max(abs(lost - a.true_lost) for (lost, _, _), a in zip(new, truth, strict=True)) <= 3
     # the approximation it replaces read ~1.5x high on average (1x to 2x through each round)
     assert statistics.mean(lost for lost, _ in old) > 1.35 * true_mean
 
@@ -147,8 +147,8 @@ def test_tx_in_flight_follows_a_growing_flight(history_binary):
     old = old_estimates(acks)[100:2000]
     truth = acks[100:2000]
     assert all(tx > 0 for _, tx, _ in new)
-    new_err = statistics.mean(tx / a.true_tx - 1 for (_, tx, _), a in zip(new, truth))
-    old_err = statistics.mean(tx / a.true_tx - 1 for (_, tx), a in zip(old, truth))
+    new_err = statistics.mean(tx / a.true_tx - 1 for (_, tx, _), a in zip(new, truth, strict=True))
+    old_err = statistics.mean(tx / a.true_tx - 1 for (_, tx), a in zip(old, truth, strict=True))
     assert 0 <= new_err < 0.1, new_err  # never below the truth; above it by a bracket's growth
     assert old_err > 0.5, old_err  # the previous round's maximum: up to a round's doubling high
 
@@ -160,7 +160,7 @@ def test_counters_that_wrap_around(history_binary):
     new = steady(new_estimates(history_binary, acks))
     truth = steady(acks)
     assert all(found for _, _, found in new)
-    assert max(abs(lost - a.true_lost) for (lost, _, _), a in zip(new, truth)) <= 3
+    assert max(abs(lost - a.true_lost) for (lost, _, _), a in zip(new, truth, strict=True)) <= 3
 
 
 def test_a_packet_older_than_the_ring_counts_from_the_oldest_checkpoint(history_binary):

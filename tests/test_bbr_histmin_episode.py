@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import subprocess
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -143,7 +144,7 @@ def test_rtprop_follows_the_episode_rule_over_random_histories(episode_binary, s
     ops = [op if op in "be" else f"{op} {value}" for op, value in events]
     trace = drive(episode_binary, ops)
     assert trace[-1][:3] == reference(events, RTPROP)
-    assert sum(t[2] > p[2] for p, t in zip(trace, trace[1:])) >= 2  # RTprop did rise, more than once
+    assert sum(t[2] > p[2] for p, t in pairwise(trace)) >= 2  # RTprop did rise, more than once
     # RTprop never rises on an expiry or on a sample: only when an episode ends
     rises = [i for i in range(1, len(ops)) if trace[i][0] > trace[i - 1][0]]
     assert rises and all(ops[i] == "e" for i in rises)

@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cctest import dumbbell
-from cctest.cli import main
-from cctest import derived
+from cctest import derived, dumbbell
 from cctest.aqm import aqm_counters
 from cctest.bottleneck import chain, rate_change, shaper_burst_bytes, timed_changes
+from cctest.cli import main
 from cctest.net.schedule import LinkSchedule
 from cctest.plan import expand
 from cctest.rundir import base_meta
@@ -91,9 +90,11 @@ def test_a_matrix_sweeps_the_aqm_by_its_bare_name():
 
 def test_rate_steps_change_the_shaper_that_holds_the_rate():
     (fifo,) = runs("{rate_schedule: [{at_s: 6, rate_mbps: 5}]}")
-    assert rate_change("b", fifo.link, 5) == f"qdisc change dev b root handle 1: netem rate 5000000bit limit {fifo.link.queue_limit_pkts}"
+    assert rate_change("b", fifo.link, 5) == ("qdisc change dev b root handle 1: netem rate 5000000bit "
+                                              f"limit {fifo.link.queue_limit_pkts}")
     (aqm,) = runs("{aqm: fq_codel, rate_schedule: [{at_s: 6, rate_mbps: 5}]}")
-    assert rate_change("b", aqm.link, 5) == "qdisc change dev b parent 1:1 handle 2: tbf rate 5000000bit burst 3028 limit 125000"
+    assert rate_change("b", aqm.link, 5) == ("qdisc change dev b parent 1:1 handle 2: tbf rate 5000000bit burst 3028 "
+                                             "limit 125000")
     assert "t=6s [root] tc qdisc change dev ccs1-btl parent 1:1 handle 2: tbf" in dumbbell.describe(aqm)
 
 
@@ -101,15 +102,17 @@ def test_an_outage_sets_each_receiver_ports_loss_to_100_and_back(tmp_path):
     (run,) = runs("{loss_pct: 1, outages: [{at_s: 5, duration_s: 1.5}]}")
     text = dumbbell.describe(run)
     limit = run.link.netem_limit_pkts
-    assert f"t=5s [root] tc qdisc change dev ccs2-rcv0 root handle 1: netem loss random 100% limit {limit}    # outage start" in text
-    assert f"t=6.5s [root] tc qdisc change dev ccs2-rcv0 root handle 1: netem loss random 1% limit {limit}    # outage end" in text
+    change = "tc qdisc change dev ccs2-rcv0 root handle 1: netem loss random"
+    assert f"t=5s [root] {change} 100% limit {limit}    # outage start" in text
+    assert f"t=6.5s [root] {change} 1% limit {limit}    # outage end" in text
     # without random loss the receiver port still gets its loss qdisc, at 0 % until the outage
     (clean,) = runs("{outages: [{at_s: 5, duration_s: 1}]}")
     assert [q.tc for q in dumbbell.qdiscs(clean) if q.role == "loss"] == [
         (f"qdisc replace dev ccs2-rcv0 root handle 1: netem loss random 0% limit {clean.link.netem_limit_pkts}",)]
     assert base_meta(tmp_path, clean, "vm")["link"]["outages"] == [{"at_s": 5.0, "duration_s": 1.0}]
     (none,) = runs("{}")
-    assert not [q for q in dumbbell.qdiscs(none) if q.role == "loss"] and base_meta(tmp_path, none, "vm")["link"]["outages"] == []
+    assert not [q for q in dumbbell.qdiscs(none) if q.role == "loss"]
+    assert base_meta(tmp_path, none, "vm")["link"]["outages"] == []
 
 
 def test_the_shaper_burst_is_4_ms_and_never_below_two_frames():
@@ -119,8 +122,10 @@ def test_the_shaper_burst_is_4_ms_and_never_below_two_frames():
 
 @pytest.mark.parametrize("link, key, words", [
     ("{aqm: sfq}", "link.aqm", ["'fifo'", "'fq_codel'", "'codel'", "'pie'", "'red'"]),
-    ("{aqm: codel, aqm_params: {tupdate_ms: 5}}", "link.aqm_params.tupdate_ms", ["not a parameter of codel", "allowed: target_ms, interval_ms"]),
-    ("{aqm_params: {target_ms: 5}}", "link.aqm_params.target_ms", ["not a parameter of fifo", "fifo takes no parameters"]),
+    ("{aqm: codel, aqm_params: {tupdate_ms: 5}}", "link.aqm_params.tupdate_ms",
+     ["not a parameter of codel", "allowed: target_ms, interval_ms"]),
+    ("{aqm_params: {target_ms: 5}}", "link.aqm_params.target_ms",
+     ["not a parameter of fifo", "fifo takes no parameters"]),
     ("{aqm: fq_codel, aqm_params: {target_ms: -1}}", "link.aqm_params.target_ms", ["greater than 0"]),
     ("{aqm: pie, aqm_params: {alpha: 40}}", "link.aqm_params.alpha", ["less than or equal to 32"]),
     ("{aqm: red, aqm_params: {min_ms: 20, max_ms: 10}}", "link.aqm_params.min_ms", ["not below max_ms"]),
@@ -131,7 +136,8 @@ def test_the_shaper_burst_is_4_ms_and_never_below_two_frames():
     ("{rate_schedule: [{at_s: 6, rate_mbps: 5, mbps: 5}]}", "link.rate_schedule.0.mbps", ["unknown key"]),
     ("{rate_schedule: [{at_s: 0, rate_mbps: 5}]}", "link.rate_schedule.0.at_s", ["greater than 0"]),
     ("{rate_schedule: [{at_s: 12, rate_mbps: 5}]}", "link.rate_schedule.0.at_s", ["not before the scenario's end"]),
-    ("{outages: [{at_s: 5, duration_s: 2}, {at_s: 6, duration_s: 1}]}", "link.outages.1.at_s", ["before the previous outage ends (7 s)"]),
+    ("{outages: [{at_s: 5, duration_s: 2}, {at_s: 6, duration_s: 1}]}", "link.outages.1.at_s",
+     ["before the previous outage ends (7 s)"]),
     ("{outages: [{at_s: 11, duration_s: 2}]}", "link.outages.0", ["ends at 13 s", "duration_s = 12 s"]),
     ("{outages: [{at_s: 5, duration_s: 0}]}", "link.outages.0.duration_s", ["greater than 0"]),
     ("{outages: [{at_s: 5, duration_s: 1, for_s: 1}]}", "link.outages.0.for_s", ["unknown key"]),
@@ -198,7 +204,8 @@ def test_aqm_counters_read_each_kinds_statistics():
 
 
 def test_outages_applied_pairs_each_start_with_its_end():
-    (run,) = runs("{outages: [{at_s: 2, duration_s: 1}, {at_s: 5, duration_s: 0.5}], rate_schedule: [{at_s: 4, rate_mbps: 5}]}")
+    (run,) = runs("{outages: [{at_s: 2, duration_s: 1}, {at_s: 5, duration_s: 0.5}], "
+                  "rate_schedule: [{at_s: 4, rate_mbps: 5}]}")
     changes = timed_changes(run.link, "btl", ["p0"])
     assert [c.at_s for c in changes] == [2, 3, 4, 5, 5.5]
     schedule = LinkSchedule.__new__(LinkSchedule)  # the bookkeeping only: no tc process

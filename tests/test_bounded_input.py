@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cctest import safeload
 from cctest.cli import main
@@ -227,7 +226,8 @@ def assert_shown_as_written(text: str) -> None:
 def test_printable_escapes_every_control_format_and_separator_character():
     from cctest.errors import printable
 
-    assert printable("a\x1bb\x0bc\x85d\u2028e\u2029f\u202eg\th\n") == "a\\x1bb\\x0bc\\x85d\\u2028e\\u2029f\\u202eg\\th\\n"
+    assert (printable("a\x1bb\x0bc\x85d\u2028e\u2029f\u202eg\th\n")
+            == "a\\x1bb\\x0bc\\x85d\\u2028e\\u2029f\\u202eg\\th\\n")
     assert printable("café, 日本, ±, —") == "café, 日本, ±, —"  # what shows as a glyph stays
     assert len(printable("x" * 100_000)) == 480 and " … " in printable("x" * 100_000)
 
@@ -256,7 +256,8 @@ def test_check_escapes_the_scenario_name_it_reads_from_meta_json(tmp_path):
     resolved = yaml.safe_load((run / "scenario.yaml").read_text())
     resolved["expect"] = [{"claim": "share(bbr) > 0.1"}]
     (run / "scenario.yaml").write_text(yaml.safe_dump(resolved))
-    result = CliRunner().invoke(main, ["check", str(runs_dir), "--recorded-claims", "-o", str(tmp_path / "c.json")], color=True)
+    result = CliRunner().invoke(main, ["check", str(runs_dir), "--recorded-claims", "-o", str(tmp_path / "c.json")],
+                                color=True)
     assert "evil\\x1b[2J" in result.stdout, result.output
     for line in result.output.splitlines(keepends=True):
         assert_shown_as_written(line)
@@ -271,12 +272,12 @@ def test_ingest_never_blocks_on_a_fifo_in_a_run_directory(tmp_path):
     shutil.copytree(Path(__file__).parent / "fixtures" / "sockdiag", run)
     (run / "raw" / "ss.jsonl").unlink()
     os.mkfifo(run / "raw" / "ss.jsonl")
-    with pytest.raises(safeload.Refused, match="raw/ss.jsonl: is a FIFO, not a regular file"):
+    with pytest.raises(safeload.Refused, match=r"raw/ss\.jsonl: is a FIFO, not a regular file"):
         ingest_run(run)
     assert not list(run.glob("*.parquet"))
     (run / "meta.json").unlink()
     os.mkfifo(run / "meta.json")
-    with pytest.raises(safeload.Refused, match="meta.json: is a FIFO, not a regular file"):
+    with pytest.raises(safeload.Refused, match=r"meta\.json: is a FIFO, not a regular file"):
         ingest_run(run)
     result = CliRunner().invoke(main, ["ingest", str(run)])
     assert result.exit_code == 2 and "a FIFO" in result.stderr and "Traceback" not in result.output

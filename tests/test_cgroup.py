@@ -164,7 +164,8 @@ def test_doctor_reports_the_cgroup():
 
     check = run_cgroup()
     assert check.ok == (cgroup.unavailable_reason() is None) and check.needed_for == "optional"
-    assert check.detail == (f"each run gets one under {cgroup.cgroup2_mount()}" if check.ok else cgroup.unavailable_reason())
+    assert check.detail == (f"each run gets one under {cgroup.cgroup2_mount()}" if check.ok
+                            else cgroup.unavailable_reason())
 
 
 @pytest.mark.parametrize("group", ["/sys/fs/cgroup/system.slice", "/sys/fs/cgroup/cctest-run-1/../init.scope",

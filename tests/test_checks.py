@@ -207,7 +207,8 @@ def test_goodput_counts_what_was_acked_while_flows_ran_not_the_later_drain():
     for flow, start in ((0, 0.0), (1, 5.0)):
         for k in range(0, 121):
             t_s = start + k / 10
-            rows.append({"flow": flow, "t_s": t_s, "bytes_acked": min(k / 10, 10.0) * 1e6 + (0.5e6 if k / 10 >= 11 else 0)})
+            acked = min(k / 10, 10.0) * 1e6 + (0.5e6 if k / 10 >= 11 else 0)
+            rows.append({"flow": flow, "t_s": t_s, "bytes_acked": acked})
     t["ss"] = pd.DataFrame(rows)
     res = checks.evaluate(make_meta(), t)
     (g,) = by_name(res, "goodput")

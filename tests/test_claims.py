@@ -12,8 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from cctest.claims import ClaimError, Expectation, check_expectation, judge, parse
 from cctest.cli import main
@@ -229,7 +228,8 @@ def test_check_judges_recorded_runs_and_exits_3_on_a_failed_claim(recorded_with_
     assert claims["statuses"] == {"pass": 1, "fail": 1, "known-fail": 0, "unexpected-pass": 0,
                                   "inconclusive": 0, "incomplete": 0, "not-run": 0}
     assert [r["status"] for r in claims["results"]] == ["fail", "pass"]
-    assert CliRunner().invoke(main, ["check", str(recorded_with_claims), "-o", str(out), "--no-fail", "--recorded-claims"]).exit_code == 0
+    args = ["check", str(recorded_with_claims), "-o", str(out), "--no-fail", "--recorded-claims"]
+    assert CliRunner().invoke(main, args).exit_code == 0
 
 
 def test_report_puts_claims_first_and_writes_claims_json(recorded_with_claims, tmp_path):
@@ -239,7 +239,8 @@ def test_report_puts_claims_first_and_writes_claims_json(recorded_with_claims, t
     page = html.read_text()
     assert page.index("id='claims'") < page.index("id='overview'")
     assert json.loads((html.parent / "report.claims.json").read_text())["counts"]["fail"] == 1
-    assert CliRunner().invoke(main, ["report", str(recorded_with_claims), "-o", str(html), "--no-fail", "--recorded-claims"]).exit_code == 0
+    args = ["report", str(recorded_with_claims), "-o", str(html), "--no-fail", "--recorded-claims"]
+    assert CliRunner().invoke(main, args).exit_code == 0
 
 
 # --- known findings: the gate goes red only when a result changes ------------------------------
@@ -339,12 +340,14 @@ def test_failed_health_runs_are_left_out_of_the_statistics(tmp_path):
     assert point["values"]["share(bbr)"]["n"] == 2
     assert point["verdict"] == "inconclusive"
     assert "drops_outside_bottleneck 12 vs 0" in point["reason"] and "healthy runs alone: pass" in point["reason"]
-    assert len(point["unhealthy_runs"]) == 1 and point["unhealthy_runs"][0].endswith("-2 (drops_outside_bottleneck 12 vs 0)")
+    assert len(point["unhealthy_runs"]) == 1
+    assert point["unhealthy_runs"][0].endswith("-2 (drops_outside_bottleneck 12 vs 0)")
 
 
 def test_check_without_claims_is_bad_input(tmp_path):
     shutil.copytree(FIXTURES / "cubic-bbr-shallow-20261121-231855-base-r0", tmp_path / "run")
-    result = CliRunner().invoke(main, ["check", str(tmp_path / "run"), "-o", str(tmp_path / "c.json"), "--recorded-claims"])
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "run"), "-o", str(tmp_path / "c.json"),
+                                       "--recorded-claims"])
     assert result.exit_code == 2 and "no claims" in result.output
 
 
@@ -530,7 +533,8 @@ def test_the_reproduction_page_shows_measured_claims_with_their_status_and_triag
     # the demo ran cubic and bbr: the claims name bbr_modest, so only a bbr claim can be judged; add one
     marker = '      - claim: "0.4 < share(bbr_modest) < 0.5"'
     experiments = experiments.replace(marker, '      - claim: "share(bbr) > 0.9"\n        source: "002 test"\n'
-                                      '        paper: "0.93"\n        known: {triage: setting, reason: "a test reason"}\n'
+                                      '        paper: "0.93"\n'
+                                      '        known: {triage: setting, reason: "a test reason"}\n'
                                       + marker, 1)
     f = tmp_path / "experiments.yaml"
     f.write_text(experiments)
@@ -538,12 +542,16 @@ def test_the_reproduction_page_shows_measured_claims_with_their_status_and_triag
     result = CliRunner().invoke(main, ["check", str(tmp_path / "results"), "--markdown", str(page), "-f", str(f),
                                        "-o", str(tmp_path / "c.json")])
     assert result.exit_code == 3, result.output  # the two Modest claims have no data: bbr_modest never ran
-    rows = {line.split(" | ")[0]: line for line in page.read_text().splitlines() if line.startswith("| `modest-vs-bbr`")}
+    rows = {line.split(" | ")[0]: line for line in page.read_text().splitlines()
+            if line.startswith("| `modest-vs-bbr`")}
     known = rows["| `modest-vs-bbr`: `share(bbr) > 0.9`"]
-    assert "| 0.93 | share(bbr) = 0.544 ± 0 | 3 | known fail | setting | a test reason |" in known  # the untagged copy left out
+    # the untagged copy left out
+    assert "| 0.93 | share(bbr) = 0.544 ± 0 | 3 | known fail | setting | a test reason |" in known
     assert "1 run(s) without a paper-00N tag" in result.output
-    assert "untriaged" in rows["| `modest-vs-bbr`: `0.4 * retrans_per_mb(bbr) < retrans_per_mb(bbr_modest) < 0.6 * retrans_per_mb(bbr)`"]
-    assert "| **fail** | paper |" in rows["| `modest-vs-bbr`: `0.4 < share(bbr_modest) < 0.5`"]  # experiments.yaml's triage
+    retrans = "0.4 * retrans_per_mb(bbr) < retrans_per_mb(bbr_modest) < 0.6 * retrans_per_mb(bbr)"
+    assert "untriaged" in rows[f"| `modest-vs-bbr`: `{retrans}`"]
+    # experiments.yaml's triage
+    assert "| **fail** | paper |" in rows["| `modest-vs-bbr`: `0.4 < share(bbr_modest) < 0.5`"]
     text = page.read_text()
     assert "Measured on: uml" in text
     # no -n: the scenarios' declared repetitions are the n their verdicts are judged on

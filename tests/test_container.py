@@ -84,7 +84,8 @@ def unavailable(reason: str) -> None:
 def image(engine, tmp_path_factory) -> str:
     """Build the Dockerfile once; return the image id (not the tag: another session may move it)."""
     iid = tmp_path_factory.mktemp("image") / "iid"
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
     cmd = [engine, "build", "-t", TAG, "--iidfile", str(iid), "--build-arg", f"CCTEST_GIT_COMMIT={commit}",
            *_secrets(), str(REPO)]
     if engine == "podman":
@@ -195,7 +196,8 @@ def test_modules_build_inside_against_the_host_s_headers(engine, image):
     if found is None:
         unavailable("no kernel headers under /lib/modules/*/build (apt-get install linux-headers-amd64)")
     release, extra = found
-    out = run(engine, image, "modules", "build", "-r", release, flags=[*HOST_FLAGS, *extra, "-e", "COLUMNS=200"], timeout=900)
+    out = run(engine, image, "modules", "build", "-r", release, flags=[*HOST_FLAGS, *extra, "-e", "COLUMNS=200"],
+              timeout=900)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     built = re.findall(rf"^(\w+): /cctest/build/modules/{re.escape(release)}/(\w+)/\1\.ko$", out.stdout, re.M)
     assert {tree for _, tree in built} == {tree.name for tree in kmod.source_trees()}, out.stdout[-3000:]

@@ -111,7 +111,8 @@ def test_every_command_fails_in_one_line_with_its_code(tmp_path, experiments, ar
 
 
 def test_failed_claims_end_in_one_error_line_exit_3(recorded_with_claims, tmp_path):  # noqa: F811
-    result = CliRunner().invoke(main, ["check", str(recorded_with_claims), "--recorded-claims", "-o", str(tmp_path / "c.json")])
+    result = CliRunner().invoke(main, ["check", str(recorded_with_claims), "--recorded-claims",
+                                       "-o", str(tmp_path / "c.json")])
     assert result.exit_code == 3, result.output
     assert result.stderr.strip().splitlines()[-1] == ("error: claims: 1 pass, 1 fail, 0 known-fail, 0 unexpected-pass, "
                                                       "0 inconclusive, 0 incomplete, 0 not-run")

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cctest.cli import main
 from cctest.plan import expand
@@ -159,7 +158,8 @@ def test_the_run_count_is_capped_across_scenarios_and_with_n(tmp_path):
     path.write_text(GOOD)
     result = CliRunner().invoke(main, ["run", "one", "-f", str(path), "-n", "100000000", "--dry-run"])
     assert result.exit_code == 2 and "100000000 runs" in result.stderr and "--force" in result.stderr
-    path.write_text(matrix(f"{{rtt_ms: {numbers(60)}}}").replace("duration_s: 10", "duration_s: 10\n  repetitions: 100"))
+    path.write_text(matrix(f"{{rtt_ms: {numbers(60)}}}").replace("duration_s: 10",
+                                                                  "duration_s: 10\n  repetitions: 100"))
     result = CliRunner().invoke(main, ["run", "one", "one", "-f", str(path), "--dry-run"])
     assert result.exit_code == 2 and "12000 runs in one invocation" in result.stderr
     assert CliRunner().invoke(main, ["list", "-f", str(path)]).exit_code == 0  # 6000 for the one scenario

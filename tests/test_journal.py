@@ -76,7 +76,8 @@ def test_clean_refuses_while_a_run_holds_the_lock(tmp_path, procs, no_real_run):
     result = subprocess.run([sys.executable, "-m", "cctest", "clean"], capture_output=True, text=True, cwd=REPO,
                             env={**os.environ, "CCTEST_STATE_DIR": str(tmp_path)})
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [f"error: a run is active (pid {holder.pid}); let it finish, or use --force"]
+    assert result.stderr.strip().splitlines() == [
+        f"error: a run is active (pid {holder.pid}); let it finish, or use --force"]
     time.sleep(0.2)
     assert alive(victim) and (tmp_path / "active.json").exists()
     # --force overrides, and kills what the journal names
@@ -288,7 +289,8 @@ def test_a_hostile_journal_is_refused_entry_by_entry_and_nothing_is_touched(tmp_
     time.sleep(0.2)
     killed_journal(tmp_path, sysctls={"kernel.core_pattern": "|/tmp/pwn"}, links=["lo", "eth0"],
                    hosts=["sshd"], modules=[{"name": "e1000", "identity": None}],
-                   processes=[{"pid": stranger.pid, "what": "iperf3 client", "start": process_start_time(stranger.pid)}])
+                   processes=[{"pid": stranger.pid, "what": "iperf3 client",
+                               "start": process_start_time(stranger.pid)}])
     result = subprocess.run([sys.executable, "-m", "cctest", "clean"], capture_output=True, text=True, cwd=REPO,
                             env={**os.environ, "CCTEST_STATE_DIR": str(tmp_path)})
     assert result.returncode == 2, result.stdout + result.stderr
@@ -303,7 +305,8 @@ def test_a_hostile_journal_is_refused_entry_by_entry_and_nothing_is_touched(tmp_
     assert alive(stranger) and (tmp_path / "active.json").exists()
     # a process cctest could have started, but outside the run's cgroup, which was killed whole
     killed_journal(tmp_path, cgroup="/sys/fs/cgroup/cctest-run-999999",
-                   processes=[{"pid": outsider.pid, "what": "iperf3 client", "start": process_start_time(outsider.pid)}])
+                   processes=[{"pid": outsider.pid, "what": "iperf3 client",
+                               "start": process_start_time(outsider.pid)}])
     actions = clean(tmp_path)
     assert any(a.startswith(f"refused to kill pid {outsider.pid} (iperf3 client): not in the run's cgroup")
                for a in actions), actions

@@ -4,8 +4,7 @@ import json
 import math
 
 import numpy as np
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from cctest import jsonsafe
 

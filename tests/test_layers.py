@@ -22,7 +22,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                                   "cctest.validation.command")),
     ("commands: a run, a VM session, the doctor, clean", (
         "cctest.session", "cctest.doctor", "cctest.engines", "cctest.cleanup")),
-    ("machines: the guest kernels and the run itself", ("cctest.vm", "cctest.uml", "cctest.umlkernel", "cctest.runner")),
+    ("machines: the guest kernels and the run itself", (
+        "cctest.vm", "cctest.uml", "cctest.umlkernel", "cctest.runner")),
     ("side effects: the network, captures, modules, files", (
         "cctest.net", "cctest.net.*", "cctest.captures", "cctest.captures.*", "cctest.ingest", "cctest.journal",
         "cctest.kmod", "cctest.rundir", "cctest.checks", "cctest.report", "cctest.report.*", "cctest.validation",
@@ -30,8 +31,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "cctest.tracefs", "cctest.filelock")),
     ("the model: pure code on scenarios, plans and tables", (
         "cctest.scenario", "cctest.plan", "cctest.dumbbell", "cctest.bottleneck", "cctest.aqm", "cctest.claims",
-        "cctest.metrics", "cctest.metric_table", "cctest.derived", "cctest.bbr_model", "cctest.record", "cctest.modsource",
-        "cctest.modparams")),
+        "cctest.metrics", "cctest.metric_table", "cctest.derived", "cctest.bbr_model", "cctest.record",
+        "cctest.modsource", "cctest.modparams")),
     ("the ground: constants, statistics, safe reading and writing", (
         "cctest", "cctest.stats", "cctest.wire", "cctest.strict", "cctest.defaults", "cctest.limits",
         "cctest.errors", "cctest.atomic", "cctest.jsonsafe", "cctest.vmtime", "cctest.safeload", "cctest.runfiles",

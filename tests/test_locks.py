@@ -38,7 +38,8 @@ def release_with_headers() -> str:
 def kmod_process(tmp_path: Path, body: str) -> subprocess.Popen:
     """A Python process whose kmod builds tmp_path/modules into tmp_path/build."""
     code = (f"import sys; from pathlib import Path; from cctest import kmod; "
-            f"kmod.MODULES_DIR = Path({str(tmp_path / 'modules')!r}); kmod.BUILD_DIR = Path({str(tmp_path / 'build')!r})\n"
+            f"kmod.MODULES_DIR = Path({str(tmp_path / 'modules')!r}); "
+            f"kmod.BUILD_DIR = Path({str(tmp_path / 'build')!r})\n"
             + body)
     return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, text=True, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -94,7 +95,8 @@ def test_a_build_waits_while_another_process_is_building(tmp_path):
     (tmp_path / "modules").mkdir()
     builder = kmod_process(tmp_path, "from cctest import filelock\n"
                                      f"lock = filelock.open_lock(kmod.BUILD_DIR / '{release}.lock')\n"
-                                     "filelock.take(lock, exclusive=True); print('building', flush=True); sys.stdin.readline()")
+                                     "filelock.take(lock, exclusive=True); print('building', flush=True); "
+                                     "sys.stdin.readline()")
     try:
         assert builder.stdout.readline().strip() == "building"
         waiter = kmod_process(tmp_path, f"print(kmod.build({release!r}))")

@@ -6,9 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cctest import derived as D
-from cctest import metrics as M
-from cctest import stats
+from cctest import derived as D, metrics as M, stats
 from report_fixtures import FlowSpec, RunSpec, make_run
 
 

@@ -1,7 +1,8 @@
-"""Module parameters are validated at load: the bbr3 family (bbr3, bbr3plus, bbr2) states each parameter's range once (their
-parameter ops refuse anything else with -EINVAL; modinfo shows the range), and cctest rejects a
-scenario's out-of-range value before anything runs: one line, exit 2. The kernel side (insmod and
-sysfs writes refused) is tests/test_vm_bbr3.py::test_kernel_refuses_out_of_range_parameters."""
+"""Module parameters are validated at load: the bbr3 family (bbr3, bbr3plus, bbr2) states each
+parameter's range once (their parameter ops refuse anything else with -EINVAL; modinfo shows the
+range), and cctest rejects a scenario's out-of-range value before anything runs: one line, exit 2.
+The kernel side (insmod and sysfs writes refused) is
+tests/test_vm_bbr3.py::test_kernel_refuses_out_of_range_parameters."""
 
 from pathlib import Path
 
@@ -119,10 +120,12 @@ def test_the_sources_declare_what_modinfo_shows_for_every_module(built):
         assert modsource.declared(cc).specs == kmod.param_specs(built[cc]), cc
 
 
-FLOWS = "defaults:\n  link: {rate_mbps: 20, rtt_ms: 20, buffer_bdp: 1}\n  duration_s: 5\nscenarios:\n  s:\n    flows: [%s]\n"
+FLOWS = ("defaults:\n  link: {rate_mbps: 20, rtt_ms: 20, buffer_bdp: 1}\n  duration_s: 5\n"
+         "scenarios:\n  s:\n    flows: [%s]\n")
 REFUSED = {
     "out of range": ("{cc: bbr3, params: {probe_rtt_interval_ms: 0}}", "probe_rtt_interval_ms; allowed: 100..3600000"),
-    "unknown": ("{cc: bbr_modest, params: {wmid_x1000: 1}}", "module bbr_modest has no parameter 'wmid_x1000'; allowed: "),
+    "unknown": ("{cc: bbr_modest, params: {wmid_x1000: 1}}",
+                "module bbr_modest has no parameter 'wmid_x1000'; allowed: "),
     "read-only": ("{cc: bbr3plus, params: {fallbacks: 0}}", "fallbacks; allowed: read-only"),
     "Wmin above Wmax": ("{cc: bbr_modest, params: {wmin_x1000: 900, wmax_x1000: 800}}",
                         "wmax_x1000 = 800 is below wmin_x1000 = 900; bbr_modest keeps wmax_x1000 at least wmin_x1000"),
@@ -138,7 +141,8 @@ REFUSED = {
 def test_list_and_dry_run_refuse_what_a_run_would(tmp_path, case):
     flows, expected = REFUSED[case]
     path = tmp_path / "exp.yaml"
-    path.write_text(FLOWS % flows + ("    matrix: {flows.0.params.cwnd_gain_x1000: [2000, 0]}\n" if "swept" in case else ""))
+    swept = "    matrix: {flows.0.params.cwnd_gain_x1000: [2000, 0]}\n" if "swept" in case else ""
+    path.write_text(FLOWS % flows + swept)
     for args in (["list", "-f", str(path)], ["run", "s", "-f", str(path), "--dry-run"]):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 2, (args, result.output)
@@ -149,7 +153,8 @@ def test_list_and_dry_run_refuse_what_a_run_would(tmp_path, case):
 def test_values_the_module_takes_pass(tmp_path):
     path = tmp_path / "exp.yaml"
     path.write_text(FLOWS % "{cc: bbr_modest, params: {wmin_x1000: 500, wmax_x1000: 500}}, "
-                             "{cc: bbr_acw, params: {enter_share_pct: 80}}, {cc: bbr3, params: {startup_pacing_gain_x1000: 0}}")
+                             "{cc: bbr_acw, params: {enter_share_pct: 80}}, "
+                             "{cc: bbr3, params: {startup_pacing_gain_x1000: 0}}")
     result = CliRunner().invoke(main, ["run", "s", "-f", str(path), "--dry-run"])
     assert result.exit_code == 0, result.output
 

@@ -45,7 +45,8 @@ def installed(tmp_path_factory):
     wheel = next((root / "dist").glob("cctest-*.whl"))
     venv.create(root / "venv", with_pip=False, system_site_packages=True)  # Debian's PyYAML, as in .venv
     bin_dir = root / "venv" / "bin"
-    site = Path(subprocess.run([str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(subprocess.run([str(bin_dir / "python"), "-c", purelib],
                                capture_output=True, text=True, check=True).stdout.strip())
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), "install", "-q", "--no-deps",

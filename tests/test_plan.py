@@ -68,7 +68,8 @@ def test_bdp_reference_rtt_and_buffer_bytes():
 
 
 def test_flow_count_expands_to_hosts_with_own_rtt():
-    text = SWEEP.replace("[{cc: cubic}, {cc: bbr, rtt_ms: 40}]", "[{cc: cubic, count: 3}, {cc: bbr, count: 3, start_s: 5}]")
+    text = SWEEP.replace("[{cc: cubic}, {cc: bbr, rtt_ms: 40}]",
+                         "[{cc: cubic, count: 3}, {cc: bbr, count: 3, start_s: 5}]")
     run = runs(text.replace("      flows.1.cc: [bbr, bbr_cws]\n", ""))[0]
     assert [f.cc for f in run.flows] == ["cubic"] * 3 + ["bbr"] * 3
     assert [f.sender for f in run.flows][:2] == ["ccsnd0", "ccsnd1"]
@@ -78,7 +79,7 @@ def test_flow_count_expands_to_hosts_with_own_rtt():
 
 
 def test_matrix_values_are_validated():
-    with pytest.raises(ScenarioError, match="flows.1.cc.*unknown congestion control 'bbr9'"):
+    with pytest.raises(ScenarioError, match=r"flows\.1\.cc.*unknown congestion control 'bbr9'"):
         runs(SWEEP.replace("[bbr, bbr_cws]", "[bbr, bbr9]"))
 
 
@@ -177,7 +178,8 @@ def test_runs_are_split_over_vms_each_once_balanced_and_grouped_by_topology():
 
 def test_the_dry_run_names_every_hosts_tcp_buffers_and_the_root_backlog():
     (spec,) = expand(parse_experiments(
-        "scenarios:\n  s:\n    link: {rate_mbps: 10, rtt_ms: 10, buffer_bdp: 1}\n    flows: [{cc: cubic}]\n    duration_s: 5\n",
+        "scenarios:\n  s:\n    link: {rate_mbps: 10, rtt_ms: 10, buffer_bdp: 1}\n    flows: [{cc: cubic}]\n"
+        "    duration_s: 5\n",
         "exp.yaml"), "s")
     text = dumbbell.describe(spec)
     buffers = dumbbell.HOST_TCP_BUFFERS

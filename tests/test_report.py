@@ -65,7 +65,8 @@ def invoke(*args):
 
 
 def read_summary(out: Path):
-    return pd.read_csv(out.with_name(out.stem + ".summary.csv")), json.loads(out.with_name(out.stem + ".summary.json").read_text())
+    return (pd.read_csv(out.with_name(out.stem + ".summary.csv")),
+            json.loads(out.with_name(out.stem + ".summary.json").read_text()))
 
 
 def fig_keys(html: str) -> list[str]:

@@ -12,8 +12,8 @@ import pandas as pd
 import yaml
 from click.testing import CliRunner
 
-from cctest.report.command import report_command
 from cctest.metric_table import RUN_METRICS
+from cctest.report.command import report_command
 from cctest.report.summary import FLOW_METRICS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,7 +35,8 @@ def test_two_reports_in_one_directory_keep_their_own_files(tmp_path):
     (demo / "scenario.yaml").write_text(yaml.safe_dump(resolved))
     out = tmp_path / "out"
     for name, paths in (("a", [demo]), ("b", [runs])):
-        res = CliRunner().invoke(report_command, [*map(str, paths), "-o", str(out / f"{name}.html"), "--recorded-claims"])
+        res = CliRunner().invoke(report_command, [*map(str, paths), "-o", str(out / f"{name}.html"),
+                                                  "--recorded-claims"])
         assert res.exit_code == 0, res.output
     assert sorted(p.name for p in out.iterdir()) == [
         "a.claims.json", "a.html", "a.summary.csv", "a.summary.json",

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from cctest.cli import main
 from cctest.report.build import Options, analyse, write_report
@@ -87,7 +86,8 @@ def test_compare_fails_when_the_candidate_lacks_a_metric(tmp_path):
     res = report("--compare", tmp_path / "base", tmp_path / "cand", "-o", tmp_path / "c.html")
     assert res.exit_code == 1, res.output
     missing = [line for line in res.output.splitlines() if "missing in the candidate" in line]
-    assert any("bottleneck drops" in line for line in missing) and all(line.startswith("REGRESSION") for line in missing)
+    assert any("bottleneck drops" in line for line in missing)
+    assert all(line.startswith("REGRESSION") for line in missing)
     assert "qdisc.parquet: unreadable" in res.stderr  # and why, on stderr
     rows = json.loads((tmp_path / "c.summary.json").read_text())["compare"]["rows"]
     assert any(r["candidate"] is None and r["regression"] for r in rows)
@@ -201,7 +201,8 @@ def test_link_values_given_as_numeric_text_are_read_as_numbers(tmp_path):
 
 # --- a claim carried by run directories that cannot be judged fails the gate ------------------------
 
-VARIANTS = Path(__file__).parent / "fixtures" / "runs" / "variants-vs-cubic-20261121-232839-bufferbdp-0.5_f1.cc-bbrcws-r0"
+VARIANTS = (Path(__file__).parent / "fixtures" / "runs"
+            / "variants-vs-cubic-20261121-232839-bufferbdp-0.5_f1.cc-bbrcws-r0")
 FAILING = "share(bbr_cws) > 0.999"  # contradicted by the recorded run: exit 3 when judged
 
 

@@ -43,7 +43,8 @@ return Array.from(document.querySelectorAll('div.fig')).map(function(d){
   var lay = d.layout || {};
   return {key: d.dataset.key, range: (lay.xaxis && lay.xaxis.range) || null,
           traces: (d.data || []).map(function(t){
-            return {name: t.name || '', color: (t.line && t.line.color) || (t.marker && t.marker.color) || t.fillcolor || null};
+            return {name: t.name || '',
+                    color: (t.line && t.line.color) || (t.marker && t.marker.color) || t.fillcolor || null};
           })};
 });
 """
@@ -91,7 +92,8 @@ def all_runs_page(tmp_path_factory):
     # a sweep with repetitions (the repetitions and 1 s interval tables) and a run of six flows
     make_sweep(root / "runs" / "sweep", buffers=(0.5, 2), rtts=(10,), pairs=(("bbr_cws", "cubic"),), reps=2)
     make_run(root / "runs" / "six", RunSpec(scenario="six-flows-with-a-long-scenario-name", duration_s=12,
-                                            flows=[FlowSpec(cc, rtt) for cc in ("bbr3", "cubic") for rtt in (10, 20, 40)]))
+                                            flows=[FlowSpec(cc, rtt) for cc in ("bbr3", "cubic")
+                                                   for rtt in (10, 20, 40)]))
     out = root / "all.html"
     res = CliRunner().invoke(report_command, [str(root / "runs"), "-o", str(out), "--no-fail"])
     assert res.exit_code == 0, res.output

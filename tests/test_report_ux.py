@@ -37,7 +37,7 @@ def report(tmp_path: Path, *paths, name="r") -> tuple[str, list[dict]]:
     html = out.read_text()
     figs = json.loads(re.search(r"id='cctest-figs'>(.*?)</script>", html, re.S)[1].replace("\\u003c", "<"))
     keys = re.findall(r"data-key='([^']*)'", html)
-    for fig, key in zip(figs, keys):
+    for fig, key in zip(figs, keys, strict=True):
         fig["key"] = key
     return html, figs
 
@@ -125,7 +125,8 @@ def test_module_state_in_readable_units_and_mode_names_for_v1_variants(tmp_path)
 
 def test_every_run_figure_starts_at_the_first_flows_start(tmp_path):
     run = make_run(tmp_path / "runs", RunSpec(scenario="late", duration_s=12,
-                                               flows=[FlowSpec("bbr", 10, start_s=2), FlowSpec("cubic", 10, start_s=3)]))
+                                               flows=[FlowSpec("bbr", 10, start_s=2),
+                                                      FlowSpec("cubic", 10, start_s=3)]))
     _, figs = report(tmp_path, run, WALL)
     ranges = {(f["key"], tuple(f["layout"]["xaxis"]["range"])) for f in figs if "range" in f["layout"].get("xaxis", {})}
     assert ("retrans", (0.0, 20.0)) in ranges or any(k == "retrans" and r[0] == 0 for k, r in ranges)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 
 from click.testing import CliRunner
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from cctest.cli import main
 from cctest.plan import estimated_wall_s, expand, shard

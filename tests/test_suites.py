@@ -129,7 +129,7 @@ scenarios:
     duration_s: 10
     matrix: {flows.*.cc: [bbr, cubic], flows.1.cc: [bbr, cubic]}
 """
-    with pytest.raises(ScenarioError, match="matrix.flows.1.cc: sets what matrix.flows.\\*.cc sets"):
+    with pytest.raises(ScenarioError, match=r"matrix\.flows\.1\.cc: sets what matrix\.flows\.\*\.cc sets"):
         expand(parse_experiments(text, "x.yaml"), "s")
 
 

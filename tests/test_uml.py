@@ -12,8 +12,7 @@ import pytest
 from cctest import engines, tracefs, uml, umlkernel, vm
 from cctest.captures import RunView
 from cctest.captures.cc_state import ModuleState, parse_tracefs_state
-from cctest.captures.tcp_probe import (TCP_PROBE_MIN_GAP_NS, TcpProbe, choose_tracer, parse_tracefs_probe,
-                                       tracefs_events)
+from cctest.captures.tcp_probe import TCP_PROBE_MIN_GAP_NS, TcpProbe, choose_tracer, parse_tracefs_probe, tracefs_events
 from cctest.errors import BadInput
 
 REPO = Path(__file__).resolve().parent.parent
@@ -106,7 +105,7 @@ def test_the_fragment_asks_for_what_the_engine_relies_on():
 
 
 def test_require_says_how_to_build_when_nothing_is_cached(tmp_path):
-    with pytest.raises(umlkernel.UMLKernelError, match="scripts/uml-kernel.sh"):
+    with pytest.raises(umlkernel.UMLKernelError, match=r"scripts/uml-kernel\.sh"):
         umlkernel.require({"CCTEST_CACHE": str(tmp_path)})
 
 
@@ -270,7 +269,7 @@ def test_thinning_keeps_one_event_per_socket_per_10_ms():
     text = "\n".join([line(1_000_000, 40000, 10), line(1_005_000, 40000, 11), line(1_006_000, 40001, 5),
                       line(1_010_000, 40000, 12), line(1_019_999, 40000, 13), line(1_020_000, 40000, 14)])
     df = parse_tracefs_probe(text)
-    assert list(zip(df["sport"], df["snd_cwnd"])) == [(40000, 10), (40001, 5), (40000, 12), (40000, 14)]
+    assert list(zip(df["sport"], df["snd_cwnd"], strict=True)) == [(40000, 10), (40001, 5), (40000, 12), (40000, 14)]
     assert df["srtt_ms"].iloc[0] == 20.0 and df["ssthresh"].isna().all()
     assert TCP_PROBE_MIN_GAP_NS == 10_000_000
 

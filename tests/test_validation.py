@@ -16,7 +16,6 @@ from cctest.scenario import load_experiments
 from cctest.validation import gains, heatmap, page, runs, testbed
 from cctest.validation.gains import RunRow
 from cctest.validation.testbed import Cell
-
 from report_fixtures import FlowSpec, RunSpec, make_run
 
 REPO = Path(__file__).resolve().parents[1]

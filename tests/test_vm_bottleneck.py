@@ -10,9 +10,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cctest.derived import acked_within, bottleneck_samples, dequeued_binned, link_bytes_between, link_rate_mbps_at
-from cctest.derived import counter_growth
 from cctest.bottleneck import ECN_SYSCTL
+from cctest.derived import (
+    acked_within,
+    bottleneck_samples,
+    counter_growth,
+    dequeued_binned,
+    link_bytes_between,
+    link_rate_mbps_at,
+)
 from test_vm_modules import find, meta_of, runs_of
 
 pytestmark = pytest.mark.vm

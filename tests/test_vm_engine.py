@@ -57,7 +57,8 @@ def test_single_cubic_flow_fills_a_deep_buffer(vm_results):
     rate_bps = meta["link"]["rate_mbps"] * 1e6
     # The configured rate is on the wire (the shaper counts Ethernet frames): measure it at the
     # bottleneck, after slow start (2 s) until the flow's end.
-    assert bottleneck_utilisation(path, flow["launched_s"] + 2, flow["launched_s"] + flow["duration_s"]) >= BUSY_LINK_UTILISATION
+    busy = bottleneck_utilisation(path, flow["launched_s"] + 2, flow["launched_s"] + flow["duration_s"])
+    assert busy >= BUSY_LINK_UTILISATION
     # and the receiver's own total: payload is at most 1448 of every 1514 bytes on the wire
     goodput_bps = table(path, "flows")["bytes_received"].iloc[0] * 8 / flow["duration_s"]
     assert goodput_bps >= BUSY_LINK_UTILISATION * payload_fraction(meta["link"]["mtu"]) * rate_bps

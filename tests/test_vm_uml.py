@@ -14,8 +14,8 @@ import pytest
 
 from cctest import dumbbell, umlkernel
 from cctest.net import rootsysctl
-from conftest import require_uml_kernel
 from cctest.uml import dmesg_problems
+from conftest import require_uml_kernel
 
 pytestmark = pytest.mark.vm
 

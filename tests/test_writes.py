@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from rich.console import Console
@@ -27,7 +28,7 @@ def test_a_failed_table_write_leaves_the_old_table_whole(tmp_path):
     good = pd.DataFrame({"flow": [0, 1], "t_s": [0.1, 0.2]})
     write_tables(tmp_path, {"ss": good})
     bad = pd.DataFrame({"flow": [0], "t_s": [object()]})  # pyarrow cannot write this
-    with pytest.raises(Exception):
+    with pytest.raises(pa.ArrowException):
         write_tables(tmp_path, {"ss": bad})
     assert pd.read_parquet(tmp_path / "ss.parquet").equals(good)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ss.parquet"]  # no temporary file left
@@ -61,7 +62,8 @@ def test_vm_out_with_equals_or_comma_is_refused(tmp_path):
     for out in (tmp_path / "a=b", tmp_path / "a,b"):
         result = CliRunner().invoke(main, ["run", "s", "-f", str(exp), "--vm", "--out", str(out)])
         assert result.exit_code == 2
-        assert result.stderr.strip().splitlines() == [f"error: --out {out}: with --vm the path may not contain '=' or ','"]
+        assert result.stderr.strip().splitlines() == [
+            f"error: --out {out}: with --vm the path may not contain '=' or ','"]
         assert not out.exists()
 
 
@@ -101,7 +103,8 @@ def test_a_run_without_its_samplers_is_refused_before_anything_is_made(tmp_path,
 
 # --- the one writer: never through a link, never over an input, nothing written when refused -----
 
-RECORDED = Path(__file__).parent / "fixtures" / "runs" / "variants-vs-cubic-20261121-232839-bufferbdp-0.5_f1.cc-bbrcws-r0"
+RECORDED = (Path(__file__).parent / "fixtures" / "runs"
+            / "variants-vs-cubic-20261121-232839-bufferbdp-0.5_f1.cc-bbrcws-r0")
 
 
 def _snapshot(folder: Path) -> dict[str, bytes | str]:

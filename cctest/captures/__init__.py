@@ -42,4 +42,5 @@ def raw_names(flows: list[dict]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-__all__ = ["BASE_RTT", "COLUMNS", "REGISTRY", "SAMPLING", "TABLES", "TRACING", "Capture", "RunView", "StartContext", "raw_names", "starting_in"]
+__all__ = ["BASE_RTT", "COLUMNS", "REGISTRY", "SAMPLING", "TABLES", "TRACING", "Capture", "RunView", "StartContext",
+           "raw_names", "starting_in"]

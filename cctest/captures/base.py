@@ -46,7 +46,7 @@ class RunView:
     parsed: dict[str, Any] = field(default_factory=dict)  # a parse shared by two steps, by raw name
 
     @classmethod
-    def of(cls, meta: dict) -> "RunView":
+    def of(cls, meta: dict) -> RunView:
         return cls(run_id=str(meta["run_id"]), t0_ns=int(meta["t0_monotonic_ns"]),
                    flows=sorted(meta.get("flows", []), key=lambda f: int(f["flow"])))
 

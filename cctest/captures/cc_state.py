@@ -24,7 +24,8 @@ def state_fields(cc: str) -> list[tuple[str, str]]:
     if not fmt.exists():
         return []
     fields = re.findall(r"field:([^;]+?)\s+(\w+);", fmt.read_text())
-    return [(name, ctype) for ctype, name in fields if not name.startswith("common_") and name not in ("sport", "dport")]
+    return [(name, ctype) for ctype, name in fields
+            if not name.startswith("common_") and name not in ("sport", "dport")]
 
 
 def parse_cc_state(text: str) -> pd.DataFrame:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from .base import NS_PER_S, SAMPLING, Capture, RunView, StartContext
@@ -59,12 +60,12 @@ def parse_cpu_stat(text: str) -> pd.DataFrame:
         except (ValueError, KeyError, TypeError):
             continue
     rows = []
-    for (t_prev, prev), (t_now, now) in zip(samples, samples[1:]):
+    for (t_prev, prev), (t_now, now) in pairwise(samples):
         for cpu, ticks in now.items():
             before = prev.get(cpu)
             if before is None or len(before) != len(ticks):
                 continue
-            delta = [b - a for a, b in zip(before, ticks)]
+            delta = [b - a for a, b in zip(before, ticks, strict=True)]
             total = sum(delta)
             if total <= 0:
                 continue

@@ -128,7 +128,7 @@ def parse_tcp_probe(text: str) -> pd.DataFrame:
         except ValueError:
             continue
         row = {"t_ns": t_ns, "sport": sport, "dport": dport}
-        row.update(zip(_PROBE_FIELDS, (float(v) for v in vals)))
+        row.update(zip(_PROBE_FIELDS, (float(v) for v in vals), strict=True))
         row["srtt_ms"] = row.pop("srtt_us") / US_PER_MS
         if row["ssthresh"] >= TCP_INFINITE_SSTHRESH:
             row["ssthresh"] = math.nan  # as ss, which omits ssthresh until it is set
@@ -148,7 +148,7 @@ class TcpProbe(Capture):
     starts = TRACING
     warm_up_phase = "warm-up: wait for the tracer"  # bpftrace attaching; tracefs records at once
 
-    def start(self, ctx: StartContext, undo) -> "ProcessCapture | tracefs.Recorder | None":
+    def start(self, ctx: StartContext, undo) -> ProcessCapture | tracefs.Recorder | None:
         if not ctx.with_bpftrace:  # i.e. no tracer here (session: tcp_probe.choose_tracer)
             return None
         ports = [flow.server_port for flow in ctx.spec.flows]
@@ -183,7 +183,7 @@ class TcpProbe(Capture):
         undo.callback(stop)
         return recorder
 
-    def warm_up(self, ctx: StartContext, tracer: "ProcessCapture | tracefs.Recorder") -> None:
+    def warm_up(self, ctx: StartContext, tracer: ProcessCapture | tracefs.Recorder) -> None:
         if isinstance(tracer, tracefs.Recorder):
             if not tracer.alive():
                 ctx.warnings.append("the tracefs reader ended at once; no tcp_probe or module state traces")

@@ -54,7 +54,8 @@ class Dumbbell:
         for flow in self.run.flows:
             self.hosts[flow.sender] = net.addHost(flow.sender, ip=f"{flow.sender_ip}/16")
             self.hosts[flow.receiver] = net.addHost(flow.receiver, ip=f"{flow.receiver_ip}/16")
-        switches = {name: net.addSwitch(name, cls=LinuxBridge) for name in (dumbbell.LEFT_SWITCH, dumbbell.RIGHT_SWITCH)}
+        switches = {name: net.addSwitch(name, cls=LinuxBridge)
+                    for name in (dumbbell.LEFT_SWITCH, dumbbell.RIGHT_SWITCH)}
         nodes = {**self.hosts, **switches}
         for ldef in dumbbell.links(self.run):
             net.addLink(nodes[ldef.node1], nodes[ldef.node2], intfName1=ldef.iface1, intfName2=ldef.iface2)
@@ -101,7 +102,7 @@ class Dumbbell:
         keys = list(dumbbell.HOST_SYSCTLS)
         shown = self._host_cmd(self.run.flows[0].sender, f"sysctl -n {' '.join(keys)}")
         return {"offloads": offloads, "sender_sysctls": dict(dumbbell.SENDER_SYSCTLS),
-                "host_sysctls": dict(zip(keys, (" ".join(line.split()) for line in shown.splitlines())))}
+                "host_sysctls": dict(zip(keys, (" ".join(line.split()) for line in shown.splitlines()), strict=False))}
 
     def set_sysctl(self, node: str, key: str, value: str) -> str:
         """Set `key` in `node`'s network namespace; returns the value it had."""

@@ -16,16 +16,14 @@ from ..defaults import DEFAULT_JAIN_WINDOW_S, DEFAULT_MAX_POINTS, DEFAULT_SKIP_S
 from ..metric_table import COMPARED
 from ..record import LINK_SETTINGS
 from .claims_view import claims_json, claims_section
-from .run_claims import expectations_of_runs
 from .colors import CCColors, flow_ccs
 from .html import Page, esc, fmt, fmt_ci, table
 from .load import ReportInputError, Run, find_run_dirs, load_runs, shown
 from .provenance import bottleneck_text, clock_text, code_text, is_wall_clock, scenario_yaml
+from .run_claims import expectations_of_runs
 from .run_figures import run_figures
-from .summary import (Summary, compare, spreadsheet_safe, summarize, summary_frame, summary_json,
-                      unmatched_groups)
+from .summary import Summary, compare, spreadsheet_safe, summarize, summary_frame, summary_json, unmatched_groups
 from .sweep_figures import sweep_figures, throughput_table
-
 
 NO_BOTTLENECK_NOTE = ("qdisc.parquet has no bottleneck samples while the flows ran: no drops, queue "
                       "occupancy or backlog delay")
@@ -121,7 +119,7 @@ def judge_claims(runs: list[Run], summary: Summary, results: list[dict] | None =
     notes: list[str] = []
     if expectations is None:
         expectations, notes = (claims or Claims(None)).expectations(runs)
-    series = {run.run_id: RunSeries.of(res) for run, res in zip(runs, results or [])}
+    series = {run.run_id: RunSeries.of(res) for run, res in zip(runs, results or [], strict=False)}
     return judge_all(expectations, summary.runs, summary.groups, series), notes
 
 
@@ -400,7 +398,7 @@ def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skip
 
 
 def _new_page(a: _Analysis, opts: Options) -> Page:
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     title = opts.title or ("cctest comparison" if a.cmp is not None else "cctest report")
     scen = sorted({str(r.meta.get("scenario")) for r in a.runs})
     return Page(title, f"{len(a.runs)} run(s) of {', '.join(scen)} · generated {now} · bin {_bin_text(opts)} · "
@@ -475,7 +473,7 @@ def _per_run_sections(page: Page, runs: list[Run], results: list[dict], opts: Op
                  + (f"; traces show at most {per_run.max_points} points each" if per_run is not opts else "")
                  + ".</p>")
     colors = page_colors(runs)
-    for i, (run, res) in enumerate(zip(runs, results)):
+    for i, (run, res) in enumerate(zip(runs, results, strict=True)):
         _run_section(page, run, res, per_run, open_=(i == 0), index=i, colors=colors)
 
 

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import click
 
-from .. import atomic, errors
-from ..errors import BadInput, CctestError, ClaimsFailed, printable
-from .. import defaults
+from .. import atomic, defaults, errors
 from ..defaults import DEFAULT_MAX_POINTS
+from ..errors import BadInput, CctestError, ClaimsFailed, printable
 
 
 def claims_options(command):
@@ -47,7 +46,8 @@ def claims_source(experiments_file: str, recorded: bool, every_scenario: bool = 
 @click.command("report", cls=errors.Command)
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
-              show_default=True, help="HTML file to write; NAME.summary.csv, NAME.summary.json (and NAME.claims.json) go beside it.")
+              show_default=True,
+              help="HTML file to write; NAME.summary.csv, NAME.summary.json (and NAME.claims.json) go beside it.")
 @click.option("--open", "open_", is_flag=True, help="Open the report in a web browser.")
 @click.option("--bin-ms", type=click.FloatRange(min=1), default=None,
               help="Throughput bin width [default: one RTT of the slowest flow, at least 100 ms].")

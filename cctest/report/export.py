@@ -85,6 +85,6 @@ def export_figures(figures: list[tuple[str, object]], out_dir: Path, fmt: str) -
     heights = [int((d.get("layout") or {}).get("height") or 450) + 40 for d in dicts]
     try:
         pio.write_images(dicts, paths, format=fmt, width=WIDTH_PX, height=heights, validate=False)
-    except Exception as error:  # noqa: BLE001 - kaleido's and the browser's failures, in one line
+    except Exception as error:
         raise ExportError(f"figure export to {out_dir} failed: {type(error).__name__}: {error}") from error
     return paths

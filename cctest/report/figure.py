@@ -74,7 +74,7 @@ class DFig:
     def _ref(kind: str, i: int) -> str:
         return kind if i == 1 else f"{kind}{i}"
 
-    def add_trace(self, trace: dict, row: int = 1, col: int = 1) -> "DFig":
+    def add_trace(self, trace: dict, row: int = 1, col: int = 1) -> DFig:
         if row > 1:
             trace = dict(trace, xaxis=self._ref("x", row), yaxis=self._ref("y", row))
         self.data.append(trace)

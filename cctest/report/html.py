@@ -42,7 +42,7 @@ details.run{background:#fff;border:1px solid #ddd;border-radius:4px;margin:10px 
 details.run>summary{cursor:pointer;font-weight:600;padding:6px 0}
 ul.notes{font-size:12.5px;color:#8a4b00;margin:4px 0}
 .kv{font-size:12.5px;color:#333} .kv b{color:#000}
-"""
+"""  # noqa: E501 - the stylesheet as the reports carry it
 
 JS = """
 (function(){
@@ -159,7 +159,7 @@ def table(df: pd.DataFrame, left: set[str] | None = None, cls_rows=None, headers
     for i, row in enumerate(df.itertuples(index=False)):
         rc = cls_rows[i] if cls_rows is not None else ""
         out.append(f"<tr class='{rc}'>")
-        for c, v in zip(df.columns, row):
+        for c, v in zip(df.columns, row, strict=True):
             cell = esc(v) if c in left else fmt(v)
             out.append(f"<td class='{'l' if c in left else ''}'>{cell}</td>")
         out.append("</tr>")

@@ -206,7 +206,7 @@ def _load_table(run: Run, name: str) -> None:
     except Refused as e:  # a link, a FIFO, a device, a footer claiming more than the file holds
         run.notes.append(f"{e}; skipped")
         return
-    except Exception as e:  # a corrupt table must not sink the whole report
+    except Exception as e:  # noqa: BLE001 - a corrupt table must not sink the whole report
         run.notes.append(f"{shown(f)}: unreadable ({e.__class__.__name__}); skipped")
         return
     if table is None:
@@ -266,7 +266,8 @@ def load_runs(paths, skipped: list[str] | None = None) -> list[Run]:
                 raise
             errors.append(str(e))
     if errors and not runs:
-        raise ReportInputError(errors[0] + (f" (and {len(errors) - 1} more run(s) unreadable)" if len(errors) > 1 else ""))
+        more = f" (and {len(errors) - 1} more run(s) unreadable)" if len(errors) > 1 else ""
+        raise ReportInputError(errors[0] + more)
     if skipped is not None:
         skipped += [f"{e}; run skipped" for e in errors]
     return runs

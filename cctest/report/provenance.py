@@ -94,7 +94,8 @@ def is_wall_clock(meta: dict) -> bool:
 def code_text(meta: dict) -> str:
     p = provenance(meta)
     commit = p["git_commit"][:12] if p["git_commit"] else "commit not recorded"
-    return f"cctest {p['cctest_version'] or '?'} @ {commit}" + (" (dirty tree: uncommitted changes)" if p["git_dirty"] else "")
+    dirty = " (dirty tree: uncommitted changes)" if p["git_dirty"] else ""
+    return f"cctest {p['cctest_version'] or '?'} @ {commit}" + dirty
 
 
 def bottleneck_text(meta: dict) -> str:

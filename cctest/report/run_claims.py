@@ -48,7 +48,8 @@ def validated_entry(name: str, k: int, entry: Any, matrix: dict[str, list], tags
     except ValidationError as error:
         extra = [e["loc"] for e in error.errors() if e["type"] == "extra_forbidden" and len(e["loc"]) == 1]
         if extra:  # _describe names a scenario's keys; these are a claim's
-            raise ClaimError(f"{where}.{extra[0][0]}: {unknown_key_message(str(extra[0][0]), list(Expect.model_fields))}") from None
+            message = unknown_key_message(str(extra[0][0]), list(Expect.model_fields))
+            raise ClaimError(f"{where}.{extra[0][0]}: {message}") from None
         key, message = _describe(error)
         raise ClaimError(f"{where}.{key}: {message}") from None
     for key, wanted in checked.where.items():

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from .. import derived, metrics
-from .colors import CCColors, flow_ccs
 from ..defaults import DEFAULT_BIN_MS, DEFAULT_JAIN_WINDOW_S, DEFAULT_MAX_POINTS
+from .colors import CCColors, flow_ccs
 from .figure import DFig, Fig, decimate, layout, lines
 from .state_figure import cc_state_figure
 

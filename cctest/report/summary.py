@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..metric_table import COMPARED, RUN_METRICS
 from ..jsonsafe import json_safe
+from ..metric_table import COMPARED, RUN_METRICS
 from ..record import LINK_SETTINGS
 from .load import Run, shown
 from .provenance import provenance, scenario_tags
@@ -98,7 +98,7 @@ def failing_checks(checks: dict | None) -> str:
 
 def summarize(runs: list[Run], results: list[dict]) -> Summary:
     run_rows, flow_rows, group_rows = [], [], []
-    for run, res in zip(runs, results):
+    for run, res in zip(runs, results, strict=True):
         ident = identity(run)
         row = dict(ident)
         row.update(res["run"])

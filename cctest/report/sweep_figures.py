@@ -296,7 +296,7 @@ def _mean_ci(df: pd.DataFrame, by: list[str], y: str) -> pd.DataFrame:
     rows = []
     for k, g in df.groupby(by, dropna=False, sort=True):
         mean, ci, n = stats.mean_ci95(pd.to_numeric(g[y], errors="coerce"))
-        rows.append(dict(zip(by, k if isinstance(k, tuple) else (k,)), mean=mean, ci=ci, n=n))
+        rows.append(dict(zip(by, k if isinstance(k, tuple) else (k,), strict=True), mean=mean, ci=ci, n=n))
     return pd.DataFrame(rows)
 
 
@@ -316,7 +316,7 @@ def _line_colors(lines: list, colors: CCColors | None) -> dict:
     ccs = [str(lv).split(" ", 1)[0] for lv in lines]
     if all(colors.knows(cc) for cc in ccs):
         return {lv: colors.shade(cc, [c for c in ccs[:i]].count(cc), ccs.count(cc))
-                for i, (lv, cc) in enumerate(zip(lines, ccs))}
+                for i, (lv, cc) in enumerate(zip(lines, ccs, strict=True))}
     return {lv: sequential(i, len(lines)) for i, lv in enumerate(lines)}
 
 
