@@ -692,5 +692,6 @@ def test_without_an_experiments_file_here_the_recorded_claims_judge_and_the_firs
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[0] == ("judging the runs with the claims recorded in their scenario.yaml "
                                              "(no experiments.yaml here)")
-    named = CliRunner().invoke(main, ["check", str(recorded_with_claims), "-f", "mine.yaml", "-o", str(tmp_path / "d.json")])
+    named = CliRunner().invoke(main, ["check", str(recorded_with_claims), "-f", "mine.yaml",
+                                      "-o", str(tmp_path / "d.json")])
     assert named.exit_code == 2 and "mine.yaml: no such experiments file" in named.output

@@ -63,7 +63,8 @@ def test_find_takes_only_a_complete_build_of_this_fragment_and_patches(tmp_path)
     (target / "tree" / "Module.symvers").write_text("")
     build = umlkernel.find(env, version="6.1.192-2")
     assert build is not None and build.dir == target and build.release == "6.1.192"
-    assert build.meta()["inputs_sha256"] == sha and build.meta()["patches"] == ["host-xstate-size.patch", "rng-seed.patch"]
+    assert build.meta()["inputs_sha256"] == sha
+    assert build.meta()["patches"] == ["host-xstate-size.patch", "rng-seed.patch"]
 
 
 @pytest.mark.skipif(umlkernel.source_version() is None, reason="linux-source-6.1 not installed")

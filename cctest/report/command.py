@@ -208,7 +208,8 @@ def check_command(paths, output, skip_s, markdown, readme, no_fail, as_json, exp
     for note in notes:
         click.echo(printable(f"warning: {note}"), err=True)
     if not verdicts:
-        whose = "records an expect: list" if claims.file is None else f"is of a scenario of {experiments_file} with claims"
+        whose = ("records an expect: list" if claims.file is None
+                 else f"is of a scenario of {experiments_file} with claims")
         raise BadInput(f"no claims: none of the {len(runs)} run(s) {whose}")
     verdicts_json = jsonsafe.dumps(claims_json(verdicts, notes), indent=1)
     if as_json:
