@@ -411,9 +411,10 @@ VM_COSTS = {
     # QEMU's instruction-counted clock (bench/vm_clock.py, 2 VMs on 2 cores): 2.0 for one flow at
     # 20 Mbit/s, 3.0 at 50; six flows at 50 Mbit/s with tcp_probe, 9.3.
     "qemu": VMCost(base=1.33, per_mbps=0.033, per_extra_flow=0.42),
-    # UML's time travel (docs/papers.md, "What the campaigns cost": two UML guests on 2 cores, all
-    # captures on, boot and per-run set-up included).
-    "uml": VMCost(base=0.33, per_mbps=0.0059, per_extra_flow=0.087),
+    # UML's time travel: fitted to the paper-scale campaign's cost lines (docs/papers.md, "What the
+    # campaigns cost": two guests on 2 cores, all captures on, boot and per-run set-up included):
+    # two flows 0.26 at 20 Mbit/s, 0.36 at 50, 0.44 at 100; five flows at 20 Mbit/s 0.58.
+    "uml": VMCost(base=0.133, per_mbps=0.00136, per_extra_flow=0.65),
 }
 
 
