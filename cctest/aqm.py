@@ -26,13 +26,17 @@ from .wire import ETHERNET_FRAME_BYTES
 # -- parameters ----------------------------------------------------------------------------------
 
 
+# tc reads times in whole microseconds: a shorter target or interval would reach the kernel as 0.
+TC_TIME_RESOLUTION_MS = 0.001
+
+
 class AqmParams(Strict):
     pass
 
 
 class CodelParams(AqmParams):
-    target_ms: float = Field(default=5.0, gt=0, le=1000)  # acceptable standing queue delay
-    interval_ms: float = Field(default=100.0, gt=0, le=10_000)  # about a worst-case RTT
+    target_ms: float = Field(default=5.0, ge=TC_TIME_RESOLUTION_MS, le=1000)  # acceptable standing queue delay
+    interval_ms: float = Field(default=100.0, ge=TC_TIME_RESOLUTION_MS, le=10_000)  # about a worst-case RTT
 
     @model_validator(mode="after")
     def target_within_interval(self) -> CodelParams:
@@ -48,8 +52,9 @@ class FqCodelParams(CodelParams):
 
 
 class PieParams(AqmParams):
-    target_ms: float = Field(default=15.0, gt=0, le=1000)
-    tupdate_ms: float = Field(default=15.0, gt=0, le=1000)  # how often the drop probability is updated
+    target_ms: float = Field(default=15.0, ge=TC_TIME_RESOLUTION_MS, le=1000)
+    # how often the drop probability is updated
+    tupdate_ms: float = Field(default=15.0, ge=TC_TIME_RESOLUTION_MS, le=1000)
     alpha: StrictInt = Field(default=2, ge=0, le=32)  # weights of the delay error and of its trend
     beta: StrictInt = Field(default=20, ge=0, le=32)
 

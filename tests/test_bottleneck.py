@@ -126,7 +126,10 @@ def test_the_shaper_burst_is_4_ms_and_never_below_two_frames():
      ["not a parameter of codel", "allowed: target_ms, interval_ms"]),
     ("{aqm_params: {target_ms: 5}}", "link.aqm_params.target_ms",
      ["not a parameter of fifo", "fifo takes no parameters"]),
-    ("{aqm: fq_codel, aqm_params: {target_ms: -1}}", "link.aqm_params.target_ms", ["greater than 0"]),
+    ("{aqm: fq_codel, aqm_params: {target_ms: -1}}", "link.aqm_params.target_ms", ["greater than or equal to 0.001"]),
+    # tc reads whole microseconds: 0.4 us would reach the kernel as a target of 0
+    ("{aqm: codel, aqm_params: {target_ms: 0.0004}}", "link.aqm_params.target_ms", ["greater than or equal to 0.001"]),
+    ("{aqm: pie, aqm_params: {tupdate_ms: 0.0009}}", "link.aqm_params.tupdate_ms", ["greater than or equal to 0.001"]),
     ("{aqm: pie, aqm_params: {alpha: 40}}", "link.aqm_params.alpha", ["less than or equal to 32"]),
     ("{aqm: red, aqm_params: {min_ms: 20, max_ms: 10}}", "link.aqm_params.min_ms", ["not below max_ms"]),
     ("{aqm: red, aqm_params: {max_ms: 200}}", "link.aqm_params.max_ms", ["250000 bytes", "buffer's 125000 bytes"]),
