@@ -109,6 +109,18 @@ def _trust_problem(info: os.stat_result, kind: str) -> str | None:
     return None
 
 
+def _parent_problem(state_dir: Path) -> tuple[Path, str] | None:
+    """An ancestor through which another user could replace the state directory: one owned by
+    another user (root aside), or writable by others without the sticky bit (as /tmp has)."""
+    for parent in state_dir.resolve().parents:
+        info = os.stat(parent)
+        if info.st_uid not in (0, os.geteuid()):
+            return parent, f"owned by uid {info.st_uid}"
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            return parent, f"writable by others without the sticky bit (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
 def check_state_dir(state_dir: Path) -> None:
     """Make the state directory (mode 0700) or check one that exists: it, and the journal and lock
     in it, belong to this user and are writable by no one else (CCTEST_STATE_DIR names another)."""
@@ -118,6 +130,9 @@ def check_state_dir(state_dir: Path) -> None:
     except OSError as error:
         raise UntrustedStateDir(f"{state_dir}: cannot use as cctest's state directory ({error.strerror})") from None
     problem = _trust_problem(info, "directory")
+    parent = _parent_problem(state_dir) if problem is None else None
+    if parent is not None:
+        state_dir, problem = parent[0], f"a parent of the state directory, {parent[1]}"
     if problem is None:
         for name in ("active.json", "lock"):
             try:

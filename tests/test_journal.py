@@ -314,11 +314,16 @@ def test_a_hostile_journal_is_refused_entry_by_entry_and_nothing_is_touched(tmp_
     assert alive(outsider)
 
 
-@pytest.mark.parametrize("damage", ["group-writable", "other owner", "symlink", "journal other-writable"])
+@pytest.mark.parametrize("damage", ["group-writable", "other owner", "symlink", "journal other-writable",
+                                    "parent writable by all", "parent of another owner"])
 def test_a_state_directory_someone_else_could_write_is_refused(tmp_path, damage):
-    state = tmp_path / "state"
+    state = tmp_path / "shared" / "state"
     killed_journal(state)
-    if damage == "group-writable":
+    if damage == "parent writable by all":  # another user could rename it away and put their own there
+        state.parent.chmod(0o777)
+    elif damage == "parent of another owner":
+        os.chown(state.parent, 65534, 65534)
+    elif damage == "group-writable":
         state.chmod(0o775)
     elif damage == "other owner":
         os.chown(state, 65534, 65534)
@@ -335,6 +340,15 @@ def test_a_state_directory_someone_else_could_write_is_refused(tmp_path, damage)
     assert "CCTEST_STATE_DIR" in result.stderr and "Traceback" not in result.stderr
     with pytest.raises(journal.UntrustedStateDir):
         Journal(state).acquire("run")
+
+
+def test_a_state_directory_under_a_sticky_shared_parent_is_accepted(tmp_path):
+    # /tmp's mode: writable by all, but only an entry's owner may rename or delete it
+    (tmp_path / "shared").mkdir(mode=0o777)
+    (tmp_path / "shared").chmod(0o1777)
+    j = Journal(tmp_path / "shared" / "state")
+    j.acquire("run")
+    j.finish()
 
 
 def test_a_new_state_directory_is_made_for_its_user_alone(tmp_path):
