@@ -418,7 +418,8 @@ def _print_dry_run(specs: list, vm_clock, as_json: bool) -> None:
     from . import dumbbell
 
     if as_json:
-        print_json([dry_run_json(spec, vm_clock) for spec in specs])
+        engine = vm_engine()
+        print_json([dry_run_json(spec, vm_clock, engine) for spec in specs])
         return
     for spec in specs:
         click.echo(dumbbell.describe(spec))
@@ -441,9 +442,9 @@ def _execute(specs: list, opts) -> None:
         errors.say(console, f"run directory: {run_dir}")
 
 
-def dry_run_json(spec, vm_clock) -> dict:
+def dry_run_json(spec, vm_clock, engine: str) -> dict:
     """One planned run as `run --dry-run --json` prints it: what it runs, on which link, its seed and
-    the estimated wall time."""
+    the estimated wall time (with --vm on `engine`)."""
     import dataclasses
 
     from . import dumbbell
@@ -455,7 +456,7 @@ def dry_run_json(spec, vm_clock) -> dict:
             "modules": spec.modules, "vm_clock": {"kind": vm_clock.kind, "icount_shift": vm_clock.shift,
                                                   "kvm": vm_clock.kvm},
             "estimate_s": {"native": estimated_wall_s(spec, vm=False),
-                           "vm": estimated_wall_s(spec, vm=True, engine=vm_engine())},
+                           "vm": estimated_wall_s(spec, vm=True, engine=engine)},
             "plan": dumbbell.describe(spec)}
 
 
