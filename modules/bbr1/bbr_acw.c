@@ -316,6 +316,12 @@ static void acw_decide_ack(struct sock *sk, struct acw *a, u32 base,
 	acw_apply(sk, a, gain, false);
 }
 
+/* I <= 1.25 Q, i.e. T <= 1.25 p (Alg. 1 l.5, l.11): little queue. */
+static bool acw_low_queue(u32 t, u32 p, u32 thresh_x1000)
+{
+	return (u64)t * 1000 <= (u64)p * thresh_x1000;
+}
+
 /* decide = 0: did this ACK end the 1.25 probe phase? */
 static bool acw_probe_ended(const struct bbr1 *b, struct acw *a)
 {
@@ -338,8 +344,8 @@ static void acw_decide_cycle(struct sock *sk, struct acw *a, u32 base,
 	if (!t || !a->last_d)
 		return;				/* nothing measured yet */
 	acw_sample(a, a->last_d, t, p);
-	a->kase = acw_choose(a, base, (u64)t * 1000 <= (u64)p * thresh,
-			     rtt3_above, a->loss_in_cycle, &gain);
+	a->kase = acw_choose(a, base, acw_low_queue(t, p, thresh), rtt3_above,
+			     a->loss_in_cycle, &gain);
 	a->loss_in_cycle = 0;
 	bbr1_trace_request(sk);
 	acw_apply(sk, a, gain, false);
@@ -378,8 +384,7 @@ static void acw_on_model(struct sock *sk, const struct rate_sample *rs,
 	if (mode == ACW_PER_CYCLE || !d)
 		return;			/* no rate sample: keep the gain */
 	acw_sample(a, d, t, p);
-	/* I <= 1.25 Q, i.e. T <= 1.25 p (l.5, l.11) */
-	low_queue = (u64)t * 1000 <= (u64)p * thresh;
+	low_queue = acw_low_queue(t, p, thresh);
 	if (mode == ACW_PER_ROUND)
 		acw_vote(a, low_queue);
 	else
