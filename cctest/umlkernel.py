@@ -2,7 +2,8 @@
 it was built from.
 
 The cache directory is `<cache root>/uml/<linux-source version>-<first 12 hex of the inputs'
-sha256>/`, the inputs being the config fragment followed by the patches (scripts/uml/patches/, in
+sha256>/`, the inputs being the config fragment, the build identity (the KBUILD_BUILD_* words the
+kernel prints about itself and mixes into its generator) and the patches (scripts/uml/patches/, in
 name order), the cache root $CCTEST_CACHE, else $XDG_CACHE_HOME/cctest, else ~/.cache/cctest (the
 same rule as the script). It holds `linux` (the kernel, an ordinary host executable), `tree/` (the
 configured source with Module.symvers: out-of-tree modules build against it) and `build.env`
@@ -22,6 +23,7 @@ from .errors import CctestError
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FRAGMENT = REPO_ROOT / "scripts" / "uml" / "cctest.config"
 PATCHES = REPO_ROOT / "scripts" / "uml" / "patches"
+IDENTITY = REPO_ROOT / "scripts" / "uml" / "build-identity.env"
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "uml-kernel.sh"
 SOURCE_PACKAGE = "linux-source-6.1"
 HASH_CHARS = 12
@@ -40,16 +42,17 @@ def cache_root(environ: dict[str, str] | None = None) -> Path:
     return base / "cctest" / "uml"
 
 
-def inputs(fragment: Path = FRAGMENT, patches: Path = PATCHES) -> list[Path]:
-    """What a build is made from besides the source: the fragment, then the patches by name."""
-    return [fragment, *sorted(patches.glob("*.patch"))]
+def inputs(fragment: Path = FRAGMENT, patches: Path = PATCHES, identity: Path = IDENTITY) -> list[Path]:
+    """What a build is made from besides the source: the fragment, the build identity, then the
+    patches by name."""
+    return [fragment, identity, *sorted(patches.glob("*.patch"))]
 
 
-def inputs_sha256(fragment: Path = FRAGMENT, patches: Path = PATCHES) -> str:
-    """The sha256 of the inputs' bytes one after another (the script's `cat fragment patches |
-    sha256sum`)."""
+def inputs_sha256(fragment: Path = FRAGMENT, patches: Path = PATCHES, identity: Path = IDENTITY) -> str:
+    """The sha256 of the inputs' bytes one after another (the script's `cat fragment identity
+    patches | sha256sum`)."""
     digest = hashlib.sha256()
-    for path in inputs(fragment, patches):
+    for path in inputs(fragment, patches, identity):
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
@@ -86,7 +89,7 @@ class KernelBuild:
 
     def meta(self) -> dict:
         return {"source": f"{SOURCE_PACKAGE} {self.version}", "release": self.release,
-                "inputs_sha256": self.inputs_sha256, "patches": [p.name for p in inputs()[1:]],
+                "inputs_sha256": self.inputs_sha256, "patches": [p.name for p in inputs()[2:]],
                 "binary": str(self.binary)}
 
 

@@ -3,7 +3,8 @@
 # the patches scripts/uml/patches/*.patch and the config fragment scripts/uml/cctest.config, and
 # caches the binary plus the tree that out-of-tree modules build against under
 #   ${CCTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cctest}/uml/<source version>-<inputs hash>/
-# where the inputs hash covers the fragment and the patches (any edit of either builds anew).
+# where the inputs hash covers the fragment, the build identity (scripts/uml/build-identity.env) and
+# the patches (any edit of one builds anew).
 # (cctest/umlkernel.py finds it by the same rule). A no-op when that directory is complete.
 # Debian's own user-mode-linux package cannot serve: it has no time travel.
 #
@@ -17,13 +18,14 @@ cd "$(dirname "$0")/.."
 series=6.1
 package=linux-source-$series
 fragment=scripts/uml/cctest.config
+identity=scripts/uml/build-identity.env
 # C collation: the same order as cctest/umlkernel.py's sorted(), which hashes the same bytes
 patches=$(LC_ALL=C ls scripts/uml/patches/*.patch 2>/dev/null || true)
 jobs=${CCTEST_UML_JOBS:-$(nproc)}
 
 source_version() { dpkg-query -W -f='${Version}' "$package" 2>/dev/null || true; }
 # shellcheck disable=SC2086  # one word per patch file
-inputs_sha256() { cat "$fragment" $patches | sha256sum | cut -d' ' -f1; }
+inputs_sha256() { cat "$fragment" "$identity" $patches | sha256sum | cut -d' ' -f1; }
 fragment_hash() { inputs_sha256 | cut -c1-12; }
 cache_root="${CCTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cctest}/uml"
 
@@ -104,6 +106,11 @@ if [ $bad != 0 ]; then
   exit 1
 fi
 
+# The kernel's text about its build comes from the identity file, not from this host and hour.
+set -a
+# shellcheck source=uml/build-identity.env
+. "$identity"
+set +a
 nice -n 10 make -s -C "$tree" ARCH=um -j"$jobs" all
 test -f "$tree/Module.symvers"
 cp "$tree/linux" "$work/linux"

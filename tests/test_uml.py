@@ -27,20 +27,27 @@ def test_cache_root_follows_cctest_cache_then_xdg_then_home():
     assert umlkernel.cache_root({"HOME": "/h"}) == Path("/h/.cache/cctest/uml")
 
 
-def test_the_cache_key_changes_with_the_fragment_and_with_the_patches(tmp_path):
-    fragment, patches = tmp_path / "f.config", tmp_path / "patches"
+def test_the_cache_key_changes_with_the_fragment_the_identity_and_the_patches(tmp_path):
+    fragment, patches, identity = tmp_path / "f.config", tmp_path / "patches", tmp_path / "identity.env"
     patches.mkdir()
     fragment.write_text("CONFIG_UML_TIME_TRAVEL_SUPPORT=y\n")
-    keys = [umlkernel.cache_key("6.1.192-2", umlkernel.inputs_sha256(fragment, patches))]
+    identity.write_text("KBUILD_BUILD_HOST=a\n")
+
+    def key() -> str:
+        return umlkernel.cache_key("6.1.192-2", umlkernel.inputs_sha256(fragment, patches, identity))
+
+    keys = [key()]
     fragment.write_text("CONFIG_UML_TIME_TRAVEL_SUPPORT=y\nCONFIG_NET_SCH_CAKE=y\n")
-    keys.append(umlkernel.cache_key("6.1.192-2", umlkernel.inputs_sha256(fragment, patches)))
+    keys.append(key())
+    identity.write_text("KBUILD_BUILD_HOST=b\n")
+    keys.append(key())
     (patches / "a.patch").write_text("--- a/x\n+++ b/x\n")
-    keys.append(umlkernel.cache_key("6.1.192-2", umlkernel.inputs_sha256(fragment, patches)))
+    keys.append(key())
     (patches / "a.patch").write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n")
-    keys.append(umlkernel.cache_key("6.1.192-2", umlkernel.inputs_sha256(fragment, patches)))
-    assert len(set(keys)) == 4
+    keys.append(key())
+    assert len(set(keys)) == 5
     assert all(k.startswith("6.1.192-2-") and len(k.rsplit("-", 1)[1]) == 12 for k in keys)
-    assert umlkernel.inputs(fragment, patches) == [fragment, patches / "a.patch"]
+    assert umlkernel.inputs(fragment, patches, identity) == [fragment, identity, patches / "a.patch"]
 
 
 def _fake_build(directory: Path, version: str, sha256: str, complete: bool = True) -> None:
