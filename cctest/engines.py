@@ -13,17 +13,37 @@ boots a guest that runs one command (`cctest run --native --in-vm ...`) and stop
 from __future__ import annotations
 
 import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from . import uml, umlkernel, vm
-from .kmod import release_of_kernel_image
+from . import uml, umlkernel, umlshare, vm
+from .kmod import REPO_ROOT, release_of_kernel_image
 
 ENGINES = ("qemu", "uml")
 # `auto`: UML where its kernel is built (it agrees with QEMU within run-to-run spread and costs 3-5x
 # less; docs/uml.md, "Equivalence"), else QEMU, which needs nothing built.
 DEFAULT_ENGINE = "auto"
 CHOICES = ("auto", *ENGINES)
+
+
+@dataclass(frozen=True)
+class Places:
+    """Where one guest's cctest finds its interpreter and experiments file and writes its runs and
+    manifest, in the guest's own names; the host's name for the manifest, and for a run directory
+    the manifest lists once the guest has ended."""
+
+    python: str
+    src: str
+    experiments: str
+    out: str
+    manifest: str
+    host_manifest: Path
+    to_host: Callable[[str], Path]
+    home: umlshare.Home | None = None
 
 
 class Guest(Protocol):
@@ -37,19 +57,22 @@ class Guest(Protocol):
 
 class Engine(Protocol):
     name: str
+    boot_per_run: bool  # a fresh guest, seeded with the run's seed, for every run
 
     def describe(self) -> str: ...
     def release(self) -> str: ...
     def module_build(self) -> tuple[Path | None, tuple[str, ...]]: ...
     def meta(self) -> dict: ...
-    def start(self, guest_cmd: list[str], out: Path, index: int, log: Path | None,
-              seed: int | None = None) -> Guest: ...
+    def places(self, out: Path, index: int, experiments: Path) -> Places: ...
+    def start(self, guest_cmd: list[str], places: Places, index: int, log: Path | None,
+              seed: int | None = None, slot: int | None = None) -> Guest: ...
     def stop_all(self, guests: list[Guest]) -> None: ...
     def problems(self, guests: list[Guest]) -> list[str]: ...
 
 
 class QemuEngine:
     name = "qemu"
+    boot_per_run = False  # a boot costs tens of seconds, and the stock kernel takes no seed
 
     def __init__(self, kernel: Path, clock: vm.VMClock):
         self.kernel = kernel
@@ -68,11 +91,19 @@ class QemuEngine:
         return {"name": self.name, "kernel": {"image": str(self.kernel), "release": self.release()},
                 "clock": self.clock.kind, "icount_shift": self.clock.shift if self.clock.kind == "virtual" else None}
 
-    def start(self, guest_cmd: list[str], out: Path, index: int, log: Path | None,
-              seed: int | None = None) -> Guest:
-        # `seed` is not used: the stock kernel takes its randomness from the VM's devices and CPU.
+    def places(self, out: Path, index: int, experiments: Path) -> Places:
+        """virtme-ng shares the host's root and --out at their own paths."""
+        manifest = out / f".manifest-{self.name}-{os.getpid()}-{index}.txt"
+        manifest.unlink(missing_ok=True)
+        return Places(python=sys.executable, src=str(REPO_ROOT), experiments=str(experiments.resolve()), out=str(out),
+                      manifest=str(manifest), host_manifest=manifest, to_host=Path)
+
+    def start(self, guest_cmd: list[str], places: Places, index: int, log: Path | None,
+              seed: int | None = None, slot: int | None = None) -> Guest:
+        # `seed` and `slot` are not used: QEMU guests are not pinned, and the stock kernel takes its
+        # randomness from the VM's devices and CPU.
         # vm.start hands the guest its clock settings; the engine's own record comes as one more variable.
-        return vm.start(self.kernel, guest_cmd, [out], self.clock, log=log,
+        return vm.start(self.kernel, guest_cmd, [Path(places.out)], self.clock, log=log,
                         extra_env={"CCTEST_ENGINE_META": json.dumps(self.meta())})
 
     def stop_all(self, guests: list[Guest]) -> None:
@@ -85,6 +116,7 @@ class QemuEngine:
 
 class UmlEngine:
     name = "uml"
+    boot_per_run = True  # a boot costs about a host second
 
     def __init__(self, build: umlkernel.KernelBuild):
         self.build = build
@@ -113,14 +145,25 @@ class UmlEngine:
             env["CCTEST_VM_FIXED_CALENDAR"] = "1"
         return env
 
-    def start(self, guest_cmd: list[str], out: Path, index: int, log: Path | None,
-              seed: int | None = None) -> Guest:
-        out = out.resolve()
-        cpu = uml.cpu_for(index)
-        env = {"PATH": vm.guest_path(), **self.guest_env(cpu=cpu, seed=seed), **vm.host_clock_env(out),
-               **vm.host_made_env()}
-        return uml.start(self.build, guest_cmd, out, env, index=index, cpu=cpu, log=log or out / f".vm-{index}.log",
-                         echo=log is None, seed=seed)
+    def places(self, out: Path, index: int, experiments: Path) -> Places:
+        """A fresh home under --out (umlshare): the guest sees fixed paths only, and writes into an
+        empty directory that the host merges into --out when the guest has ended."""
+        home = umlshare.prepare(out.resolve(), index)
+        return Places(python=umlshare.guest_python(), src=str(umlshare.GUEST_SRC),
+                      experiments=home.stage(experiments, "experiments.yaml"),
+                      out=str(umlshare.GUEST_OUT), manifest=home.guest(home.manifest), host_manifest=home.manifest,
+                      to_host=home.to_host, home=home)
+
+    def start(self, guest_cmd: list[str], places: Places, index: int, log: Path | None,
+              seed: int | None = None, slot: int | None = None) -> Guest:
+        home = places.home
+        assert home is not None, "UML guests boot in a home made by places()"
+        cpu = uml.cpu_for(index if slot is None else slot)
+        # cctest imported from the checkout's fixed place, never through the venv's own record of it
+        env = {"PATH": umlshare.guest_path(), "PYTHONPATH": str(umlshare.GUEST_SRC),
+               **self.guest_env(cpu=cpu, seed=seed), **vm.host_clock_env(umlshare.GUEST_HOME), **vm.host_made_env()}
+        return uml.start(self.build, guest_cmd, home, env, index=index, cpu=cpu,
+                         log=log or home.out / f".vm-{index}.log", echo=log is None, seed=seed)
 
     def stop_all(self, guests: list[Guest]) -> None:
         for guest in guests:  # all asked first: they tear down in parallel
@@ -148,6 +191,16 @@ def resolve(name: str, kernel: str | None, clock: vm.VMClock) -> str:
         return name
     qemu_asked = kernel or clock.kind != "virtual" or clock.kvm or clock.shift != vm.DEFAULT_ICOUNT_SHIFT
     return "uml" if not qemu_asked and umlkernel.find() is not None else "qemu"
+
+
+def auto_reason(kernel: str | None, clock: vm.VMClock) -> str:
+    """Why `--engine auto` stands for what `resolve` says, in words a user can act on."""
+    if kernel or clock.kind != "virtual" or clock.kvm or clock.shift != vm.DEFAULT_ICOUNT_SHIFT:
+        return "a QEMU option (--kernel, --clock wall, --kvm or --icount-shift) was given"
+    if umlkernel.find() is not None:
+        return "the UML kernel is built"
+    return (f"no UML kernel is built for this checkout ({umlkernel.BUILD_SCRIPT.relative_to(umlkernel.REPO_ROOT)} "
+            "builds it, about 10 min; UML costs 3-5x less host time)")
 
 
 def choose(name: str, kernel: str | None, clock: vm.VMClock) -> Engine:

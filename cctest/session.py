@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -276,7 +275,11 @@ def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[
         # vng reads `--rwdir GUEST=HOST` and splits lists on commas: such a path shares the wrong place.
         raise BadInput(f"--out {opts.out}: with --vm the path may not contain '=' or ','")
     require_samplers()  # the guest runs this same Python environment
-    engine = engines.choose(opts.engine, opts.kernel, opts.clock or vm.VMClock.choose(None, None, opts.kvm))
+    clock = opts.clock or vm.VMClock.choose(None, None, opts.kvm)
+    engine = engines.choose(opts.engine, opts.kernel, clock)
+    if opts.engine == "auto":
+        console.print(f"engine: {engine.name} (--engine auto: {engines.auto_reason(opts.kernel, clock)})",
+                      highlight=False)
     release = engine.release()
     with contextlib.ExitStack() as held:
         if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules):
@@ -310,29 +313,27 @@ def out_dir_lock(out: Path):
 def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, engine: engines.Engine) -> list[Path]:
     clock = opts.clock or vm.VMClock.choose(None, None, opts.kvm)
     out = opts.out.resolve()
-    parts = split_for_vms(specs, vm_jobs(opts.jobs, clock, len(specs), console))
+    slots = vm_jobs(opts.jobs, clock, len(specs), console)
+    parts = guest_parts(specs, slots, engine)
     vm.precompile_package()
-    guests = []
-    for k, part in enumerate(parts):
-        manifest = out / f".manifest-{engine.name}-{os.getpid()}-{k}.txt"
-        manifest.unlink(missing_ok=True)
-        cmd = guest_command(opts, part, out, manifest)
-        # the guest's kernel is seeded with its first run's seed; its later runs continue that stream
-        guests.append((cmd, manifest, len(part), specs[part[0]].seed))
-    console.print(f"booting {len(parts)} guest(s): {engine.describe()}")
+    # a guest's kernel is seeded with its first run's seed (with one boot per run, its own)
+    guests = [Guest(part, specs[part[0]].seed) for part in parts]
+    console.print(f"booting {len(parts)} guest(s), {min(slots, len(parts))} at a time: {engine.describe()}")
     codes: list[int] = []
     crashes: dict[int, str] = {}
     started = time.monotonic()
     try:
         # every VM's console goes to out/.vm-<k>.log (kept in its run directories), one VM or many
-        codes = _run_parallel(engine, guests, out, console)
-        console.print(cost_line(specs, parts, time.monotonic() - started, engine.name), highlight=False)
+        codes = _run_pool(engine, guests, opts, out, slots, console)
+        console.print(cost_line(specs, parts, time.monotonic() - started, engine.name, slots), highlight=False)
     finally:
         run_dirs = []
-        for k, (_, manifest, _, _) in enumerate(guests):
-            mine = read_manifest(manifest)
+        for k, guest in enumerate(guests):
+            if guest.places is None:
+                continue  # never booted
+            mine = guest.run_dirs()
             run_dirs += mine
-            manifest.unlink(missing_ok=True)
+            guest.places.host_manifest.unlink(missing_ok=True)
             crash = keep_console(out / f".vm-{k}.log", mine)
             if crash and k < len(codes) and codes[k] != 0:
                 crashes[k] = crash
@@ -358,24 +359,55 @@ def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, e
 GUEST_CONSOLE = "guest-console.log"
 
 
-def cost_line(specs: list[RunSpec], parts: list[list[int]], wall_s: float, engine: str) -> str:
+@dataclass
+class Guest:
+    """One guest of a session: the runs it makes (indices into the selection), its kernel's seed,
+    and once booted where it keeps its files and its process."""
+
+    part: list[int]
+    seed: int | None
+    places: engines.Places | None = None
+    proc: engines.Guest | None = None
+
+    def run_dirs(self) -> list[Path]:
+        """The run directories it has written, by their host paths."""
+        assert self.places is not None
+        return [self.places.to_host(line) for line in read_manifest(self.places.host_manifest)]
+
+
+def guest_parts(specs: list[RunSpec], slots: int, engine: engines.Engine) -> list[list[int]]:
+    """Which runs each guest makes. An engine that boots a guest per run gives every run a fresh
+    kernel seeded with that run's own seed, so that -j, a shard or --only cannot change what a run
+    measures; the dearest runs go first, so that the last ones to end are short. Otherwise (QEMU,
+    whose boot costs tens of seconds and whose runs are not seeded) one guest per slot."""
+    if not engine.boot_per_run:
+        return split_for_vms(specs, slots)
+    order = sorted(range(len(specs)), key=lambda i: (-estimated_wall_s(specs[i], vm=True, engine=engine.name), i))
+    return [[i] for i in order]
+
+
+def cost_line(specs: list[RunSpec], parts: list[list[int]], wall_s: float, engine: str, slots: int) -> str:
     """What the session cost, beside what the cost model `cctest list` uses had estimated, so that a
-    user can check the estimate: host seconds per guest second of the flows, per VM."""
+    user can check the estimate: host seconds per guest second of the flows, per VM slot."""
+    slots = max(1, min(slots, len(parts)))
     guest_s = sum(specs[i].scenario.duration_s for part in parts for i in part)
-    estimate_s = max(sum(estimated_wall_s(specs[i], vm=True, engine=engine) for i in part) for part in parts)
-    per_guest_s = wall_s * len(parts) / guest_s if guest_s else 0.0
+    loads = [0.0] * slots
+    for part in parts:  # the guests start in order, each on the slot that frees first
+        loads[loads.index(min(loads))] += sum(estimated_wall_s(specs[i], vm=True, engine=engine) for i in part)
+    per_guest_s = wall_s * slots / guest_s if guest_s else 0.0
     return (f"cost: {wall_s:.0f} host s for {guest_s:.0f} guest s of flows in {len(parts)} {engine} VM(s), "
-            f"{per_guest_s:.2f} host s per guest s per VM (estimated {estimate_s:.0f} host s)")
+            f"{slots} at a time, {per_guest_s:.2f} host s per guest s per VM (estimated {max(loads):.0f} host s)")
 
 
-def guest_command(opts: RunOptions, part: list[int], out: Path, manifest: Path) -> list[str]:
+def guest_command(opts: RunOptions, part: list[int], places: engines.Places) -> list[str]:
     """The `cctest run --native` a guest runs for the selected runs at `part` (indices into the
-    selection): the same plan as the host's, and its runs named by their places in that plan, so a
-    shard, --only points or a VM's share all reach the guest as the host chose them."""
-    places = [opts.plan_indices[i] for i in part] if opts.plan_indices is not None else part
-    cmd = [sys.executable, "-m", "cctest", "run", *opts.names, "-f", str(opts.experiments_file.resolve()),
-           "--out", str(out), "--native", "--in-vm", "--no-ingest", "--manifest", str(manifest),
-           "--only-runs", ",".join(map(str, places))]
+    selection), in the guest's own paths: the same plan as the host's, and its runs named by their
+    places in that plan, so a shard, --only points or a VM's share all reach the guest as the host
+    chose them."""
+    in_plan = [opts.plan_indices[i] for i in part] if opts.plan_indices is not None else part
+    cmd = [places.python, "-m", "cctest", "run", *opts.names, "-f", places.experiments,
+           "--out", places.out, "--native", "--in-vm", "--no-ingest", "--manifest", places.manifest,
+           "--only-runs", ",".join(map(str, in_plan))]
     if opts.repetitions is not None:
         cmd += ["--repetitions", str(opts.repetitions)]
     if opts.first_repetition:
@@ -398,35 +430,52 @@ def keep_console(log: Path, run_dirs: list[Path]) -> str | None:
     return vm.guest_crash(text)
 
 
-def read_manifest(manifest: Path) -> list[Path]:
-    """The run directories a VM wrote, one per line (a path may hold spaces)."""
+def read_manifest(manifest: Path) -> list[str]:
+    """The run directories a VM wrote, one per line as the guest names them (a path may hold spaces)."""
     if not manifest.exists():
         return []
-    return [Path(line) for line in manifest.read_text().splitlines() if line.strip()]
+    return [line for line in manifest.read_text().splitlines() if line.strip()]
 
 
-def _run_parallel(engine: engines.Engine, guests: list, out: Path, console: Console) -> list[int]:
-    """Boot one VM per part at once, each with its console in out/.vm-<k>.log; say which run each
-    is on as its manifest grows."""
-    procs = [engine.start(cmd, out, k, out / f".vm-{k}.log", seed=seed) for k, (cmd, _, _, seed) in enumerate(guests)]
-    seen = [0] * len(procs)
+POOL_POLL_S = 2.0
+
+
+def _run_pool(engine: engines.Engine, guests: list[Guest], opts: RunOptions, out: Path, slots: int,
+              console: Console) -> list[int]:
+    """Boot the guests in order, at most `slots` at a time, each pinned to a slot's CPU and with its
+    console in out/.vm-<k>.log; say which run each is on as its manifest grows. On an interrupt the
+    running guests are asked to stop (they keep what they measured) and the rest never boot."""
+    waiting = list(range(len(guests)))
+    running: dict[int, int] = {}  # guest -> slot
+    seen = [0] * len(guests)
     try:
-        while True:
-            for k, (_, manifest, total, _) in enumerate(guests):
-                dirs = read_manifest(manifest)
-                for n, line in enumerate(dirs[seen[k]:], start=seen[k] + 1):
-                    say(console, f"VM {k}: run {n}/{total} {Path(line).parent.name}/{Path(line).name}")
-                seen[k] = len(dirs)
-            if all(proc.poll() is not None for proc in procs):
-                break
-            time.sleep(2)
+        while waiting or running:
+            free = [slot for slot in range(slots) if slot not in running.values()]
+            while waiting and free:
+                k, slot = waiting.pop(0), free.pop(0)
+                guest = guests[k]
+                guest.places = engine.places(out, k, opts.experiments_file)
+                guest.proc = engine.start(guest_command(opts, guest.part, guest.places), guest.places, k,
+                                          out / f".vm-{k}.log", seed=guest.seed, slot=slot)
+                running[k] = slot
+            for k in list(running):
+                guest = guests[k]
+                assert guest.places is not None and guest.proc is not None
+                lines = read_manifest(guest.places.host_manifest)
+                for n, line in enumerate(lines[seen[k]:], start=seen[k] + 1):
+                    say(console, f"VM {k}: run {n}/{len(guest.part)} {Path(line).parent.name}/{Path(line).name}")
+                seen[k] = len(lines)
+                if guest.proc.poll() is not None:
+                    del running[k]
+                    say(console, f"VM {k}: exit {guest.proc.returncode} (console: {out / f'.vm-{k}.log'})")
+            if waiting or running:
+                time.sleep(POOL_POLL_S)
     except BaseException:
-        engine.stop_all(procs)
+        engine.stop_all([guest.proc for guest in guests if guest.proc is not None])
         raise
-    for k, proc in enumerate(procs):
-        say(console, f"VM {k}: exit {proc.returncode} (console: {out / f'.vm-{k}.log'})")
+    procs = [guest.proc for guest in guests if guest.proc is not None]
     _say_problems(engine, procs, console)
-    return [proc.returncode for proc in procs]
+    return [proc.returncode if proc.returncode is not None else 1 for proc in procs]
 
 
 def _say_problems(engine: engines.Engine, guests: list, console: Console) -> None:

@@ -89,8 +89,7 @@ class KernelBuild:
 
     def meta(self) -> dict:
         return {"source": f"{SOURCE_PACKAGE} {self.version}", "release": self.release,
-                "inputs_sha256": self.inputs_sha256, "patches": [p.name for p in inputs()[2:]],
-                "binary": str(self.binary)}
+                "inputs_sha256": self.inputs_sha256, "patches": [p.name for p in inputs()[2:]]}
 
 
 def read_build(directory: Path) -> KernelBuild | None:

@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .errors import BadInput, CctestError
 from .kmod import REPO_ROOT, ModuleError, release_of_kernel_image
@@ -220,7 +220,7 @@ def precompile_package() -> None:
     compileall.compile_dir(str(Path(__file__).resolve().parent), quiet=2)
 
 
-def host_clock_env(share: Path) -> dict[str, str]:
+def host_clock_env(share: Path | PurePosixPath) -> dict[str, str]:
     """Lets the guest read the host's wall clock (cctest.vmtime) through a file on a writable share,
     and say how long the boot took on it."""
     return {"CCTEST_HOST_CLOCK_FILE": str(share / ".host-clock"), "CCTEST_VM_BOOT_STARTED": f"{time.time():.3f}"}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -154,7 +154,7 @@ def vm_results(request):
     out = REPO / "build" / "vm-tests" / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
     n_guests = int(os.environ.get("CCTEST_VM_JOBS", os.cpu_count() or 1))
-    dirs: list[Path] = []
+    dirs: list[tuple[Path, Callable[[str], Path]]] = []
     codes: list[int] = []
     # One engine after the other: a UML guest's every syscall is a ptrace round trip, several times
     # dearer when a QEMU guest competes for its CPU (docs/uml.md).
@@ -169,9 +169,11 @@ def vm_results(request):
         for k, args in enumerate(vm_shares(by_engine[name], n_guests)):
             guest_dir = out / f"{name}{k}"
             guest_dir.mkdir()
-            guests.append(engine.start([sys.executable, str(GUEST), str(guest_dir), *args], guest_dir, k,
+            places = engine.places(guest_dir, k, GUEST.parent / "scenarios.yaml")
+            script = f"{places.src}/{GUEST.relative_to(REPO)}"
+            guests.append(engine.start([places.python, script, places.out, *args], places, k,
                                        log=out / f"{name}{k}.log"))
-            dirs.append(guest_dir)
+            dirs.append((guest_dir, places.to_host))
         codes += [guest.wait() for guest in guests]
     results, dmesg = merge_vm_results(dirs, codes)
     for job, entry in results.items():
@@ -213,15 +215,16 @@ def vm_shares(jobs: list[str], n_vms: int) -> list[list[str]]:
     return shares
 
 
-def merge_vm_results(dirs: list[Path], codes: list[int]) -> tuple[dict, str]:
-    """One results.json and one dmesg from every VM's: a job's run dirs from all VMs, its exit code
-    the worst, what each VM left behind together."""
+def merge_vm_results(dirs: list[tuple[Path, Callable[[str], Path]]], codes: list[int]) -> tuple[dict, str]:
+    """One results.json and one dmesg from every VM's: a job's run dirs from all VMs (by their host
+    paths), its exit code the worst, what each VM left behind together."""
     merged: dict = {}
     dmesg = []
-    for k, (vm_dir, code) in enumerate(zip(dirs, codes, strict=False)):
+    for k, ((vm_dir, to_host), code) in enumerate(zip(dirs, codes, strict=False)):
         path = vm_dir / "results.json"
         assert path.exists(), f"VM {k}: the guest suite wrote no results (VM exit code {code}; {vm_dir}.log)"
         for job, entry in json.loads(path.read_text()).items():
+            entry["run_dirs"] = [str(to_host(run_dir)) for run_dir in entry["run_dirs"]]
             if job not in merged:
                 merged[job] = entry
                 continue

@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("commands: a run, a VM session, the doctor, clean", (
         "cctest.session", "cctest.doctor", "cctest.engines", "cctest.cleanup")),
     ("machines: the guest kernels and the run itself", (
-        "cctest.vm", "cctest.uml", "cctest.umlkernel", "cctest.runner")),
+        "cctest.vm", "cctest.uml", "cctest.umlshare", "cctest.umlkernel", "cctest.runner")),
     ("side effects: the network, captures, modules, files", (
         "cctest.net", "cctest.net.*", "cctest.captures", "cctest.captures.*", "cctest.ingest", "cctest.journal",
         "cctest.kmod", "cctest.rundir", "cctest.checks", "cctest.report", "cctest.report.*", "cctest.validation",

@@ -194,9 +194,20 @@ def test_the_cost_line_sets_the_measured_cost_beside_the_estimate():
     from cctest.session import cost_line
 
     specs = expand(parse_experiments(COST_SCENARIO, "x.yaml"), "c")
-    line = cost_line(specs, [[0, 1], [2]], 150.0, "uml")
+    line = cost_line(specs, [[0, 1], [2]], 150.0, "uml", 2)
     # three 50 s runs over two VMs for 150 host s: 300 VM-seconds, 2.00 host s per guest s per VM
-    assert "150 host s for 150 guest s of flows in 2 uml VM(s), 2.00 host s per guest s per VM" in line
+    assert "150 host s for 150 guest s of flows in 2 uml VM(s), 2 at a time, 2.00 host s per guest s per VM" in line
+    assert f"estimated {estimated_wall_s(specs[0], vm=True, engine='uml') * 2:.0f} host s" in line
+
+
+def test_the_cost_line_of_a_guest_per_run_counts_the_slots_not_the_guests():
+    from cctest.plan import estimated_wall_s
+    from cctest.session import cost_line
+
+    specs = expand(parse_experiments(COST_SCENARIO, "x.yaml"), "c")
+    line = cost_line(specs, [[0], [1], [2]], 150.0, "uml", 2)
+    # three guests, two at a time: the third waits for a free slot, so two runs' time on one slot
+    assert "in 3 uml VM(s), 2 at a time, 2.00 host s per guest s per VM" in line
     assert f"estimated {estimated_wall_s(specs[0], vm=True, engine='uml') * 2:.0f} host s" in line
 
 

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from cctest import cli, session
+from cctest import cli, engines, session
 from cctest.cli import main
 
 EXPERIMENTS = """
@@ -79,7 +80,9 @@ def test_a_vm_guest_makes_exactly_the_runs_the_host_selected(experiments, tmp_pa
     for parts in ([list(range(len(host)))], [[0], list(range(1, len(host)))]):  # one VM, two VMs
         guest = []
         for part in parts:
-            cmd = session.guest_command(seen["opts"], part, tmp_path, tmp_path / "manifest.txt")
+            places = engines.Places(python="python3", src="/src", experiments=str(experiments), out=str(tmp_path),
+                                    manifest="/m.txt", host_manifest=tmp_path / "m.txt", to_host=Path)
+            cmd = session.guest_command(seen["opts"], part, places)
             result = CliRunner().invoke(main, [*cmd[cmd.index("run"):], "--dry-run", "--json"])
             assert result.exit_code == 0, result.output
             guest += [(f"{r['label']}", r["repetition"], r["seed"]) for r in json.loads(result.stdout)]

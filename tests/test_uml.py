@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cctest import engines, tracefs, uml, umlkernel, vm
+from cctest import engines, tracefs, uml, umlkernel, umlshare, vm
 from cctest.captures import RunView
 from cctest.captures.cc_state import ModuleState, parse_tracefs_state
 from cctest.captures.tcp_probe import TCP_PROBE_MIN_GAP_NS, TcpProbe, choose_tracer, parse_tracefs_probe, tracefs_events
@@ -124,24 +124,27 @@ def _build(tmp_path) -> umlkernel.KernelBuild:
 
 
 def test_kernel_command_pins_boots_time_travel_with_the_host_root_read_only(tmp_path):
-    out = tmp_path / "out"
-    cmd = uml.kernel_command(_build(tmp_path), out, out / "c.sh", 1, 3)
+    cmd = uml.kernel_command(_build(tmp_path), 3)
     assert cmd[:6] == ["taskset", "-c", "3", "setarch", "-R", str(tmp_path / "k" / "linux")]
     for word in ("time-travel=inf-cpu", "rootfstype=hostfs", "rootflags=/", "hostfs=/", "ro", "con0=fd:0,fd:1",
-                 f"init={REPO / 'scripts' / 'uml' / 'init.sh'}", f"CCTEST_UML_OUT={out}",
-                 f"CCTEST_UML_COMMAND={out / 'c.sh'}", "CCTEST_UML_ID=1"):
+                 "init=/proc/self/cwd/init.sh"):
         assert word in cmd, word
     assert "rw" not in cmd
 
 
+def test_the_kernel_command_line_holds_no_host_path(tmp_path):
+    """The kernel mixes every word into its generator: the same words on every machine."""
+    words = uml.kernel_command(_build(tmp_path), 0, seed=7)[6:]
+    assert not any(str(REPO) in word or str(tmp_path) in word for word in words)
+    assert words == uml.kernel_command(umlkernel.KernelBuild(Path("/elsewhere"), "6.1.192-2", "b" * 64, "6.1.192"),
+                                       1, seed=7)[6:]
+
+
 def test_a_seed_replaces_the_hosts_entropy_and_fixes_the_calendar(tmp_path):
-    out = tmp_path / "out"
-    unseeded = uml.kernel_command(_build(tmp_path), out, out / "c.sh", 0, 0)
+    unseeded = uml.kernel_command(_build(tmp_path), 0)
     assert not any(w.startswith(("rng-seed=", "time-travel-start=")) for w in unseeded)
-    seeded = uml.kernel_command(_build(tmp_path), out, out / "c.sh", 0, 0, seed=7)
+    seeded = uml.kernel_command(_build(tmp_path), 0, seed=7)
     assert "rng-seed=7" in seeded and "time-travel-start=946684800000000000" in seeded
-    # the words the kernel mixes into its generator hold nothing of this host process (its pid)
-    assert uml.kernel_command(_build(tmp_path), out, out / "c.sh", 0, 0, seed=7) == seeded
 
 
 def test_the_rng_seed_patch_reads_the_parameter_and_shuts_out_the_hosts_entropy():
@@ -151,15 +154,34 @@ def test_the_rng_seed_patch_reads_the_parameter_and_shuts_out_the_hosts_entropy(
     assert '__uml_setup("rng-seed="' in patch and "+	if (uml_rng_seeded)" in patch
 
 
-@pytest.mark.parametrize("bad", ["/tmp/a b", "/tmp/a,b", "/tmp/a'b", "/tmp/a\"b"])
-def test_an_output_path_the_kernel_command_line_cannot_carry_is_refused(tmp_path, bad):
-    with pytest.raises(uml.UMLError, match="--out"):
-        uml.kernel_command(_build(tmp_path), Path(bad), tmp_path / "c.sh", 0, 0)
-
-
-def test_the_command_file_execs_the_command_with_its_environment():
+def test_the_command_file_execs_the_command_from_the_checkouts_fixed_place():
     text = uml.command_file_text(["python3", "-m", "cctest", "run", "a b"], {"X": "1 2", "CCTEST_VM_ENGINE": "uml"})
-    assert text.startswith(f"cd {REPO} && exec env X='1 2' CCTEST_VM_ENGINE=uml python3 -m cctest run 'a b'")
+    assert text.startswith("cd /run/share/src && exec env X='1 2' CCTEST_VM_ENGINE=uml python3 -m cctest run 'a b'")
+
+
+def test_a_home_links_the_checkout_and_venv_and_stages_the_experiments_file(tmp_path):
+    experiments = tmp_path / "mine.yaml"
+    experiments.write_text("scenarios: {}\n")
+    home = umlshare.prepare(tmp_path / "out", 4)
+    assert home.path == tmp_path / "out" / ".uml-4" and home.written.is_dir() and not any(home.written.iterdir())
+    assert (home.path / "src").resolve() == REPO and (home.path / "init.sh").read_bytes() == umlshare.INIT.read_bytes()
+    assert home.stage(experiments, "experiments.yaml") == "/run/share/home/experiments.yaml"
+    assert (home.path / "experiments.yaml").read_text() == "scenarios: {}\n"
+    assert home.guest(home.manifest) == "/run/share/home/manifest.txt"
+    assert home.to_host("/run/share/out/s/run-1") == tmp_path / "out" / "s" / "run-1"
+    (home.written / "stale").write_text("x")
+    assert not (umlshare.prepare(tmp_path / "out", 4).written / "stale").exists()  # a left-over is replaced
+
+
+def test_collect_merges_the_guests_runs_into_out(tmp_path):
+    out = tmp_path / "out"
+    (out / "s" / "earlier").mkdir(parents=True)
+    home = umlshare.prepare(out, 0)
+    (home.written / "s" / "run-1").mkdir(parents=True)
+    (home.written / "s" / "run-1" / "meta.json").write_text("{}")
+    home.collect()
+    assert sorted(p.name for p in (out / "s").iterdir()) == ["earlier", "run-1"]
+    assert (out / "s" / "run-1" / "meta.json").read_text() == "{}" and not any(home.written.iterdir())
 
 
 def test_instances_get_distinct_cpus_while_there_are_cpus():
@@ -171,8 +193,8 @@ def test_instances_get_distinct_cpus_while_there_are_cpus():
 def test_the_init_script_waits_mounts_and_powers_off():
     init = (REPO / "scripts" / "uml" / "init.sh").read_text()
     assert os.access(REPO / "scripts" / "uml" / "init.sh", os.X_OK)
-    for needed in ("sleep 1.5", "-t tracefs", "-t devtmpfs", "-t devpts", "tmpfs /tmp",
-                   'mount -t hostfs -o "$CCTEST_UML_OUT"', "dmesg >", "poweroff -f"):
+    for needed in ("sleep 1.5", "-t tracefs", "-t devtmpfs", "-t devpts", "tmpfs /tmp", "share=/proc/self/cwd",
+                   'mount -t hostfs -o "$share"', 'mount -r -t hostfs -o "$share/src"', "dmesg >", "poweroff -f"):
         assert needed in init, needed
     assert subprocess.run(["sh", "-n", str(REPO / "scripts" / "uml" / "init.sh")]).returncode == 0
 
@@ -180,11 +202,14 @@ def test_the_init_script_waits_mounts_and_powers_off():
 def test_a_guest_that_wrote_no_exit_code_never_counts_as_success(tmp_path):
     proc = subprocess.Popen(["true"])
     proc.wait()
-    assert uml.Instance(proc, tmp_path, 0, 0, tmp_path / "log").returncode == 1
-    (tmp_path / ".uml-exit-0").write_text("3\n")
-    instance = uml.Instance(proc, tmp_path, 0, 0, tmp_path / "log")
+    assert uml.Instance(proc, umlshare.prepare(tmp_path, 0), 0, 0, tmp_path / "log").returncode == 1
+    home = umlshare.prepare(tmp_path, 0)
+    home.exit_file.write_text("3\n")
+    home.dmesg.write_text("[    0.0] Linux version 6.1\n")
+    instance = uml.Instance(proc, home, 0, 0, tmp_path / "log")
     assert instance.returncode == 3
-    assert not (tmp_path / ".uml-exit-0").exists()  # read once, then removed
+    assert not home.path.exists()  # read once, then the home is gone
+    assert instance.dmesg_file == tmp_path / ".uml-dmesg-0.txt" and instance.dmesg_problems() == []
 
 
 # -- choosing the engine -----------------------------------------------------------------------------
@@ -332,7 +357,9 @@ def test_the_console_pump_follows_the_file_and_stamps_each_line(tmp_path):
     assert all(line.startswith("[") and line[1:10].strip().replace(".", "").isdigit() for line in lines)
 
 
-def test_each_guest_boots_with_the_seed_of_its_first_run(tmp_path, monkeypatch):
+def test_every_run_boots_its_own_guest_with_its_own_seed_and_slots_are_reused(tmp_path, monkeypatch):
+    """-j only says how many guests run at once: every run gets a fresh kernel seeded with its own
+    seed, so neither -j nor a shard can change what a run measures; guests never share a CPU slot."""
     from rich.console import Console
 
     from cctest import session
@@ -347,13 +374,22 @@ def test_each_guest_boots_with_the_seed_of_its_first_run(tmp_path, monkeypatch):
 
     class Recording:
         name = "uml"
+        boot_per_run = True
         seeds: list = []
+        slots: list = []
+        commands: list = []
 
         def describe(self):
             return "recording"
 
-        def start(self, guest_cmd, out, index, log, seed=None):
+        def places(self, out, index, experiments):
+            return engines.Places(python="python3", src="/src", experiments=str(experiments), out=str(out),
+                                  manifest=str(out / f"m{index}"), host_manifest=out / f"m{index}", to_host=Path)
+
+        def start(self, guest_cmd, places, index, log, seed=None, slot=None):
             self.seeds.append(seed)
+            self.slots.append(slot)
+            self.commands.append(guest_cmd)
             return Done()
 
         def stop_all(self, guests):
@@ -371,10 +407,11 @@ def test_each_guest_boots_with_the_seed_of_its_first_run(tmp_path, monkeypatch):
     opts = session.RunOptions(experiments_file=Path("experiments.yaml"), names=["s"], repetitions=None, out=tmp_path,
                               mode="vm", kernel=None, kvm=False, ingest=True, in_vm=False, manifest=None,
                               clock=vm.VMClock(), jobs=2, force=False, engine="uml")
+    monkeypatch.setattr(session, "POOL_POLL_S", 0.0)
     session._boot_and_ingest(specs, opts, Console(file=open(os.devnull, "w")), engine)
-    parts = session.split_for_vms(specs, 2)
-    assert engine.seeds == [specs[part[0]].seed for part in parts] and len(set(engine.seeds)) == 2
-    assert set(engine.seeds) <= {40, 41, 42, 43}
+    assert sorted(engine.seeds) == sorted(spec.seed for spec in specs) and len(set(engine.seeds)) == 4
+    assert all(cmd[cmd.index("--only-runs") + 1].isdigit() for cmd in engine.commands)  # one run each
+    assert set(engine.slots) == {0, 1}
 
 
 def test_guests_find_every_cctest_module_compiled():

@@ -52,7 +52,7 @@ def test_an_ingest_failure_neither_stops_the_others_nor_goes_unsaid(tmp_path):
 def test_the_manifest_is_read_by_line(tmp_path):
     manifest = tmp_path / "m.txt"
     manifest.write_text("/out dir/s/run a\n/out/s/run-b\n")
-    assert read_manifest(manifest) == [Path("/out dir/s/run a"), Path("/out/s/run-b")]
+    assert read_manifest(manifest) == ["/out dir/s/run a", "/out/s/run-b"]
     assert read_manifest(tmp_path / "absent") == []
 
 

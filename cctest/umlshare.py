@@ -1,0 +1,130 @@
+"""What a UML guest sees of the host: the same fixed places on every machine.
+
+A seeded guest repeats a run bit for bit only if nothing that differs between machines reaches it:
+its kernel mixes every word of its command line into its generator, and under time travel each
+clock read outside an interrupt and each failing system call moves its clock (docs/uml.md,
+"Determinism"), so even the length of a path the guest walks can change a run. The guest
+therefore never sees a host path. Every instance gets a directory of its own on the host, its
+*home*, which is the UML process's working directory. The kernel starts `/proc/self/cwd/init.sh`:
+the guest's root is the host's over hostfs, and the host resolves `/proc/self/cwd` for the UML
+process, so that is the home's copy of init.sh. init.sh mounts, over hostfs and through the same
+link:
+
+  /run/share/home  the home: the command file, the experiments file, the manifest, the exit code,
+                    the stop request and the kernel log
+  /run/share/src   the checkout, read-only (the home's symlink `src`)
+  /run/share/venv  the Python environment, read-only (`venv`), when cctest runs from one
+  /run/share/out   an empty directory the run writes into (`out`); the host moves what it holds
+                    into --out when the guest has ended
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from .umlkernel import REPO_ROOT
+
+GUEST_ROOT = PurePosixPath("/run/share")
+GUEST_HOME = GUEST_ROOT / "home"
+GUEST_SRC = GUEST_ROOT / "src"
+GUEST_VENV = GUEST_ROOT / "venv"
+GUEST_OUT = GUEST_ROOT / "out"
+INIT = REPO_ROOT / "scripts" / "uml" / "init.sh"
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def in_venv() -> bool:
+    return sys.prefix != sys.base_prefix
+
+
+def guest_python() -> str:
+    """This interpreter as the guest names it: the venv's at its fixed place, else the system's own
+    path (the same on every machine of a distribution)."""
+    if in_venv():
+        return str(GUEST_VENV / "bin" / Path(sys.executable).name)
+    return sys.executable
+
+
+def guest_path() -> str:
+    """The guest's PATH: the venv's programs first, then the system's."""
+    return f"{GUEST_VENV / 'bin'}:{SYSTEM_PATH}" if in_venv() else SYSTEM_PATH
+
+
+@dataclass(frozen=True)
+class Home:
+    """One instance's directory on the host, and where the guest finds its files."""
+
+    path: Path
+    out: Path  # --out, where the run directories go when the guest has ended
+
+    @property
+    def command(self) -> Path:
+        return self.path / "command.sh"
+
+    @property
+    def manifest(self) -> Path:
+        return self.path / "manifest.txt"
+
+    @property
+    def exit_file(self) -> Path:
+        return self.path / "exit"
+
+    @property
+    def stop_file(self) -> Path:
+        return self.path / "stop"
+
+    @property
+    def dmesg(self) -> Path:
+        return self.path / "dmesg.txt"
+
+    @property
+    def console(self) -> Path:
+        return self.path / "console.raw"
+
+    @property
+    def written(self) -> Path:
+        return self.path / "out"
+
+    def guest(self, path: Path) -> str:
+        """A file of the home as the guest names it."""
+        return str(GUEST_HOME / path.relative_to(self.path))
+
+    def stage(self, source: Path, name: str) -> str:
+        """Copy a host file into the home; the guest's name for the copy."""
+        shutil.copyfile(source, self.path / name)
+        return self.guest(self.path / name)
+
+    def to_host(self, guest_path: str) -> Path:
+        """Where a path the guest wrote under /run/share/out is once collect() has run."""
+        return self.out / PurePosixPath(guest_path).relative_to(GUEST_OUT)
+
+    def collect(self) -> None:
+        """Move what the guest wrote into --out, merging into directories that exist there."""
+        _merge(self.written, self.out)
+
+
+def prepare(out: Path, index: int) -> Home:
+    """A fresh home for instance `index` under `out` (another session's left-over is replaced)."""
+    home = Home(out / f".uml-{index}", out)
+    if home.path.exists():
+        shutil.rmtree(home.path)
+    home.written.mkdir(parents=True)
+    shutil.copyfile(INIT, home.path / "init.sh")
+    (home.path / "src").symlink_to(REPO_ROOT)
+    if in_venv():
+        (home.path / "venv").symlink_to(Path(sys.prefix))
+    return home
+
+
+def _merge(source: Path, into: Path) -> None:
+    into.mkdir(parents=True, exist_ok=True)
+    for entry in sorted(source.iterdir()):
+        target = into / entry.name
+        if entry.is_dir() and not entry.is_symlink() and target.is_dir():
+            _merge(entry, target)
+            entry.rmdir()
+        else:
+            entry.replace(target)
