@@ -23,7 +23,7 @@ def drive(binary: Path, ops: list[str]) -> list[int]:
 
 
 def test_a_cycle_without_samples_keeps_the_estimate(filter_binary):
-    # Issue 12 bug 1: a ProbeBW cycle ends with its slot empty (its round-start ACK carried no rate
+    # A ProbeBW cycle ends with its slot empty (its round-start ACK carried no rate
     # sample, the rest were app-limited); advancing used to shift the empty slot in: max_bw = 0.
     trace = drive(filter_binary, ["u 100", "a", "a", "a"])
     assert trace == [100, 100, 100, 100]

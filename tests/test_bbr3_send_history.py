@@ -2,7 +2,7 @@
 driven by a packet-level flow whose per-packet truth is known: the same header the module includes.
 
 The draft judges a bandwidth probe by RS.lost / RS.tx_in_flight > 2 %, where RS.lost counts the losses
-marked since the ACKed packet was sent. Until issue 20 (review D4) the module counted the losses since
+marked since the ACKed packet was sent. The module once counted the losses since
 the *previous* round began, up to two rounds of them against one flight: the threshold acted at 1-2 %
 real loss. `old_estimates` below is that approximation, kept here to show the tests discriminate.
 """
@@ -87,7 +87,7 @@ def new_estimates(binary: Path, acks: list[Ack]) -> list[tuple[int, int, int]]:
 
 
 def old_estimates(acks: list[Ack]) -> list[tuple[int, int]]:
-    """The approximation before issue 20: losses since the previous packet-timed round began, and
+    """The earlier approximation: losses since the previous packet-timed round began, and
     max(prior_in_flight, the previous round's largest prior_in_flight)."""
     first = acks[0]
     next_round = first.prior_delivered

@@ -1,4 +1,4 @@
-"""Reading is bounded (issue 24, item 1): alias bombs, deep nesting, huge files and special files
+"""Reading is bounded: alias bombs, deep nesting, huge files and special files
 (FIFO, /dev/zero, a directory) are refused in one line, exit 2, before any value is built, from
 experiments.yaml (`list`, `run --dry-run`) and from a run directory's scenario.yaml and meta.json
 (`check`, `report`). The work bound: the refusal comes from libyaml's event stream (at most one
@@ -211,7 +211,7 @@ def test_yaml_number_forms_that_read_as_something_else_are_refused(tmp_path):
     assert yaml.safe_load("x: 020\n") == {"x": 16}  # what PyYAML alone would have run
 
 
-# --- every message a user sees is one line a terminal shows as written (issue 24, item 6) -------
+# --- every message a user sees is one line a terminal shows as written --------------------
 
 HOSTILE_CHARS = "\x1b[2J\x1b[32mall good\x0b\x0c\x85\u2028\u2029\u202e\u2066\x9b\x07\x00\x7f\r\n"
 
@@ -284,7 +284,7 @@ def test_ingest_never_blocks_on_a_fifo_in_a_run_directory(tmp_path):
 
 
 def test_a_fifo_as_the_kernel_is_one_line_exit_2(tmp_path):
-    """`--kernel FIFO` waited for a writer forever (issue 24)."""
+    """`--kernel FIFO` once waited for a writer forever."""
     (tmp_path / "exp.yaml").write_text(GOOD)
     os.mkfifo(tmp_path / "vmlinuz-6.1.0-56-amd64")
     result = CliRunner().invoke(main, ["run", "one", "-f", str(tmp_path / "exp.yaml"), "--vm", "--kernel",

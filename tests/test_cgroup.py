@@ -220,7 +220,7 @@ def test_tracefs_is_mounted_only_if_absent_and_clean_unmounts_the_one_cctest_mad
 @needs_cgroup
 def test_clean_asks_iperf3_to_end_with_sigterm_before_the_cgroup_kill(tmp_path):
     """iperf3 -J writes its results only as it exits: SIGKILL leaves 0 bytes. The cgroup kill (clean,
-    and teardown's strays) sends SIGTERM to iperf3 first and waits for it (issue 24)."""
+    and teardown's strays) sends SIGTERM to iperf3 first and waits for it."""
     proc, path, stray = session(tmp_path, "iperf3")
     try:
         proc.send_signal(signal.SIGKILL)

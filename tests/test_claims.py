@@ -175,7 +175,7 @@ def test_a_claim_without_data_is_no_data_and_says_what_is_missing():
     assert len(verdicts) == 4  # one per point, none measured the queue
     assert all(v.verdict == "no data" and "queue_delay_ms" in v.reason for v in verdicts)
     [other] = check_expectation(Expectation.from_entry("elsewhere", {"claim": "jain < 1"}), runs, groups)
-    # no run of the scenario at all: not run (issue 20: reported, never a gate failure by itself)
+    # no run of the scenario at all: not run (reported, never a gate failure by itself)
     assert other.verdict == "not run" and "no runs of elsewhere" in other.reason
 
 

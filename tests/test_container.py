@@ -128,7 +128,7 @@ def test_runs_record_the_commit_the_image_was_built_from(engine, image):
 def test_doctor_inside_says_the_container_drives_the_host_kernel(engine, image):
     out = run(engine, image, "doctor")
     said = words(out.stdout)
-    # doctor exits 1 exactly when no mode can run (issue 23): inside a container on a host kernel
+    # doctor exits 1 exactly when no mode can run: inside a container on a host kernel
     # without netem or modules (this machine's) that is the case, and it must say so
     assert out.returncode == (1 if "mode: none" in said else 0), (out.returncode, said, out.stderr)
     assert f"Note: inside a {engine} container: it has no kernel of its own and drives the host's " \

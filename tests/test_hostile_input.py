@@ -101,7 +101,7 @@ HOSTILE: dict[str, tuple[str | bytes, str]] = {
     "over 1 MiB": (GOOD + "#" + "x" * (1 << 20) + "\n", "at most 1048576"),
     "control characters": (GOOD.replace("cubic}", "cu\x07bic}"), "not valid YAML"),
     "defaults a list": ("defaults: [1]\nscenarios: {one: {}}\n", "must be mappings"),
-    # issue 24: accepted nonsense
+    # once accepted as nonsense
     "rate true": (GOOD.replace("rate_mbps: 20", "rate_mbps: true"), "link.rate_mbps: true is a yes/no value"),
     "loss yes": (GOOD.replace("buffer_bdp: 1}", "buffer_bdp: 1, loss_pct: yes}"), "link.loss_pct: true is a yes/no"),
     "count true": (GOOD.replace("count: 2", "count: true"), "flows.1.count: true is a yes/no"),
@@ -254,7 +254,7 @@ def test_property_random_yaml_text_fails_in_one_line(text):
 
 def test_the_values_expansion_builds_are_capped_before_it_builds_them(tmp_path, monkeypatch):
     """A 1000-step schedule x 200 variants is 600 000 values to copy and validate: refused in one
-    line before any variant is built (issue 24: 9 900 steps x 100 variants took 8.5 s and 0.9 GB)."""
+    line before any variant is built (9 900 steps x 100 variants once took 8.5 s and 0.9 GB)."""
     import cctest.plan as plan
 
     steps = ", ".join(f"{{at_s: {0.001 * (i + 1):.3f}, rate_mbps: 5}}" for i in range(1000))

@@ -134,7 +134,7 @@ def test_ss_mapping_without_iperf3_json_picks_busiest_socket():
     tables = build_tables(hand_meta(), {"ss.jsonl": SS_TWO_SOCKETS, "iperf3-0.json": None})
     assert tables["ss"]["cwnd"].tolist() == [45.0, 50.0]
     assert tables["flows"]["local_port"].tolist() == [40668]
-    # issue 24: no iperf3 results, so the flow's totals and throughput are the ss samples'
+    # no iperf3 results, so the flow's totals and throughput are the ss samples'
     assert tables["flows"]["totals_from"].tolist() == ["ss"]
     assert tables["throughput"]["flow"].unique().tolist() == [0]
 
@@ -334,7 +334,7 @@ def test_ingest_run_without_iperf3_picks_the_busiest_socket(sockdiag_run):
     tables = ingest_run(sockdiag_run)
     assert tables["flows"]["local_port"].tolist() == expected
     assert len(tables["ss"]) > 0
-    # issue 24: what ss measured is kept as the flows' totals and throughput, marked as from ss
+    # what ss measured is kept as the flows' totals and throughput, marked as from ss
     assert tables["flows"]["totals_from"].tolist() == ["ss", "ss"]
     assert set(tables["throughput"]["flow"]) == {0, 1}
 

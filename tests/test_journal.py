@@ -164,7 +164,7 @@ def test_without_a_journal_clean_touches_nothing_unless_forced(tmp_path, procs, 
 
 
 def test_journaled_host_shells_are_cleaned_by_identity_never_by_name(tmp_path, procs):
-    """Issue 24: host shells were killed by `pgrep -f` of their journaled names; now only as the
+    """Host shells were once killed by `pgrep -f` of their journaled names; now only as the
     journaled processes they are (pid and start time), a look-alike of a journaled name is left."""
     ours, lookalike, other = sleeper("mininet:ccsnd0"), sleeper("mininet:ccsnd0"), sleeper("mininet:ccsnd1")
     procs += [ours, lookalike, other]
@@ -277,7 +277,7 @@ def test_doctor_probes_leave_no_namespace_behind():
     assert probe_namespaces() == before
 
 
-# --- a journal root can trust (issue 24) -------------------------------------------------------
+# --- a journal root can trust -----------------------------------------------------------------
 
 def test_a_hostile_journal_is_refused_entry_by_entry_and_nothing_is_touched(tmp_path, procs):
     """A journal someone else wrote: a foreign sysctl, foreign links, another program's PID (with its

@@ -109,7 +109,7 @@ def test_cli_exits_2_with_one_line_before_loading_anything(built):
     assert len(lines) == 1 and "probe_rtt_interval_ms" in lines[0] and "allowed: 100..3600000" in lines[0], lines
 
 
-# --- the same ranges from the sources, before anything is built (issue 24, item 5) ---------------
+# --- the same ranges from the sources, before anything is built ----------------------------
 
 def test_the_sources_declare_what_modinfo_shows_for_every_module(built):
     """cctest.modsource expands the modules' own macros: its table is modinfo's, parameter for

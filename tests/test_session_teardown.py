@@ -1,4 +1,4 @@
-"""What a --vm session keeps when it is interrupted or its guest dies (issue 24), without booting a
+"""What a --vm session keeps when it is interrupted or its guest dies, without booting a
 VM: vng is replaced by a stand-in that behaves as a guest does (it runs until asked to stop through
 the stop file, as the guest's cctest does, or prints an oops and dies)."""
 

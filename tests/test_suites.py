@@ -94,7 +94,7 @@ def test_every_quick_scenario_runs_three_repetitions_and_states_the_papers_value
 
 
 def test_every_paper_has_the_central_results_the_review_found_unclaimed():
-    """review-algorithms-2026-11-24 §4: 001's delay and retransmission cuts (BBR and ACW in one
+    """001's delay and retransmission cuts (BBR and ACW in one
     matrix), 000's 1 BDP queue bound, 004's standing queue and a bbr_histmin scenario."""
     claims = {(name, e.claim) for name, s in EXPERIMENTS.scenarios.items() for e in s.expect}
     assert ("rtt-fairness", "qdelay(bbr_acw) <= 0.46 * qdelay(bbr)") in claims

@@ -245,7 +245,7 @@ def test_clean_removes_what_a_sigkilled_run_left(vm_results):
 
 @pytest.mark.vm_jobs("kill9all:interrupt-me")
 def test_a_run_killed_whole_mid_flow_still_yields_each_flows_bytes_from_ss(vm_results, tmp_path):
-    """Issue 24: everything SIGKILLed at once mid-flow (iperf3 -J then writes nothing): each flow's
+    """Everything SIGKILLed at once mid-flow (iperf3 -J then writes nothing): each flow's
     bytes come from its ss samples, the flows table says so, and so does the report."""
     import pandas as pd
     from click.testing import CliRunner

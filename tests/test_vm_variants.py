@@ -1,4 +1,4 @@
-"""Issue 12's deviations in the v1 variants (modules/bbr1/bbr_*.c), for real in a UML or QEMU guest:
+"""The deviations from their papers found in the v1 variants (modules/bbr1/bbr_*.c), for real in a UML or QEMU guest:
 each test reads the variant's own tracepoint (cc_state.parquet) from a run made for it."""
 
 from __future__ import annotations

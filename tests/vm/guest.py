@@ -163,7 +163,7 @@ def kill9(scenario: str, out: Path, manifest: Path) -> dict:
 def kill9_all(scenario: str, out: Path, manifest: Path) -> dict:
     """SIGKILL the run and everything it started at once, mid-flow, as the OOM killer or a dying VM
     would (the run's cgroup.kill): iperf3 -J writes nothing, yet the run directory must still yield
-    each flow's bytes, from ss (issue 24). Then `cctest clean`."""
+    each flow's bytes, from ss. Then `cctest clean`."""
     unmounted = unmount_tracing()
     proc = cctest([scenario], out, manifest)
     started, seen = wait_for_flows(proc, manifest)
@@ -182,11 +182,11 @@ def kill9_all(scenario: str, out: Path, manifest: Path) -> dict:
             "clean_exit_code": clean.returncode, "clean_output": clean.stdout + clean.stderr, "leftovers": left}
 
 
-# Values the review found harmful (issue 12, bug 3) and one just outside each end of a range; each
+# Values found harmful to the kernel and one just outside each end of a range; each
 # module's first one is also given to cctest's loader alone.
 BBR3_BAD_PARAMS = {"bw_probe_wait_rand_ms": 4294967295, "probe_rtt_interval_ms": 0, "probe_up_pacing_gain_x1000": 0,
                    "startup_gamma": 9, "cwnd_gain_x1000": 10001, "force_fallback": 2}
-# The v1 family's: clamped where they were read until issue 12, refused when set now.
+# The v1 family's: refused when set (they were once clamped where they were read).
 BAD_PARAMS = {
     "bbr3": BBR3_BAD_PARAMS, "bbr3plus": BBR3_BAD_PARAMS, "bbr2": BBR3_BAD_PARAMS,
     "bbr1": {"cwnd_gain_x1000": 0},
