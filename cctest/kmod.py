@@ -1,9 +1,10 @@
 """Build, load and unload the congestion-control modules under modules/.
 
 Every directory under modules/ with a Kbuild file is one external-module tree; each `<name>.ko`
-it builds provides the congestion control `<name>`. Trees are copied to
-build/modules/<kernel release>/ and built there with the target kernel's headers, so the checkout
-stays clean and a VM (which sees the checkout read-only) can insmod what the host built.
+it builds provides the congestion control `<name>`; modules/common holds headers every tree
+includes. Trees are copied to build/modules/<kernel release>/ (modules/common beside them) and
+built there with the target kernel's headers, so the checkout stays clean and a VM (which sees the
+checkout read-only) can insmod what the host built.
 Kernel-shipped controls (bbr, htcp, ...) are loaded with modprobe when not built in.
 """
 
@@ -69,13 +70,32 @@ def source_trees() -> list[Path]:
     return sorted(p.parent for p in MODULES_DIR.glob("*/Kbuild"))
 
 
+def _tree_inputs(tree: Path) -> list[Path]:
+    """The source files a build of `tree` reads: its own and the shared headers of modules/common
+    (its Kbuild: -I$(src)/../common)."""
+    common = tree.parent / projectccs.COMMON
+    folders = [tree, common] if common.is_dir() else [tree]
+    return [path for folder in folders for path in sorted(folder.rglob("*"))
+            if path.is_file() and (path.suffix in {".c", ".h"} or path.name in {"Kbuild", "Makefile"})]
+
+
 def _tree_digest(tree: Path) -> str:
     digest = hashlib.sha256()
-    for path in sorted(tree.rglob("*")):
-        if path.is_file() and (path.suffix in {".c", ".h"} or path.name in {"Kbuild", "Makefile"}):
-            digest.update(path.relative_to(tree).as_posix().encode())
-            digest.update(path.read_bytes())
+    for path in _tree_inputs(tree):
+        digest.update(path.relative_to(tree.parent).as_posix().encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def stage_tree(tree: Path, out: Path) -> None:
+    """Copy module tree `tree` to `out` for a build there, with modules/common beside it (out/../common)
+    as the tree's Kbuild expects."""
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(tree, out)
+    common = tree.parent / projectccs.COMMON
+    if common.is_dir():
+        shutil.rmtree(out.parent / projectccs.COMMON, ignore_errors=True)
+        shutil.copytree(common, out.parent / projectccs.COMMON)
 
 
 def build(release: str, verbose: bool = False, kdir: Path | None = None,
@@ -140,8 +160,7 @@ def _build(release: str, verbose: bool, kdir: Path | None = None, make_vars: tup
         stamp = out / ".cctest-source-digest"
         digest = _stamp(tree, against)
         if not _is_built(tree, out, against):
-            shutil.rmtree(out, ignore_errors=True)
-            shutil.copytree(tree, out)
+            stage_tree(tree, out)
             result = subprocess.run(
                 ["make", *make_vars, "-C", str(kdir), f"M={out}", "modules"],
                 capture_output=True, text=True,

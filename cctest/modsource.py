@@ -1,12 +1,13 @@
 """Module parameters as the modules' sources declare them, read without building anything, so
 that `list` and `run --dry-run` refuse what insmod would (and what a run would silently clamp).
 
-A module `<cc>` is `modules/<tree>/<cc>.c` with the files it #includes from its tree. Its
-parameters are whatever its macros expand to: the C preprocessor's function-like macros are
-expanded here (arguments, `#` and `##`), and each `module_param_cb`/`module_param` gives a
-parameter and its permissions, each `MODULE_PARM_DESC` the description modinfo will show; the
-range is read from that description as modinfo's is (modparams.py: "[range LO..HI]",
-"[range 0 or LO..HI]", "[read-only]"). Nothing here knows a module's parameter list.
+A module `<cc>` is `modules/<tree>/<cc>.c` with the files it #includes from its tree and from
+modules/common. Its parameters are whatever its macros expand to: the C preprocessor's
+function-like macros are expanded here (arguments, `#` and `##`), and each
+`module_param_cb`/`module_param` gives a parameter and its permissions, each `MODULE_PARM_DESC`
+the description modinfo will show; the range is read from that description as modinfo's is
+(modparams.py: "[range LO..HI]", "[range 0 or LO..HI]", "[read-only]"). Nothing here knows a
+module's parameter list.
 
 Relations between parameters come from the code that reads them: a clamp helper called with a
 parameter and bounds (`hi = modest_param(wmax_x1000, lo, 4000)`) whose bound is another parameter,
@@ -97,7 +98,7 @@ def _unit(path: Path, seen: set[Path] | None = None) -> list[tuple[str, str]]:
         number += 1
         include = projectccs.LOCAL_INCLUDE.match(line)
         if include:
-            lines += _unit(path.parent / include[1], seen)
+            lines += _unit(projectccs.local_include(path, include[1]), seen)
         else:
             lines.append((f"{path.name}:{first}", line))
     return lines

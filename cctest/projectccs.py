@@ -64,11 +64,21 @@ def project_ccs(modules_dir: Path = MODULES_DIR) -> tuple[str, ...]:
     return tuple(name for names in tree_modules(modules_dir).values() for name in names)
 
 
-# `#include "file"`: a file of the module's own tree, followed here (traced enums) and by modsource (parameters)
+# `#include "file"`: a file of the module's own tree or of modules/common, followed here (traced enums) and by
+# modsource (parameters)
 LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# the headers every tree shares: each Kbuild adds -I$(src)/../common
+COMMON = "common"
 # An enum that names the tracepoint field it numbers: `enum x { /* tracepoint field "mode" */ A = 0, ... }`.
 _TRACED_ENUM = re.compile(r'\benum\s+\w+\s*\{\s*/\*\s*tracepoint field "(\w+)"[^*]*\*/(.*?)\}', re.S)
 _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+
+
+def local_include(including: Path, name: str) -> Path:
+    """Where `#include "name"` in file `including` resolves, as the compiler finds it: beside the
+    including file, else in modules/common (the tree's Kbuild: -I$(src)/../common)."""
+    beside = including.parent / name
+    return beside if beside.is_file() else including.parent.parent / COMMON / name
 
 
 def _unit_files(path: Path, seen: set[Path]) -> list[Path]:
@@ -77,7 +87,7 @@ def _unit_files(path: Path, seen: set[Path]) -> list[Path]:
         return []
     seen.add(path)
     return [path] + [f for name in LOCAL_INCLUDE.findall(path.read_text(errors="replace"))
-                     for f in _unit_files(path.parent / name, seen)]
+                     for f in _unit_files(local_include(path, name), seen)]
 
 
 def _enum_labels(body: str) -> dict[int, str]:

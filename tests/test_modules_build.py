@@ -2,7 +2,6 @@
 6.1 and 6.12, the latter with the 6.10+ `cong_control(sk, ack, flag, rs)` signature."""
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -25,10 +24,30 @@ def test_both_signatures_are_covered():
 @pytest.mark.parametrize("tree", sorted(EXPECTED))
 def test_module_tree_builds_without_warnings(tree, release, tmp_path):
     work = tmp_path / tree
-    shutil.copytree(kmod.MODULES_DIR / tree, work)
+    kmod.stage_tree(kmod.MODULES_DIR / tree, work)  # with modules/common beside it
     result = subprocess.run(["make", "-C", str(kmod.headers_dir(release)), f"M={work}", "W=1", "modules"],
                             capture_output=True, text=True)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     assert not re.search(r"warning:", output, re.IGNORECASE), output[-3000:]
     assert {ko.stem for ko in work.glob("*.ko")} == EXPECTED[tree]
+
+
+def test_a_tree_is_built_and_identified_with_the_shared_headers(tmp_path):
+    """modules/common is part of every tree's build: copied beside it, hashed with it, and followed
+    by the source readers as the compiler's -I$(src)/../common finds it."""
+    from cctest import projectccs
+
+    tree, common = tmp_path / "modules" / "toy", tmp_path / "modules" / "common"
+    tree.mkdir(parents=True)
+    common.mkdir()
+    (tree / "Kbuild").write_text("obj-m += toy.o\nccflags-y += -I$(src)/../common\n")
+    (tree / "toy.c").write_text('#include "shared.h"\n')
+    (common / "shared.h").write_text("#define SHARED 1\n")
+    assert projectccs.local_include(tree / "toy.c", "shared.h") == common / "shared.h"
+    before = kmod._tree_digest(tree)
+    (common / "shared.h").write_text("#define SHARED 2\n")
+    assert kmod._tree_digest(tree) != before
+    kmod.stage_tree(tree, tmp_path / "build" / "toy")
+    assert (tmp_path / "build" / "common" / "shared.h").read_text() == "#define SHARED 2\n"
+    assert (tmp_path / "build" / "toy" / "toy.c").exists()

@@ -90,6 +90,8 @@
 #include <net/tcp.h>
 #include <net/inet_sock.h>
 
+#include "cctest_param.h"
+
 #ifndef BBR1_CC_NAME
 #error "define BBR1_CC_NAME before including bbr1_core.c"
 #endif
@@ -225,56 +227,17 @@ static const struct bbr1_hooks bbr1_variant;
 
 /* ---- module parameters ---------------------------------------------- */
 
-/* Every parameter of the v1 family is an int checked against its range
- * when it is set (insmod or sysfs): a value outside it is refused with
- * -EINVAL and the old one stays, so an ACK never sees it.  The range is
- * written once, in BBR1_PARAM, and ends the parameter's description as
- * "[range LO..HI]", which cctest reads with modinfo to refuse a scenario's
- * value before anything runs (the same convention as bbr3).
+/* Every parameter of the v1 family is an int declared with CCTEST_PARAM_INT
+ * (modules/common/cctest_param.h): checked against its range when it is set
+ * (a value outside it is refused with -EINVAL, so an ACK never sees it), the
+ * range ending its description as "[range LO..HI]" for cctest to read.
  */
-struct bbr1_param {
-	int *value;
-	int lo, hi;
-};
-
-static int bbr1_param_set(const char *val, const struct kernel_param *kp)
-{
-	const struct bbr1_param *p = kp->arg;
-	int v;
-	int err = kstrtoint(val, 0, &v);
-
-	if (err)
-		return err;
-	if (v < p->lo || v > p->hi)
-		return -EINVAL;
-	WRITE_ONCE(*p->value, v);
-	return 0;
-}
-
-static int bbr1_param_get(char *buf, const struct kernel_param *kp)
-{
-	const struct bbr1_param *p = kp->arg;
-
-	return scnprintf(buf, PAGE_SIZE, "%d\n", READ_ONCE(*p->value));
-}
-
-static const struct kernel_param_ops bbr1_param_ops = {
-	.set = bbr1_param_set,
-	.get = bbr1_param_get,
-};
-
-/* int parameter `name`, default def, allowed lo..hi (literals >= 0). */
-#define BBR1_PARAM(name, def, lo, hi, desc)				\
-	static int name = def;						\
-	static struct bbr1_param bbr1_param_##name = { &name, lo, hi };	\
-	module_param_cb(name, &bbr1_param_ops, &bbr1_param_##name, 0644); \
-	MODULE_PARM_DESC(name, desc " [range " #lo ".." #hi "]")
 
 /* ProbeBW cwnd gain x1000: BBRv1 2000; bbr_shallow 1500 (004 section
  * IV-E.1).  At most what the 11-bit gain field holds (7996 -> 2047/256).
  */
-BBR1_PARAM(cwnd_gain_x1000, BBR1_DEFAULT_CWND_GAIN_X1000, 1, 7996,
-	   "ProbeBW cwnd gain x1000 (BBRv1: 2000)");
+CCTEST_PARAM_INT(cwnd_gain_x1000, BBR1_DEFAULT_CWND_GAIN_X1000, 1, 7996,
+		 "ProbeBW cwnd gain x1000 (BBRv1: 2000)");
 
 /* The ACK-aggregation allowance (Linux 4.19+, below) in the cwnd target:
  * kernel bbr has it, the seed papers' kernels did not, so the variants
@@ -282,8 +245,8 @@ BBR1_PARAM(cwnd_gain_x1000, BBR1_DEFAULT_CWND_GAIN_X1000, 1, 7996,
  * bbr_acw) leave it out by default (docs/algorithms.md, "Rules for every
  * variant").
  */
-BBR1_PARAM(ack_aggregation, BBR1_DEFAULT_ACK_AGGREGATION, 0, 1,
-	   "1 = add the ACK-aggregation allowance to the cwnd target (kernel bbr), 0 = not (the papers' BBR)");
+CCTEST_PARAM_INT(ack_aggregation, BBR1_DEFAULT_ACK_AGGREGATION, 0, 1,
+		 "1 = add the ACK-aggregation allowance to the cwnd target (kernel bbr), 0 = not (the papers' BBR)");
 
 /* ---- the algorithm's constants (ACM Queue 2016, draft-00) ----------- */
 

@@ -72,20 +72,20 @@
 #include "bbr_acw_trace.h"
 
 /* Queue threshold: I <= thresh * Q, x1000 (001 Alg. 1 lines 5, 11: 1.25). */
-BBR1_PARAM(queue_thresh_x1000, 1250, 1000, 100000,
-	   "I <= thresh*Q test x1000 (001 Alg.1 l.5: 1.25)");
+CCTEST_PARAM_INT(queue_thresh_x1000, 1250, 1000, 100000,
+		 "I <= thresh*Q test x1000 (001 Alg.1 l.5: 1.25)");
 
 /* Multiplier in alpha = max(1, k (d-dmin)/(dmax-dmin)), x1000 (001 Eq. 1: 2). */
-BBR1_PARAM(alpha_scale_x1000, 2000, 0, 4000,
-	   "alpha scale x1000 (001 Eq.1: 2)");
+CCTEST_PARAM_INT(alpha_scale_x1000, 2000, 0, 4000,
+		 "alpha scale x1000 (001 Eq.1: 2)");
 
 /* Window of the min RTT compared with RTprop, rounds (001 Alg. 1 l.4: 3). */
-BBR1_PARAM(min_rtt_rounds, 3, 1, 1000,
-	   "min_rtt window, rounds (001 Alg.1 l.4: 3)");
+CCTEST_PARAM_INT(min_rtt_rounds, 3, 1, 1000,
+		 "min_rtt window, rounds (001 Alg.1 l.4: 3)");
 
 /* Window of d_max / d_min, rounds (001 Eq. 1; the project's choice: 10). */
-BBR1_PARAM(rate_rounds, 10, 1, 1000,
-	   "d_max/d_min window, rounds (001 Eq.1: 10)");
+CCTEST_PARAM_INT(rate_rounds, 10, 1, 1000,
+		 "d_max/d_min window, rounds (001 Eq.1: 10)");
 
 enum acw_decide { ACW_PER_CYCLE = 0, ACW_PER_ACK = 1, ACW_PER_ROUND = 2 };
 
@@ -93,25 +93,25 @@ enum acw_decide { ACW_PER_CYCLE = 0, ACW_PER_ACK = 1, ACW_PER_ROUND = 2 };
  * (001 section 4.2, "through each probe" for the "next cycle"; default),
  * per ACK, or per round with hysteresis.
  */
-BBR1_PARAM(decide, ACW_PER_CYCLE, 0, 2,
-	   "0 = once per gain cycle at the probe's end, held a cycle (default), 1 = per ACK, 2 = per round with hysteresis");
+CCTEST_PARAM_INT(decide, ACW_PER_CYCLE, 0, 2,
+		 "0 = once per gain cycle at the probe's end, held a cycle (default), 1 = per ACK, 2 = per round with hysteresis");
 
 /* 1 = the cut needs a loss (001 Alg. 1 l.11, has_loss; default), 0 = cut
  * on T > 1.25 p alone (001 section 4.2's "reduce the size of CWND").
  */
-BBR1_PARAM(cut_needs_loss, 1, 0, 1,
-	   "1 = cut only after a loss (001 Alg.1 l.11, default), 0 = cut on T > 1.25p alone");
+CCTEST_PARAM_INT(cut_needs_loss, 1, 0, 1,
+		 "1 = cut only after a loss (001 Alg.1 l.11, default), 0 = cut on T > 1.25p alone");
 
 /* Share of a round's ACKs that must agree to switch to a case, percent. */
-BBR1_PARAM(enter_share_pct, 75, 50, 100,
-	   "share of a round's ACKs that starts the boost/cut case, % (default 75)");
+CCTEST_PARAM_INT(enter_share_pct, 75, 50, 100,
+		 "share of a round's ACKs that starts the boost/cut case, % (default 75)");
 
 /* Share that keeps a case once in it (hysteresis), percent.  At least 1:
  * with 0 a case could be held on a round without one vote for it, whose
  * mean alpha or beta is 0/0 (in softirq).
  */
-BBR1_PARAM(leave_share_pct, 50, 1, 100,
-	   "share of a round's ACKs that holds the boost/cut case, % (default 50)");
+CCTEST_PARAM_INT(leave_share_pct, 50, 1, 100,
+		 "share of a round's ACKs that holds the boost/cut case, % (default 50)");
 
 enum acw_case { ACW_NEUTRAL = 0, ACW_BOOST = 1, ACW_CUT = 2 };
 

@@ -54,34 +54,34 @@
 /* usf decrease factor on an unexplained loss, x1000 (000 Alg. 1 line 26,
  * beta; text: default 0.9).
  */
-BBR1_PARAM(beta_x1000, 900, 0, 1000,
-	   "usf decrease factor x1000 (000 Alg.1 l.26: 0.9)");
+CCTEST_PARAM_INT(beta_x1000, 900, 0, 1000,
+		 "usf decrease factor x1000 (000 Alg.1 l.26: 0.9)");
 
 /* usf increase per loss-free wait, x1000 (000 Alg. 1 line 35, delta;
  * text: 0.01).
  */
-BBR1_PARAM(delta_x1000, 10, 0, 1000,
-	   "usf increase step x1000 (000 Alg.1 l.35: 0.01)");
+CCTEST_PARAM_INT(delta_x1000, 10, 0, 1000,
+		 "usf increase step x1000 (000 Alg.1 l.35: 0.01)");
 
 /* Lower bound of usf, x1000 (000 Alg. 1 lines 28-29: 0.2). */
-BBR1_PARAM(usf_floor_x1000, 200, 1, 1000,
-	   "usf lower bound x1000 (000 Alg.1 l.28: 0.2)");
+CCTEST_PARAM_INT(usf_floor_x1000, 200, 1, 1000,
+		 "usf lower bound x1000 (000 Alg.1 l.28: 0.2)");
 
 /* Wait before judging a loss / between increases, in smoothed RTTs
  * (000 Alg. 1 lines 25 and 34: 3).
  */
-BBR1_PARAM(wait_rtts, 3, 0, 1000,
-	   "wait in smoothed RTTs (000 Alg.1 l.25,34: 3)");
+CCTEST_PARAM_INT(wait_rtts, 3, 0, 1000,
+		 "wait in smoothed RTTs (000 Alg.1 l.25,34: 3)");
 
 /* Recovery cut: cwnd = inflight / recovery_div (000 Alg. 1 line 7: 3). */
-BBR1_PARAM(recovery_div, 3, 1, 100,
-	   "cwnd = inflight/div entering Recovery (000 Alg.1 l.7: 3)");
+CCTEST_PARAM_INT(recovery_div, 3, 1, 100,
+		 "cwnd = inflight/div entering Recovery (000 Alg.1 l.7: 3)");
 
 /* 0 = regrow up to upper_cwnd in Recovery (000 Alg. 1 l.16-21), 1 = hold
  * the cut until Recovery ends (000 section 4's prose).
  */
-BBR1_PARAM(hold_in_recovery, 0, 0, 1,
-	   "0 = cwnd regrows to upper_cwnd in Recovery (000 Alg.1 l.16-21), 1 = held at the cut (000 Sec.4 prose)");
+CCTEST_PARAM_INT(hold_in_recovery, 0, 0, 1,
+		 "0 = cwnd regrows to upper_cwnd in Recovery (000 Alg.1 l.16-21), 1 = held at the cut (000 Sec.4 prose)");
 
 struct cws {
 	u64 loss_detected_us;	/* 0 = no loss pending (Alg. 1 l.5) */

@@ -44,21 +44,21 @@
 /* Consecutive higher ProbeRTT minima needed to raise RTprop (K; 004 IV-E.2
  * "consistently higher for many RTprop probes"; the project chose 3).
  */
-BBR1_PARAM(agree_probes, 3, 1, 1000,
-	   "consecutive higher ProbeRTT minima that raise RTprop (K, default 3)");
+CCTEST_PARAM_INT(agree_probes, 3, 1, 1000,
+		 "consecutive higher ProbeRTT minima that raise RTprop (K, default 3)");
 
 /* Band above RTprop within which an episode minimum still agrees with the
  * history, percent of RTprop (deviation histmin-tolerance; default 10 %).
  */
-BBR1_PARAM(tolerance_pct, 10, 0, 1000,
-	   "episode minima up to this % above RTprop agree with it (default 10)");
+CCTEST_PARAM_INT(tolerance_pct, 10, 0, 1000,
+		 "episode minima up to this % above RTprop agree with it (default 10)");
 
 /* A single episode minimum at least this many times RTprop (x1000) raises
  * RTprop at once (004 IV-E.2 "drastically higher for a single probe");
  * 0 = off (default 10000, i.e. 10x).
  */
-BBR1_PARAM(drastic_x1000, 10000, 0, 1000000,
-	   "one episode minimum >= this x RTprop (x1000) raises RTprop; 0 = off (default 10000)");
+CCTEST_PARAM_INT(drastic_x1000, 10000, 0, 1000000,
+		 "one episode minimum >= this x RTprop (x1000) raises RTprop; 0 = off (default 10000)");
 
 /* Expiry: RTprop stays; the episode opens when ProbeRTT begins. */
 static u32 histmin_min_rtt_expired(struct sock *sk, void *ext, u32 old_us,

@@ -72,24 +72,24 @@
 #include "bbr_modest_trace.h"
 
 /* Upper bound of the proportion P, x1000 (002 section C / Table I: 1). */
-BBR1_PARAM(wmax_x1000, 1000, 0, 4000,
-	   "max window/pacing proportion x1000 (002 Tab.I: 1)");
+CCTEST_PARAM_INT(wmax_x1000, 1000, 0, 4000,
+		 "max window/pacing proportion x1000 (002 Tab.I: 1)");
 
 /* Lower bound of P and search start min_win = Wmin * cwnd, x1000
  * (002 section C, Alg. 1 line 4: 0.75).
  */
-BBR1_PARAM(wmin_x1000, 750, 0, 1000,
-	   "min window proportion x1000 (002 Alg.1 l.4: 0.75)");
+CCTEST_PARAM_INT(wmin_x1000, 750, 0, 1000,
+		 "min window proportion x1000 (002 Alg.1 l.4: 0.75)");
 
 /* Search resolution and linear step, packets (002 Alg. 1 l.15, l.22: 1). */
-BBR1_PARAM(smin_pkts, 1, 1, 1000,
-	   "min step, packets (002 Alg.1 l.15,22: 1)");
+CCTEST_PARAM_INT(smin_pkts, 1, 1, 1000,
+		 "min step, packets (002 Alg.1 l.15,22: 1)");
 
 /* 0 = pace as BBR (Algorithm 1 sets only cwnd; default), 1 = pace at
  * P x BBR's rate too (Eq. 1 read as a rate).
  */
-BBR1_PARAM(scale_pacing, 0, 0, 1,
-	   "1 = also scale the pacing rate by the proportion P (Eq.1 read as a rate), 0 = cap cwnd only (default)");
+CCTEST_PARAM_INT(scale_pacing, 0, 0, 1,
+		 "1 = also scale the pacing rate by the proportion P (Eq.1 read as a rate), 0 = cap cwnd only (default)");
 
 static u32 modest_param(int v, int lo, int hi)
 {

@@ -98,6 +98,8 @@
 #include <net/tcp.h>
 #include <net/inet_sock.h>
 
+#include "cctest_param.h"
+
 #ifndef BBR3_NAME
 /* Built as bbr3.ko: BBRv3 as the draft specifies it. */
 #define BBR3_NAME bbr3
@@ -177,60 +179,16 @@ static inline void bbr3_compat_snd_cwnd_set(struct tcp_sock *tp, u32 val)
 /* ------------------------------------------------------------------ */
 
 /*
- * Every parameter is range-checked when it is set (insmod or sysfs): an
- * out-of-range value is refused with -EINVAL, so no ACK ever sees one
- * (a % 0 in softirq, a pacing gain of 0, a ProbeRTT interval of 0, gains
- * that overflow get_info's x256 fields). The range is written once, in
- * BBR3_PARAM below, and appears in the parameter's description as
- * "[range LO..HI]" (or "[range 0 or LO..HI]" where 0 means "unset"), which
- * is where cctest reads it from (modinfo) to reject a scenario's value
- * before anything runs.
+ * Every parameter is an unsigned int declared with CCTEST_PARAM_UINT (or
+ * CCTEST_PARAM_UINT_OR_0 where 0 means "unset"; modules/common/cctest_param.h):
+ * range-checked when it is set (insmod or sysfs), an out-of-range value
+ * refused with -EINVAL, so no ACK ever sees one (a % 0 in softirq, a pacing
+ * gain of 0, a ProbeRTT interval of 0, gains that overflow get_info's x256
+ * fields). The range is written once, in that line, and ends the parameter's
+ * description as "[range LO..HI]" (or "[range 0 or LO..HI]"), which is where
+ * cctest reads it from (modinfo) to reject a scenario's value before
+ * anything runs.
  */
-struct bbr3_param {
-	unsigned int *value;
-	unsigned int lo, hi;
-	bool zero_ok;		/* 0 is allowed as "unset" besides [lo, hi] */
-};
-
-static int bbr3_param_set(const char *val, const struct kernel_param *kp)
-{
-	const struct bbr3_param *p = kp->arg;
-	unsigned int v;
-	int err = kstrtouint(val, 0, &v);
-
-	if (err)
-		return err;
-	if ((v < p->lo || v > p->hi) && !(p->zero_ok && v == 0))
-		return -EINVAL;
-	WRITE_ONCE(*p->value, v);
-	return 0;
-}
-
-static int bbr3_param_get(char *buf, const struct kernel_param *kp)
-{
-	const struct bbr3_param *p = kp->arg;
-
-	return scnprintf(buf, PAGE_SIZE, "%u\n", READ_ONCE(*p->value));
-}
-
-static const struct kernel_param_ops bbr3_param_ops = {
-	.set = bbr3_param_set,
-	.get = bbr3_param_get,
-};
-
-#define BBR3_PARAM_DEF(name, def, lo, hi, zero, range, desc)		\
-	static unsigned int name = def;					\
-	static struct bbr3_param bbr3_param_##name = {			\
-		&name, lo, hi, zero };					\
-	module_param_cb(name, &bbr3_param_ops, &bbr3_param_##name, 0644); \
-	MODULE_PARM_DESC(name, desc " [range " range "]")
-
-/* unsigned int parameter `name`, default def, allowed lo..hi */
-#define BBR3_PARAM(name, def, lo, hi, desc)				\
-	BBR3_PARAM_DEF(name, def, lo, hi, false, #lo ".." #hi, desc)
-/* the same, and 0 allowed as "unset" */
-#define BBR3_PARAM_OR_0(name, def, lo, hi, desc)			\
-	BBR3_PARAM_DEF(name, def, lo, hi, true, "0 or " #lo ".." #hi, desc)
 
 /*
  * Gains are capped at 10.0 (10000): far above any gain the draft or paper
@@ -239,109 +197,109 @@ static const struct kernel_param_ops bbr3_param_ops = {
  */
 
 /* draft "BBR.StartupPacingGain" (2.77), paper 003 Algorithm 1; 0 = derive */
-BBR3_PARAM_OR_0(startup_pacing_gain_x1000,
-		BBR3_DEFAULT_STARTUP_PACING_GAIN_X1000, 1000, 10000,
-		"Startup pacing gain x1000; 0 = alpha*(ln beta)^gamma (default "
-		__stringify(BBR3_DEFAULT_STARTUP_PACING_GAIN_X1000) ")");
+CCTEST_PARAM_UINT_OR_0(startup_pacing_gain_x1000,
+		       BBR3_DEFAULT_STARTUP_PACING_GAIN_X1000, 1000, 10000,
+		       "Startup pacing gain x1000; 0 = alpha*(ln beta)^gamma (default "
+		       __stringify(BBR3_DEFAULT_STARTUP_PACING_GAIN_X1000) ")");
 /* paper 003 Algorithm 1 alpha: 4 for BBRv3, 3 for BBRv3+ */
-BBR3_PARAM(startup_alpha_x1000, BBR3_DEFAULT_STARTUP_ALPHA_X1000, 100, 20000,
-	   "Startup gain alpha x1000 (paper 003 Alg. 1)");
+CCTEST_PARAM_UINT(startup_alpha_x1000, BBR3_DEFAULT_STARTUP_ALPHA_X1000, 100, 20000,
+		  "Startup gain alpha x1000 (paper 003 Alg. 1)");
 /* paper 003 Algorithm 1 beta (2); ln beta must be > 0 */
-BBR3_PARAM(startup_beta_x1000, 2000, 1001, 100000,
-	   "Startup gain beta x1000 (paper 003 Alg. 1, default 2000)");
+CCTEST_PARAM_UINT(startup_beta_x1000, 2000, 1001, 100000,
+		  "Startup gain beta x1000 (paper 003 Alg. 1, default 2000)");
 /* paper 003 Algorithm 1 gamma (1), an integer exponent */
-BBR3_PARAM(startup_gamma, 1, 1, 8,
-	   "Startup gain exponent gamma (paper 003 Alg. 1, default 1)");
+CCTEST_PARAM_UINT(startup_gamma, 1, 1, 8,
+		  "Startup gain exponent gamma (paper 003 Alg. 1, default 1)");
 /* draft "BBR.DefaultCwndGain" (2): Startup, Drain, DOWN, CRUISE, REFILL */
-BBR3_PARAM(cwnd_gain_x1000, 2000, 100, 10000,
-	   "Default cwnd gain x1000 (draft BBR.DefaultCwndGain, default 2000)");
+CCTEST_PARAM_UINT(cwnd_gain_x1000, 2000, 100, 10000,
+		  "Default cwnd gain x1000 (draft BBR.DefaultCwndGain, default 2000)");
 /* Startup and Drain cwnd gain: the draft's is DefaultCwndGain (0 = that);
  * BBRv2's bbr_startup_cwnd_gain is 2.885 */
-BBR3_PARAM_OR_0(startup_cwnd_gain_x1000,
-		BBR3_DEFAULT_STARTUP_CWND_GAIN_X1000, 100, 10000,
-		"Startup and Drain cwnd gain x1000; 0 = cwnd_gain_x1000 (default "
-		__stringify(BBR3_DEFAULT_STARTUP_CWND_GAIN_X1000) ")");
+CCTEST_PARAM_UINT_OR_0(startup_cwnd_gain_x1000,
+		       BBR3_DEFAULT_STARTUP_CWND_GAIN_X1000, 100, 10000,
+		       "Startup and Drain cwnd gain x1000; 0 = cwnd_gain_x1000 (default "
+		       __stringify(BBR3_DEFAULT_STARTUP_CWND_GAIN_X1000) ")");
 /* draft "BBR.DrainPacingGain" (0.5); BBRv2 1/2.885 */
-BBR3_PARAM(drain_pacing_gain_x1000, BBR3_DEFAULT_DRAIN_PACING_GAIN_X1000,
-	   100, 10000, "Drain pacing gain x1000 (default "
-	   __stringify(BBR3_DEFAULT_DRAIN_PACING_GAIN_X1000) ")");
+CCTEST_PARAM_UINT(drain_pacing_gain_x1000, BBR3_DEFAULT_DRAIN_PACING_GAIN_X1000,
+		  100, 10000, "Drain pacing gain x1000 (default "
+		  __stringify(BBR3_DEFAULT_DRAIN_PACING_GAIN_X1000) ")");
 /* draft ProbeBW_DOWN pacing gain (0.90); BBRv2 0.75 */
-BBR3_PARAM(probe_down_pacing_gain_x1000,
-	   BBR3_DEFAULT_PROBE_DOWN_PACING_GAIN_X1000, 100, 10000,
-	   "ProbeBW_DOWN pacing gain x1000 (default "
-	   __stringify(BBR3_DEFAULT_PROBE_DOWN_PACING_GAIN_X1000) ")");
+CCTEST_PARAM_UINT(probe_down_pacing_gain_x1000,
+		  BBR3_DEFAULT_PROBE_DOWN_PACING_GAIN_X1000, 100, 10000,
+		  "ProbeBW_DOWN pacing gain x1000 (default "
+		  __stringify(BBR3_DEFAULT_PROBE_DOWN_PACING_GAIN_X1000) ")");
 /* draft ProbeBW_UP pacing gain (1.25) */
-BBR3_PARAM(probe_up_pacing_gain_x1000, 1250, 100, 10000,
-	   "ProbeBW_UP pacing gain x1000 (draft, default 1250)");
+CCTEST_PARAM_UINT(probe_up_pacing_gain_x1000, 1250, 100, 10000,
+		  "ProbeBW_UP pacing gain x1000 (draft, default 1250)");
 /* draft ProbeBW_UP cwnd gain (2.25); BBRv2 keeps bbr_cwnd_gain (2) */
-BBR3_PARAM(probe_up_cwnd_gain_x1000, BBR3_DEFAULT_PROBE_UP_CWND_GAIN_X1000,
-	   100, 10000, "ProbeBW_UP cwnd gain x1000 (default "
-	   __stringify(BBR3_DEFAULT_PROBE_UP_CWND_GAIN_X1000) ")");
+CCTEST_PARAM_UINT(probe_up_cwnd_gain_x1000, BBR3_DEFAULT_PROBE_UP_CWND_GAIN_X1000,
+		  100, 10000, "ProbeBW_UP cwnd gain x1000 (default "
+		  __stringify(BBR3_DEFAULT_PROBE_UP_CWND_GAIN_X1000) ")");
 /*
  * When ProbeBW_UP ends without loss. 0: the draft's IsTimeToGoDown (the bw
  * plateaus for full_bw_rounds, unless cwnd-limited at inflight_hi). Nonzero:
  * BBRv2's rule (bbr2_update_cycle_phase, "is_queuing"): after one min_rtt
  * in UP, once inflight reaches this gain x the estimated BDP.
  */
-BBR3_PARAM_OR_0(up_exit_pif_gain_x1000, BBR3_DEFAULT_UP_EXIT_PIF_GAIN_X1000,
-		1000, 10000,
-		"ProbeBW_UP ends at this inflight/BDP after a min_rtt (BBRv2); 0 = on a bw plateau (draft) (default "
-		__stringify(BBR3_DEFAULT_UP_EXIT_PIF_GAIN_X1000) ")");
+CCTEST_PARAM_UINT_OR_0(up_exit_pif_gain_x1000, BBR3_DEFAULT_UP_EXIT_PIF_GAIN_X1000,
+		       1000, 10000,
+		       "ProbeBW_UP ends at this inflight/BDP after a min_rtt (BBRv2); 0 = on a bw plateau (draft) (default "
+		       __stringify(BBR3_DEFAULT_UP_EXIT_PIF_GAIN_X1000) ")");
 /* draft "BBR.ProbeRTTCwndGain" (0.5) */
-BBR3_PARAM(probe_rtt_cwnd_gain_x1000, 500, 100, 10000,
-	   "ProbeRTT cwnd gain x1000 (draft, default 500)");
+CCTEST_PARAM_UINT(probe_rtt_cwnd_gain_x1000, 500, 100, 10000,
+		  "ProbeRTT cwnd gain x1000 (draft, default 500)");
 /* draft "BBR.LossThresh" (2 %) */
-BBR3_PARAM(loss_thresh_pct, 2, 0, 99,
-	   "Per-round loss rate that ends a probe, percent (draft BBR.LossThresh, default 2)");
+CCTEST_PARAM_UINT(loss_thresh_pct, 2, 0, 99,
+		  "Per-round loss rate that ends a probe, percent (draft BBR.LossThresh, default 2)");
 /* draft "BBR.Beta" (0.7): multiplicative decrease per lossy round */
-BBR3_PARAM(beta_pct, 70, 1, 100,
-	   "Multiplicative decrease, percent (draft BBR.Beta, default 70)");
+CCTEST_PARAM_UINT(beta_pct, 70, 1, 100,
+		  "Multiplicative decrease, percent (draft BBR.Beta, default 70)");
 /* draft "BBR.Headroom" (0.15): share of inflight_hi left free in CRUISE */
-BBR3_PARAM(headroom_pct, 15, 0, 99,
-	   "Headroom below inflight_hi, percent (draft BBR.Headroom, default 15)");
+CCTEST_PARAM_UINT(headroom_pct, 15, 0, 99,
+		  "Headroom below inflight_hi, percent (draft BBR.Headroom, default 15)");
 /* draft "BBR.PacingMarginPercent" (1) */
-BBR3_PARAM(pacing_margin_pct, 1, 0, 50,
-	   "Pace this percent below bw (draft BBR.PacingMarginPercent, default 1)");
+CCTEST_PARAM_UINT(pacing_margin_pct, 1, 0, 50,
+		  "Pace this percent below bw (draft BBR.PacingMarginPercent, default 1)");
 /* draft "BBR.ProbeRTTInterval" (5 s); 0 would be a permanent ProbeRTT */
-BBR3_PARAM(probe_rtt_interval_ms, 5000, 100, 3600000,
-	   "ProbeRTT interval, ms (draft BBR.ProbeRTTInterval, default 5000)");
+CCTEST_PARAM_UINT(probe_rtt_interval_ms, 5000, 100, 3600000,
+		  "ProbeRTT interval, ms (draft BBR.ProbeRTTInterval, default 5000)");
 /* draft "BBR.ProbeRTTDuration" (200 ms) */
-BBR3_PARAM(probe_rtt_duration_ms, 200, 1, 10000,
-	   "ProbeRTT duration, ms (draft BBR.ProbeRTTDuration, default 200)");
+CCTEST_PARAM_UINT(probe_rtt_duration_ms, 200, 1, 10000,
+		  "ProbeRTT duration, ms (draft BBR.ProbeRTTDuration, default 200)");
 /* draft "BBR.MinRTTFilterLen" (10 s) */
-BBR3_PARAM(min_rtt_filter_len_ms, 10000, 100, 3600000,
-	   "min_rtt filter window, ms (draft BBR.MinRTTFilterLen, default 10000)");
+CCTEST_PARAM_UINT(min_rtt_filter_len_ms, 10000, 100, 3600000,
+		  "min_rtt filter window, ms (draft BBR.MinRTTFilterLen, default 10000)");
 /* draft CheckFullBWReached: growth per round that counts as growing (25 %) */
-BBR3_PARAM(full_bw_growth_pct, 25, 1, 1000,
-	   "bw growth per round that resets the plateau count, percent (draft, default 25)");
+CCTEST_PARAM_UINT(full_bw_growth_pct, 25, 1, 1000,
+		  "bw growth per round that resets the plateau count, percent (draft, default 25)");
 /* draft CheckFullBWReached: full_bw_count threshold (3) */
-BBR3_PARAM(full_bw_rounds, 3, 1, 100,
-	   "Rounds without growth = bw plateau (draft, default 3)");
+CCTEST_PARAM_UINT(full_bw_rounds, 3, 1, 100,
+		  "Rounds without growth = bw plateau (draft, default 3)");
 /* draft "BBRStartupFullLossCnt" (6); BBRv2 bbr_full_loss_cnt 8 */
-BBR3_PARAM(startup_full_loss_cnt, BBR3_DEFAULT_STARTUP_FULL_LOSS_CNT, 1, 1000,
-	   "Loss events in a round to exit Startup (default "
-	   __stringify(BBR3_DEFAULT_STARTUP_FULL_LOSS_CNT) ")");
+CCTEST_PARAM_UINT(startup_full_loss_cnt, BBR3_DEFAULT_STARTUP_FULL_LOSS_CNT, 1, 1000,
+		  "Loss events in a round to exit Startup (default "
+		  __stringify(BBR3_DEFAULT_STARTUP_FULL_LOSS_CNT) ")");
 /* draft CheckDrainDone (3 rounds); 0 = no limit (BBRv2 drains to the BDP) */
-BBR3_PARAM_OR_0(drain_max_rounds, BBR3_DEFAULT_DRAIN_MAX_ROUNDS, 1, 1000,
-		"Leave Drain after this many rounds at most; 0 = only once drained (default "
-		__stringify(BBR3_DEFAULT_DRAIN_MAX_ROUNDS) ")");
+CCTEST_PARAM_UINT_OR_0(drain_max_rounds, BBR3_DEFAULT_DRAIN_MAX_ROUNDS, 1, 1000,
+		       "Leave Drain after this many rounds at most; 0 = only once drained (default "
+		       __stringify(BBR3_DEFAULT_DRAIN_MAX_ROUNDS) ")");
 /* draft "BBR.ExtraAckedFilterLen" (10) */
-BBR3_PARAM(extra_acked_filter_rounds, 10, 1, 100,
-	   "extra_acked max-filter window, rounds (draft, default 10)");
+CCTEST_PARAM_UINT(extra_acked_filter_rounds, 10, 1, 100,
+		  "extra_acked max-filter window, rounds (draft, default 10)");
 /* draft PickProbeWait: 2 s + random 0..1 s */
-BBR3_PARAM(bw_probe_wait_base_ms, 2000, 0, 3600000,
-	   "Fixed part of the wall-clock wait between bw probes, ms (draft, default 2000)");
-BBR3_PARAM(bw_probe_wait_rand_ms, 1000, 0, 3600000,
-	   "Random part of the wall-clock wait between bw probes, ms (draft, default 1000)");
+CCTEST_PARAM_UINT(bw_probe_wait_base_ms, 2000, 0, 3600000,
+		  "Fixed part of the wall-clock wait between bw probes, ms (draft, default 2000)");
+CCTEST_PARAM_UINT(bw_probe_wait_rand_ms, 1000, 0, 3600000,
+		  "Random part of the wall-clock wait between bw probes, ms (draft, default 1000)");
 /* draft IsRenoCoexistenceProbeTime cap (63 rounds) */
-BBR3_PARAM(reno_rounds_max, 63, 1, 100000,
-	   "Max rounds between bw probes (Reno coexistence), rounds (draft, default 63)");
+CCTEST_PARAM_UINT(reno_rounds_max, 63, 1, 100000,
+		  "Max rounds between bw probes (Reno coexistence), rounds (draft, default 63)");
 /* draft "BBR.MinPipeCwnd" (4 SMSS) */
-BBR3_PARAM(min_pipe_cwnd_pkts, 4, 1, 1000,
-	   "Minimum cwnd, packets (draft BBR.MinPipeCwnd, default 4)");
+CCTEST_PARAM_UINT(min_pipe_cwnd_pkts, 4, 1, 1000,
+		  "Minimum cwnd, packets (draft BBR.MinPipeCwnd, default 4)");
 /* test hook, not in the draft: new sockets act as if the allocation failed */
-BBR3_PARAM(force_fallback, 0, 0, 1,
-	   "Test hook: 1 = new sockets use the allocation-failure fallback (default 0)");
+CCTEST_PARAM_UINT(force_fallback, 0, 0, 1,
+		  "Test hook: 1 = new sockets use the allocation-failure fallback (default 0)");
 
 /*
  * Sockets that ran the allocation-failure fallback since the module was

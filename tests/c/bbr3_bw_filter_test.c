@@ -1,8 +1,7 @@
 /* Drives modules/bbr3/bbr3_bw_filter.h outside the kernel (tests/test_bbr3_bw_filter.py).
  * Reads lines "u <bw>" (a rate sample), "a" (advance the window) and prints max_bw after each. */
-#include <stdint.h>
 #include <stdio.h>
-typedef uint32_t u32;
+#include "kshim.h"
 #include "bbr3_bw_filter.h"
 
 int main(void)

@@ -2,10 +2,8 @@
  *   g <bw> <rate> <in_force> <full_bw_reached>    SetPacingRateWithGain on an ACK
  *   i <bw> <rate> <in_force> <full_bw_reached>    the restart from idle in ProbeBW
  * (rate: what bw x gain gives, in_force: the socket's rate) and prints the rate set after each. */
-#include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
-typedef uint32_t u32;
+#include "kshim.h"
 #include "bbr3_pacing.h"
 
 int main(void)

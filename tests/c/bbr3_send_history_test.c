@@ -4,11 +4,8 @@
  *   a <prior_in_flight> <delivered> <lost> <step>     one ACK (after the stack's update)
  *   l <prior_delivered>                               look a packet up
  * and prints "<lost> <tx_in_flight> <found>" after each lookup. */
-#include <stdint.h>
 #include <stdio.h>
-typedef uint32_t u32;
-typedef int32_t s32;
-typedef uint64_t u64;
+#include "kshim.h"
 #include "bbr3_send_history.h"
 
 int main(void)

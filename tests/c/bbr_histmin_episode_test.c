@@ -8,15 +8,9 @@
  * and prints "<rtprop_us> <streak> <raised> <episode_min_us>" after each (the minimum as the
  * tracepoint reports it: 0 while no episode is open or it has no sample).
  * argv: RTprop at start, K, tolerance_pct, drastic_x1000 (defaults 10000 3 10 10000). */
-#include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-typedef uint32_t u32;
-typedef uint64_t u64;
-#define U32_MAX UINT32_MAX
-#define min(a, b) ((a) < (b) ? (a) : (b))
-#define min_t(type, a, b) min((type)(a), (type)(b))
+#include "kshim.h"
 #include "bbr_histmin_episode.h"
 
 static u32 arg(int argc, char **argv, int i, u32 dflt)

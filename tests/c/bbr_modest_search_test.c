@@ -6,17 +6,9 @@
  *                                  one ACK in ProbeBW
  * and prints "<phase> <cap> <min_win> <max_win> <last_cwnd>" after each.
  * Wmin and Smin: argv[1], argv[2] (default 750 and 1, the module's defaults). */
-#include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-typedef uint8_t u8;
-typedef uint32_t u32;
-typedef int32_t s32;
-typedef uint64_t u64;
-#define before(a, b) ((s32)((a) - (b)) < 0)
-#define min(a, b) ((a) < (b) ? (a) : (b))
-#define div_u64(n, d) ((n) / (d))
+#include "kshim.h"
 #include "bbr_modest_search.h"
 
 static int read_ack(struct modest_ack *a)
