@@ -179,6 +179,8 @@ class RunCgroup:
         if reason:
             raise CgroupError(reason)
         home = own_cgroup()
+        if home is None:  # gone since unavailable_reason() looked
+            raise CgroupError("this process's cgroup is no longer found")
         path = home / f"{PREFIX}{os.getpid()}"
         if before_mkdir is not None:
             before_mkdir(path)

@@ -13,8 +13,9 @@ boots a guest that runs one command (`cctest run --native --in-vm ...`) and stop
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from . import uml, umlkernel, vm
 from .kmod import release_of_kernel_image
@@ -29,13 +30,19 @@ CHOICES = ("auto", *ENGINES)
 class Guest(Protocol):
     """A booted guest: its command's exit code, as subprocess.Popen gives one."""
 
-    returncode: int | None
+    @property
+    def returncode(self) -> int | None: ...
 
     def poll(self) -> int | None: ...
     def wait(self, timeout: float | None = None) -> int: ...
 
 
-class Engine(Protocol):
+G = TypeVar("G", bound=Guest)
+
+
+class Engine(Protocol[G]):
+    """An engine's guests are its own (a QEMU process, a UML instance): it is handed back what it started."""
+
     name: str
 
     def describe(self) -> str: ...
@@ -43,9 +50,9 @@ class Engine(Protocol):
     def module_build(self) -> tuple[Path | None, tuple[str, ...]]: ...
     def meta(self) -> dict: ...
     def start(self, guest_cmd: list[str], out: Path, index: int, log: Path | None,
-              seed: int | None = None) -> Guest: ...
-    def stop_all(self, guests: list[Guest]) -> None: ...
-    def problems(self, guests: list[Guest]) -> list[str]: ...
+              seed: int | None = None) -> G: ...
+    def stop_all(self, guests: list[G]) -> None: ...
+    def problems(self, guests: list[G]) -> list[str]: ...
 
 
 class QemuEngine:
@@ -69,17 +76,17 @@ class QemuEngine:
                 "clock": self.clock.kind, "icount_shift": self.clock.shift if self.clock.kind == "virtual" else None}
 
     def start(self, guest_cmd: list[str], out: Path, index: int, log: Path | None,
-              seed: int | None = None) -> Guest:
+              seed: int | None = None) -> subprocess.Popen:
         # `seed` is not used: the stock kernel takes its randomness from the VM's devices and CPU.
         # vm.start hands the guest its clock settings; the engine's own record comes as one more variable.
         return vm.start(self.kernel, guest_cmd, [out], self.clock, log=log,
                         extra_env={"CCTEST_ENGINE_META": json.dumps(self.meta())})
 
-    def stop_all(self, guests: list[Guest]) -> None:
+    def stop_all(self, guests: list[subprocess.Popen]) -> None:
         for guest in guests:  # Ctrl-C reached each VM's guest through the terminal or the signal
             vm.stop(guest)
 
-    def problems(self, guests: list[Guest]) -> list[str]:
+    def problems(self, guests: list[subprocess.Popen]) -> list[str]:
         return []  # vng keeps no guest kernel log; the VM tests read the guest's dmesg themselves
 
 
@@ -114,7 +121,7 @@ class UmlEngine:
         return env
 
     def start(self, guest_cmd: list[str], out: Path, index: int, log: Path | None,
-              seed: int | None = None) -> Guest:
+              seed: int | None = None) -> uml.Instance:
         out = out.resolve()
         cpu = uml.cpu_for(index)
         env = {"PATH": vm.guest_path(), **self.guest_env(cpu=cpu, seed=seed), **vm.host_clock_env(out),
@@ -122,13 +129,13 @@ class UmlEngine:
         return uml.start(self.build, guest_cmd, out, env, index=index, cpu=cpu, log=log or out / f".vm-{index}.log",
                          echo=log is None, seed=seed)
 
-    def stop_all(self, guests: list[Guest]) -> None:
+    def stop_all(self, guests: list[uml.Instance]) -> None:
         for guest in guests:  # all asked first: they tear down in parallel
             guest.request_stop()
         for guest in guests:
             guest.stop()
 
-    def problems(self, guests: list[Guest]) -> list[str]:
+    def problems(self, guests: list[uml.Instance]) -> list[str]:
         """Each guest's kernel log (kept as out/.uml-dmesg-<k>.txt) checked for warnings and oopses."""
         said = []
         for guest in guests:

@@ -171,7 +171,9 @@ class Instance:
 
     def wait(self, timeout: float | None = None) -> int:
         self.proc.wait(timeout=timeout)
-        return self.returncode
+        code = self.returncode
+        assert code is not None  # the process has ended
+        return code
 
     def request_stop(self) -> None:
         """Ask the guest for an orderly stop: its cctest tears down and writes what it measured."""
