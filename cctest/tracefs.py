@@ -14,6 +14,7 @@ import re
 import subprocess
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import CctestError
 
@@ -88,7 +89,7 @@ class Recorder:
         self.events = events
         self.log = log
         self.reader: subprocess.Popen | None = None
-        self._sink = None
+        self._sink: BinaryIO | None = None
 
     def start(self) -> None:
         try:
