@@ -70,7 +70,7 @@ class VMClock:
     shift: int = DEFAULT_ICOUNT_SHIFT
     kvm: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.kind not in CLOCKS:
             raise VMOptionError(f"--clock {self.kind}: allowed values are {', '.join(CLOCKS)}")
         if not 0 <= self.shift <= MAX_ICOUNT_SHIFT:
