@@ -20,10 +20,11 @@ demo: setup-demo
 test: setup
 	CCTEST_REQUIRE_VM=1 CCTEST_REQUIRE_CONTAINER=1 .venv/bin/pytest -v -rs
 
-# The inner loop: ruff, then the fast tests (no VM, no container; the test tooling as `make test`
-# installs it). tests/test_lint.py runs ruff in `make test` too.
+# The inner loop: ruff and mypy, then the fast tests (no VM, no container; the test tooling as
+# `make test` installs it). tests/test_lint.py runs both in `make test` too.
 check:
 	.venv/bin/ruff check cctest tests bench
+	.venv/bin/mypy
 	.venv/bin/pytest -q -m "not vm and not container"
 
 bench: setup

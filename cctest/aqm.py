@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, StrictBool, StrictInt, ValidationError, model_validator
 
@@ -203,6 +203,7 @@ class Red(Aqm):
 
 REGISTRY: dict[str, type[Aqm]] = {a.kind: a for a in (Fifo, FqCodel, Codel, Pie, Red)}
 AQMS = tuple(REGISTRY)  # the values link.aqm accepts, fifo (the default) first
+AqmKind = Literal["fifo", "fq_codel", "codel", "pie", "red"]  # AQMS spelled out for the type checker
 # The shaper every AQM sits behind (bottleneck.py), probed by the doctor with the AQMs.
 SHAPER_MODULE, SHAPER_PROBE = "sch_tbf", "tbf rate 10mbit burst 5kb latency 50ms"
 
@@ -237,7 +238,7 @@ def aqm_counters(kind: str | None, xstats: bytes) -> dict:
     its fields. Empty for other kinds or a struct of another size."""
     layout = REGISTRY[kind].xstats if kind in REGISTRY else None
     values = layout.read(xstats) if layout else None
-    if values is None:
+    if layout is None or values is None:
         return {}
     if kind == "fq_codel" and values["type"] != 0:  # 0: the qdisc's statistics, not a flow's
         return {}

@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import CctestError
@@ -172,13 +173,15 @@ class RunCgroup:
         self.home = home
 
     @classmethod
-    def enter(cls, before_mkdir=None) -> RunCgroup:
+    def enter(cls, before_mkdir: Callable[[Path], None] | None = None) -> RunCgroup:
         """Make the cgroup and move this process into it. `before_mkdir(path)` journals it first, so a
         SIGKILL right after mkdir still leaves it named. CgroupError if not possible here."""
         reason = unavailable_reason()
         if reason:
             raise CgroupError(reason)
         home = own_cgroup()
+        if home is None:  # gone since unavailable_reason() looked
+            raise CgroupError("this process's cgroup is no longer found")
         path = home / f"{PREFIX}{os.getpid()}"
         if before_mkdir is not None:
             before_mkdir(path)

@@ -88,7 +88,7 @@ class Claim:
         return not metric_nodes(self.operands[k])
 
 
-def metric_nodes(node: ast.expr) -> list[ast.expr]:
+def metric_nodes(node: ast.AST) -> list[ast.expr]:
     """The metrics an operand reads: run-level names and term(cc) calls (not the calls' parts)."""
     if isinstance(node, (ast.Name, ast.Call)):
         return [node]
@@ -141,7 +141,7 @@ def _check_satisfiable(claim: Claim) -> None:
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and not metric_nodes(node.right):
                 if evaluate(node.right, lambda _: math.nan) == 0:
                     raise ClaimError(f"{ast.unparse(node)} divides by zero: no measurement can pass it")
-            if isinstance(node, ast.Call) and node.func.id in PROJECT_ONLY_TERMS:
+            if isinstance(node, ast.Call) and term_name(node) in PROJECT_ONLY_TERMS:
                 cc = cc_of_call(node)
                 if cc not in project_ccs():
                     raise ClaimError(f"{ast.unparse(node)}: {cc} has no Startup mode cctest can see (only this "
@@ -192,18 +192,29 @@ def _check_arithmetic(node: ast.expr, ccs: set[str]) -> None:
 
 def cc_of_call(node: ast.Call) -> str:
     arg = node.args[0]
-    return arg.id if isinstance(arg, ast.Name) else arg.value
+    if isinstance(arg, ast.Name):
+        return arg.id
+    assert isinstance(arg, ast.Constant) and isinstance(arg.value, str)  # what parse() admits
+    return arg.value
+
+
+def term_name(node: ast.Call) -> str:
+    """The term a parsed claim's call names: parse() admits only a plain name, share(bbr)."""
+    assert isinstance(node.func, ast.Name)
+    return node.func.id
 
 
 def evaluate(node: ast.expr, lookup: Callable[[ast.expr], float]) -> float:
     """Value of an operand, with `lookup` giving each metric's (Name or Call node's) value."""
     if isinstance(node, ast.Constant):
+        assert isinstance(node.value, (int, float))  # what parse() admits
         return float(node.value)
     if isinstance(node, (ast.Name, ast.Call)):
         return float(lookup(node))
     if isinstance(node, ast.UnaryOp):
         value = evaluate(node.operand, lookup)
         return -value if isinstance(node.op, ast.USub) else value
+    assert isinstance(node, ast.BinOp)
     left, right = evaluate(node.left, lookup), evaluate(node.right, lookup)
     op = ARITHMETIC[type(node.op)]
     if op == "+":
@@ -299,7 +310,7 @@ def steady_terms(claim: Claim) -> list[str]:
         for node in metric_nodes(operand):
             if isinstance(node, ast.Name) and node.id in STEADY_RUN_TERMS:
                 names.append(node.id)
-            elif isinstance(node, ast.Call) and node.func.id in STEADY_CC_TERMS:
+            elif isinstance(node, ast.Call) and term_name(node) in STEADY_CC_TERMS:
                 names.append(ast.unparse(node))
     return names
 
@@ -380,14 +391,16 @@ def judge_intervals(margins_per_rep: list[list[float]], strict: list[bool], limi
                     ) -> tuple[str, tuple[float, float, int], list[tuple[float, float]]]:
     """The verdict, the worst comparison's (mean, CI, n), and each comparison's judged interval:
     the 95 % t-interval of its margins, kept inside the range of a bounded term (`limits`)."""
-    verdicts, worst, judged = [], (math.nan, math.nan, 0), []
+    verdicts, worst = [], (math.nan, math.nan, 0)
+    judged: list[tuple[float, float]] = []
     for k, is_strict in enumerate(strict):
         mean, ci, n = mean_ci95([m[k] for m in margins_per_rep])
         if n == 0:
             return "no data", (mean, ci, n), judged
         lo, hi = (mean, mean) if n < 2 else (mean - ci, mean + ci)
-        if limits and limits[k] is not None:
-            lo, hi = bounded(lo, hi, limits[k])
+        limit = limits[k] if limits else None
+        if limit is not None:
+            lo, hi = bounded(lo, hi, limit)
         judged.append((lo, hi))
         holds = lo > 0 or (not is_strict and lo >= 0)
         breaks = hi < 0 or (is_strict and hi <= 0)
@@ -404,7 +417,8 @@ def bounded(lo: float, hi: float, limit: Limit) -> tuple[float, float]:
     """A margin's interval [lo, hi] with the term it is made of kept inside the term's range."""
     sign, offset, low, high = limit
     ends = sorted(min(high, max(low, (x - offset) / sign)) for x in (lo, hi))
-    return tuple(sorted(sign * t + offset for t in ends))  # type: ignore[return-value]
+    low_end, high_end = sorted(sign * t + offset for t in ends)
+    return low_end, high_end
 
 
 def bounds_of(node: ast.expr) -> tuple[float, float] | None:
@@ -412,7 +426,7 @@ def bounds_of(node: ast.expr) -> tuple[float, float] | None:
     if isinstance(node, ast.Name):
         return BOUNDED_RUN_TERMS.get(node.id)
     if isinstance(node, ast.Call):
-        return BOUNDED_CC_TERMS.get(node.func.id)
+        return BOUNDED_CC_TERMS.get(term_name(node))
     return None
 
 
@@ -516,11 +530,13 @@ def _term_value(node: ast.expr, run: dict, cc_values: dict, steady: dict | None 
         column = RUN_TERMS[node.id].column
         value = steady.get(column, math.nan) if steady is not None and node.id in STEADY_RUN_TERMS \
             else run.get(column)
-    elif steady is not None and node.func.id in STEADY_CC_TERMS:
-        value = steady.get(CC_TERMS[node.func.id].column, {}).get(cc_of_call(node), math.nan)
+    elif not isinstance(node, ast.Call):
+        raise TypeError(f"not a metric: {ast.unparse(node)}")
+    elif steady is not None and term_name(node) in STEADY_CC_TERMS:
+        value = steady.get(CC_TERMS[term_name(node)].column, {}).get(cc_of_call(node), math.nan)
     else:
         entry = cc_values.get((run["run_id"], cc_of_call(node)))
-        value = None if entry is None else entry.get(CC_TERMS[node.func.id].column)
+        value = None if entry is None else entry.get(CC_TERMS[term_name(node)].column)
     try:
         return float(value) if value is not None else math.nan
     except (TypeError, ValueError):
@@ -537,7 +553,7 @@ def _unhealthy(run: dict) -> str | None:
 
 def _repetition(run: dict) -> int | None:
     try:
-        rep = float(run.get("repetition"))
+        rep = float(run.get("repetition", math.nan))
     except (TypeError, ValueError):
         return None
     return int(rep) if math.isfinite(rep) else None
@@ -548,8 +564,8 @@ def declared_runs(e: Expectation, label: str, records: list[dict]) -> tuple[list
     runs when none is declared), and a note naming those ignored. Two runs of one index are refused:
     which of them is the point's is not the data's to choose."""
     n = e.repetitions
-    chosen = records if n is None else [r for r in records if _repetition(r) is not None
-                                         and 0 <= _repetition(r) < n]
+    chosen = records if n is None else [r for r in records if (rep := _repetition(r)) is not None
+                                         and 0 <= rep < n]
     seen: dict[int | None, str] = {}
     for run in chosen:
         rep = _repetition(run)
@@ -695,10 +711,11 @@ def _shown_intervals(claim: Claim, values: dict, limits: list[Limit | None], jud
     paired: dict[str, tuple[float, float, float, int]] = {}
     for k, interval in enumerate(judged):
         a, b = claim.operand_text(k), claim.operand_text(k + 1)
-        if limits[k] is not None:
+        limit = limits[k]
+        if limit is not None:
             term = b if claim.is_constant(k) else a
             mean, ci, _ = values[term]
-            low, high = limits[k][2:]
+            low, high = limit[2:]
             intervals[term] = (mean, mean) if math.isnan(ci) else (max(low, mean - ci), min(high, mean + ci))
         elif not claim.is_constant(k) and not claim.is_constant(k + 1):
             mid = (interval[0] + interval[1]) / 2

@@ -11,6 +11,7 @@ import platform
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -20,6 +21,9 @@ from .errors import BadInput, CctestError
 from .limits import MAX_RUNS
 from .report.command import check_command, report_command
 from .validation.command import validate_command
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 DEFAULT_EXPERIMENTS = "experiments.yaml"
 
@@ -49,8 +53,9 @@ class _LazyConsole:
         return self._real().__exit__(*exc)
 
 
-console = _LazyConsole()
-err_console = _LazyConsole(stderr=True)
+# a Console in all but when it is made
+console = cast("Console", _LazyConsole())
+err_console = cast("Console", _LazyConsole(stderr=True))
 
 
 def load_experiments(path: str):

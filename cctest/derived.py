@@ -95,8 +95,8 @@ def default_bin_s(meta: dict) -> float:
     round trip), never below MIN_BIN_S (the samplers' interval)."""
     rtts = [f.get("rtt_ms") for f in meta.get("flows") or [] if isinstance(f, dict)]
     rtts += [(meta.get("link") or {}).get("rtt_ms")]
-    rtts = [float(r) for r in rtts if isinstance(r, (int, float)) and r > 0]
-    return max(MIN_BIN_S, max(rtts) / 1e3 if rtts else 0.0)
+    positive = [float(r) for r in rtts if isinstance(r, (int, float)) and r > 0]
+    return max(MIN_BIN_S, max(positive) / 1e3 if positive else 0.0)
 
 
 # ---------------------------------------------------------------------------------------------

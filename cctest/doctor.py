@@ -10,6 +10,7 @@ import os
 import platform
 import subprocess
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,7 +111,7 @@ def run_cgroup() -> Check:
 CGROUP_ENGINES = ("libpod", "docker", "containerd", "kubepods", "lxc")
 
 
-def container_engine(root: Path = Path("/"), environ: dict[str, str] | None = None) -> str | None:
+def container_engine(root: Path = Path("/"), environ: Mapping[str, str] | None = None) -> str | None:
     """The container engine this process runs under, or None on a host or in a VM.
 
     Looked up in this order: podman's /run/.containerenv; the `container` variable (podman, LXC,

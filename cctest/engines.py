@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from . import uml, umlkernel, umlshare, vm
 from .kmod import REPO_ROOT, release_of_kernel_image
@@ -49,13 +50,19 @@ class Places:
 class Guest(Protocol):
     """A booted guest: its command's exit code, as subprocess.Popen gives one."""
 
-    returncode: int | None
+    @property
+    def returncode(self) -> int | None: ...
 
     def poll(self) -> int | None: ...
     def wait(self, timeout: float | None = None) -> int: ...
 
 
-class Engine(Protocol):
+G = TypeVar("G", bound=Guest)
+
+
+class Engine(Protocol[G]):
+    """An engine's guests are its own (a QEMU process, a UML instance): it is handed back what it started."""
+
     name: str
     boot_per_run: bool  # a fresh guest, seeded with the run's seed, for every run
 
@@ -65,9 +72,9 @@ class Engine(Protocol):
     def meta(self) -> dict: ...
     def places(self, out: Path, index: int, experiments: Path) -> Places: ...
     def start(self, guest_cmd: list[str], places: Places, index: int, log: Path | None,
-              seed: int | None = None, slot: int | None = None) -> Guest: ...
-    def stop_all(self, guests: list[Guest]) -> None: ...
-    def problems(self, guests: list[Guest]) -> list[str]: ...
+              seed: int | None = None, slot: int | None = None) -> G: ...
+    def stop_all(self, guests: list[G]) -> None: ...
+    def problems(self, guests: list[G]) -> list[str]: ...
 
 
 class QemuEngine:
@@ -99,18 +106,18 @@ class QemuEngine:
                       manifest=str(manifest), host_manifest=manifest, to_host=Path)
 
     def start(self, guest_cmd: list[str], places: Places, index: int, log: Path | None,
-              seed: int | None = None, slot: int | None = None) -> Guest:
+              seed: int | None = None, slot: int | None = None) -> subprocess.Popen:
         # `seed` and `slot` are not used: QEMU guests are not pinned, and the stock kernel takes its
         # randomness from the VM's devices and CPU.
         # vm.start hands the guest its clock settings; the engine's own record comes as one more variable.
         return vm.start(self.kernel, guest_cmd, [Path(places.out)], self.clock, log=log,
                         extra_env={"CCTEST_ENGINE_META": json.dumps(self.meta())})
 
-    def stop_all(self, guests: list[Guest]) -> None:
+    def stop_all(self, guests: list[subprocess.Popen]) -> None:
         for guest in guests:  # Ctrl-C reached each VM's guest through the terminal or the signal
             vm.stop(guest)
 
-    def problems(self, guests: list[Guest]) -> list[str]:
+    def problems(self, guests: list[subprocess.Popen]) -> list[str]:
         return []  # vng keeps no guest kernel log; the VM tests read the guest's dmesg themselves
 
 
@@ -155,7 +162,7 @@ class UmlEngine:
                       to_host=home.to_host, home=home)
 
     def start(self, guest_cmd: list[str], places: Places, index: int, log: Path | None,
-              seed: int | None = None, slot: int | None = None) -> Guest:
+              seed: int | None = None, slot: int | None = None) -> uml.Instance:
         home = places.home
         assert home is not None, "UML guests boot in a home made by places()"
         cpu = uml.cpu_for(index if slot is None else slot)
@@ -165,13 +172,14 @@ class UmlEngine:
         return uml.start(self.build, guest_cmd, home, env, index=index, cpu=cpu,
                          log=log or home.out / f".vm-{index}.log", echo=log is None, seed=seed)
 
-    def stop_all(self, guests: list[Guest]) -> None:
+
+    def stop_all(self, guests: list[uml.Instance]) -> None:
         for guest in guests:  # all asked first: they tear down in parallel
             guest.request_stop()
         for guest in guests:
             guest.stop()
 
-    def problems(self, guests: list[Guest]) -> list[str]:
+    def problems(self, guests: list[uml.Instance]) -> list[str]:
         """Each guest's kernel log (kept as out/.uml-dmesg-<k>.txt) checked for warnings and oopses."""
         said = []
         for guest in guests:

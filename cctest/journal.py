@@ -17,6 +17,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import TextIO
 
 from . import atomic, cgroup, tracefs
 from .errors import BadInput
@@ -147,7 +148,7 @@ def check_state_dir(state_dir: Path) -> None:
                                 f"{DEFAULT_STATE_DIR}) must be its user's alone; inspect it, then fix or delete it")
 
 
-def take_lock(state_dir: Path):
+def take_lock(state_dir: Path) -> TextIO | None:
     """The run lock, taken without waiting. Returns the open file, or None if another holds it."""
     check_state_dir(state_dir)
     lock_file = open(state_dir / "lock", "a+")
@@ -167,7 +168,7 @@ def lock_holder(state_dir: Path) -> str:
     return f"pid {pid}" if pid.isdigit() else "pid unknown"
 
 
-def unlock(lock_file) -> None:
+def unlock(lock_file: TextIO) -> None:
     fcntl.flock(lock_file, fcntl.LOCK_UN)
     lock_file.close()
 
@@ -176,7 +177,7 @@ class Journal:
     def __init__(self, state_dir: Path = STATE_DIR):
         self.dir = state_dir
         self.path = state_dir / "active.json"
-        self._lock_file = None
+        self._lock_file: TextIO | None = None
         self.data: dict = {"pid": os.getpid(), "boot_id": boot_id(), "processes": [], "modules": [],
                            "links": [], "hosts": [], "sysctls": {},
                            "cgroup": None, "mounts": []}

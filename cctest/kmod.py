@@ -24,7 +24,7 @@ from . import filelock, projectccs
 from .errors import BadInput, CctestError
 from .modparams import ParamSpec, param_problem
 from .modsource import declared
-from .scenario import KERNEL_CCS, PROJECT_CCS
+from .scenario import KERNEL_CCS as KERNEL_CCS, PROJECT_CCS as PROJECT_CCS  # kmod's too
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MODULES_DIR = projectccs.MODULES_DIR

@@ -34,7 +34,7 @@ class ParamSpec:
     def allows(self, value: int) -> bool:
         if self.read_only:
             return False
-        if self.lo is None:
+        if self.lo is None or self.hi is None:
             return True
         return self.lo <= value <= self.hi or (self.zero_ok and value == 0)
 

@@ -150,7 +150,7 @@ def link_run(link: Link, max_flow_rtt_ms: float) -> LinkRun:
 
 
 def flow_runs(scenario: Scenario) -> tuple[FlowRun, ...]:
-    runs = []
+    runs: list[FlowRun] = []
     for flow in scenario.flows:
         for _ in range(flow.count):
             runs.append(
@@ -190,7 +190,8 @@ def _set_path(mapping: dict, key: str, value: Any, source: str, name: str) -> No
             )
     leaf = path[-1]
     if isinstance(node, dict):
-        if node is mapping.get("link"):
+        link: object = mapping.get("link")
+        if node is link:
             # Switching between the two buffer notations replaces the other one.
             other = {"buffer_bdp": "buffer_bytes", "buffer_bytes": "buffer_bdp"}.get(leaf)
             if other:

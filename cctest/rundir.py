@@ -128,7 +128,8 @@ def link_record(link: LinkRun) -> record.Link:
         **{name: getattr(link, name) for name in record.LINK_NUMBERS}, mtu=MTU_BYTES,
         buffer_pkts=link.buffer_pkts, queue_limit_pkts=link.queue_limit_pkts, netem_limit_pkts=link.netem_limit_pkts,
         shaper=bottleneck.describe(link), delay=ACK_PATH_DELAY, aqm=link.aqm, aqm_params=link.aqm_params,
-        ecn=link.ecn, rate_schedule=bottleneck.planned_steps(link), outages=bottleneck.planned_outages(link))
+        ecn=link.ecn, rate_schedule=[record.RateStep(**step) for step in bottleneck.planned_steps(link)],
+        outages=[record.Outage(**outage) for outage in bottleneck.planned_outages(link)])
 
 
 def flow_record(flow: FlowRun) -> record.Flow:
@@ -147,7 +148,7 @@ def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
         status="running", error=None, start_time=now_iso(), end_time=None, duration_s=run.scenario.duration_s,
         t0_monotonic_ns=None, link=link_record(run.link), flows=[flow_record(f) for f in run.flows],
         seed=run.seed, kernel=record.Kernel(release=uname.release, uname=" ".join(uname)), mode=mode,
-        engine=engine_meta(mode), host=record.Host(cpus=os.cpu_count()),
+        engine=record.Engine.model_validate(engine_meta(mode)), host=record.Host(cpus=os.cpu_count()),
         cctest=record.Code(version=__version__, git_commit=git_commit()), tools=dict(tool_versions()),
         sysctls={}, qdiscs={}, offloads={}, modules=[], capture=run.scenario.capture.model_dump(), warnings=[],
     ).dump()

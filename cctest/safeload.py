@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -22,7 +23,10 @@ from .errors import BadInput
 MAX_NESTING = 32  # an experiments file is a few levels deep; deeper is a mistake or an attack
 MAX_VALUES = 20_000  # values (scalars and collections), aliases expanded: experiments.yaml has 1 259, and
 # building 20 000 takes PyYAML ~0.3 s (the budget for an answer is 1 s)
-FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present
+if TYPE_CHECKING:  # either has SafeLoader's interface
+    FAST_SAFE_LOADER = yaml.SafeLoader
+else:
+    FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present
 
 
 class Refused(BadInput):
@@ -103,6 +107,7 @@ def check_yaml_events(text: str, max_nesting: int = MAX_NESTING, max_values: int
             stack[-1][2] = max(stack[-1][2], height)
 
     for event in yaml.parse(text, Loader=FAST_SAFE_LOADER):
+        assert event.start_mark is not None  # the parser marks every event
         line = event.start_mark.line + 1
         if isinstance(event, yaml.ScalarEvent):
             if event.anchor:
@@ -111,6 +116,7 @@ def check_yaml_events(text: str, max_nesting: int = MAX_NESTING, max_values: int
         elif isinstance(event, yaml.AliasEvent):
             if any(frame[0] == event.anchor for frame in stack):
                 raise Refused(f"line {line}: a recursive YAML anchor (a value contains itself)")
+            assert event.anchor is not None  # an alias names its anchor
             values, height = anchors.get(event.anchor, (1, 0))  # an unknown anchor: the composer says so
             add(values, height, line)
         elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):

@@ -13,7 +13,7 @@ import math
 import re
 from itertools import pairwise
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from . import safeload
-from .aqm import AQMS, Queue, aqm_settings
+from .aqm import AQMS, AqmKind, Queue, aqm_settings
 from .claims import ClaimError, parse as parse_claim, steady_terms
 from .errors import BadInput
 from .limits import MAX_EXPERIMENTS_BYTES
@@ -68,7 +68,10 @@ MAX_SCHEDULE_STEPS = 1000  # rate steps, and outages, per link: a schedule, not 
 MAX_NAME_CHARS = 64  # a scenario's name starts each run directory's name
 
 
-def whole_microseconds(value: float | None, key: str) -> float | None:
+Ms = TypeVar("Ms", float, float | None)
+
+
+def whole_microseconds(value: Ms, key: str) -> Ms:
     if value is not None and abs(value / DELAY_RESOLUTION_MS - round(value / DELAY_RESOLUTION_MS)) > 1e-6:
         raise ValueError(f"{key}: {value!r} ms is not a whole number of microseconds, the resolution tc "
                          f"applies delays at; round it (e.g. {round(value, 3):g})")
@@ -104,6 +107,7 @@ class Outage(Strict):
     @field_validator("at_s", "duration_s")
     @classmethod
     def not_too_close(cls, seconds: float, info: ValidationInfo) -> float:
+        assert info.field_name is not None  # a field's validator
         return not_sub_millisecond(seconds, info.field_name)
 
 
@@ -115,7 +119,7 @@ class Link(Strict):
     buffer_bytes: int | None = Field(default=None, gt=0, le=MAX_BUFFER_BYTES)
     loss_pct: float = Field(default=0.0, ge=0, lt=100)
     bdp_rtt_ms: float | None = Field(default=None, gt=0, le=10_000)
-    aqm: Literal[AQMS] = "fifo"  # the bottleneck's queue discipline (cctest/aqm.py)
+    aqm: AqmKind = "fifo"  # the bottleneck's queue discipline (cctest/aqm.py)
     aqm_params: dict[str, Any] = Field(default_factory=dict)  # checked against the aqm's own model
     ecn: bool = False  # senders and receivers negotiate ECN; the AQM marks instead of dropping
     rate_schedule: list[RateStep] = Field(default_factory=list, max_length=MAX_SCHEDULE_STEPS)
@@ -166,10 +170,10 @@ class Link(Strict):
                 raise ValueError(f"rate_schedule.{i}.at_s: {after!r} s is {after - before:.3g} s after the step "
                                  f"before; steps are at least {MIN_CHANGE_GAP_S * 1000:g} ms apart (tc applies them "
                                  "one at a time)")
-        for i, (before, after) in enumerate(pairwise(self.outages), start=1):
-            if after.at_s < before.at_s + before.duration_s:
-                raise ValueError(f"outages.{i}.at_s: {after.at_s:g} s is before the previous outage ends "
-                                 f"({before.at_s + before.duration_s:g} s); list outages in time order, apart")
+        for i, (previous, outage) in enumerate(pairwise(self.outages), start=1):
+            if outage.at_s < previous.at_s + previous.duration_s:
+                raise ValueError(f"outages.{i}.at_s: {outage.at_s:g} s is before the previous outage ends "
+                                 f"({previous.at_s + previous.duration_s:g} s); list outages in time order, apart")
         return self
 
     @property
@@ -182,6 +186,7 @@ class Link(Strict):
     def buffer_size_bytes(self) -> int:
         if self.buffer_bytes is not None:
             return self.buffer_bytes
+        assert self.buffer_bdp is not None  # one of the two is set (one_buffer_size)
         return int(round(self.buffer_bdp * self.bdp_bytes))
 
     @property

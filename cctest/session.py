@@ -11,6 +11,7 @@ import contextlib
 import os
 import platform
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -294,7 +295,7 @@ def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[
 
 
 @contextlib.contextmanager
-def out_dir_lock(out: Path):
+def out_dir_lock(out: Path) -> Iterator[None]:
     """One --vm session per output directory: two would share its VM console logs and manifests'
     place, and a user who starts a sweep twice into one directory most likely did not mean to."""
     lock = filelock.open_lock(out.resolve() / ".cctest-vm.lock")

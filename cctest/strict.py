@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, model_validator
 
 
-def takes_bool(annotation) -> bool:
+def takes_bool(annotation: object) -> bool:
     return annotation is bool or bool in typing.get_args(annotation)
 
 

@@ -13,7 +13,9 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import CctestError
 
@@ -41,7 +43,7 @@ def is_tracefs_mount(path: Path, mounts: Path = Path("/proc/self/mounts")) -> bo
     return any(fields[1:3] == [str(path), "tracefs"] for fields in (line.split() for line in lines))
 
 
-def mount_if_absent(journal_mount=None) -> Path | None:
+def mount_if_absent(journal_mount: Callable[[str], None] | None = None) -> Path | None:
     """Mount tracefs if none is reachable. Returns the mountpoint if this call mounted it (the caller
     unmounts it), None if one was there already or it cannot be mounted (bpftrace then says so).
     `journal_mount(path)` records the mount before it is made: a SIGKILL mid-mount leaves it named."""
@@ -88,7 +90,7 @@ class Recorder:
         self.events = events
         self.log = log
         self.reader: subprocess.Popen | None = None
-        self._sink = None
+        self._sink: BinaryIO | None = None
 
     def start(self) -> None:
         try:
@@ -189,7 +191,7 @@ def fields(body: str) -> dict[str, str]:
     return out
 
 
-def events(text: str, name: str):
+def events(text: str, name: str) -> Iterator[tuple[int, dict[str, str]]]:
     """(t_ns, fields) of each `name` event in a trace log, in order."""
     for line in text.splitlines():
         parsed = parse_line(line)

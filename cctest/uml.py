@@ -153,7 +153,7 @@ class Instance:
     def wait(self, timeout: float | None = None) -> int:
         self.proc.wait(timeout=timeout)
         code = self.returncode
-        assert code is not None
+        assert code is not None  # the process has ended
         return code
 
     def request_stop(self) -> None:

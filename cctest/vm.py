@@ -70,7 +70,7 @@ class VMClock:
     shift: int = DEFAULT_ICOUNT_SHIFT
     kvm: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.kind not in CLOCKS:
             raise VMOptionError(f"--clock {self.kind}: allowed values are {', '.join(CLOCKS)}")
         if not 0 <= self.shift <= MAX_ICOUNT_SHIFT:
@@ -179,8 +179,9 @@ def vng_command(kernel: Path, guest_cmd: list[str], rwdirs: list[Path], clock: V
            "--append", "modprobe.blacklist=" + ",".join(BLACKLIST)]
     if not clock.kvm:
         cmd.insert(1, "--disable-kvm")
-    if clock.qemu_opts():
-        cmd += ["--qemu-opts", clock.qemu_opts()]
+    qemu_opts = clock.qemu_opts()
+    if qemu_opts:
+        cmd += ["--qemu-opts", qemu_opts]
     for rwdir in rwdirs:
         cmd += ["--rwdir", str(rwdir)]
     env = {"PATH": guest_path(), **clock.env(), **(guest_env or {})}
@@ -226,8 +227,14 @@ def host_clock_env(share: Path | PurePosixPath) -> dict[str, str]:
     return {"CCTEST_HOST_CLOCK_FILE": str(share / ".host-clock"), "CCTEST_VM_BOOT_STARTED": f"{time.time():.3f}"}
 
 
+class GuestProcess(subprocess.Popen):
+    """vng's process, and the file stop() touches to ask its guest's run to end (None: no share)."""
+
+    stop_file: Path | None = None
+
+
 def start(kernel: Path, guest_cmd: list[str], rwdirs: list[Path], clock: VMClock = VMClock(),
-          log: Path | None = None, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+          log: Path | None = None, extra_env: dict[str, str] | None = None) -> GuestProcess:
     """Boot a VM that runs guest_cmd and powers off. With `log`, its console goes there (VMs in
     parallel), else to this terminal. `extra_env`: more variables for the guest's command."""
     env = dict(os.environ)
@@ -235,27 +242,27 @@ def start(kernel: Path, guest_cmd: list[str], rwdirs: list[Path], clock: VMClock
     guest_env = host_clock_env(rwdirs[0]) if rwdirs else {}
     guest_env.update(host_made_env())
     guest_env.update(extra_env or {})
-    command_file = None
+    command_file: Path | None = None
     if rwdirs:  # one file per VM: VMs in parallel share one output directory
         fd, name = tempfile.mkstemp(prefix=".guest-command-", suffix=".sh", dir=rwdirs[0])
         os.close(fd)
         command_file = Path(name)
     stop_file = None
-    if rwdirs:  # how stop() asks the guest's run to end as on Ctrl-C (watch_stop_file, in the guest)
-        stop_file = rwdirs[0] / f".stop-{os.getpid()}-{Path(command_file).stem}"
+    if command_file is not None:  # how stop() asks the guest's run to end as on Ctrl-C (watch_stop_file, in the guest)
+        stop_file = rwdirs[0] / f".stop-{os.getpid()}-{command_file.stem}"
         stop_file.unlink(missing_ok=True)
         guest_env[STOP_FILE_ENV] = str(stop_file)
     cmd = vng_command(kernel, guest_cmd, rwdirs, clock, guest_env=guest_env, command_file=command_file)
     if log is None:
-        proc = subprocess.Popen(cmd, env=env, cwd=REPO_ROOT)
+        proc = GuestProcess(cmd, env=env, cwd=REPO_ROOT)
     else:
         with open(log, "wb") as sink:
             # no terminal: vng must not wait on (or fight over) a shared stdin. Its own session: a
             # Ctrl-C on our terminal reaches only cctest, which asks each guest to end (stop()),
             # instead of killing QEMU under a run that then keeps nothing.
-            proc = subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-    proc.stop_file = stop_file  # type: ignore[attr-defined]
+            proc = GuestProcess(cmd, env=env, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    proc.stop_file = stop_file
     return proc
 
 

@@ -4,13 +4,14 @@ the rate over time and the AQM statistics parser (tests/test_vm_bottleneck.py ru
 from __future__ import annotations
 
 import struct
+from typing import get_args
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from cctest import derived, dumbbell
-from cctest.aqm import aqm_counters
+from cctest.aqm import AQMS, AqmKind, aqm_counters
 from cctest.bottleneck import chain, rate_change, shaper_burst_bytes, timed_changes
 from cctest.cli import main
 from cctest.net.schedule import LinkSchedule
@@ -81,6 +82,10 @@ def test_meta_records_the_aqm_with_its_defaults_and_the_schedule(tmp_path):
     assert link["aqm_params"] == {"target_ms": 15.0, "tupdate_ms": 15.0, "alpha": 2, "beta": 10}
     assert link["rate_schedule"] == [{"at_s": 6.0, "rate_mbps": 5.0}]
     assert "tbf" in link["shaper"] and "pie" in link["shaper"]
+
+
+def test_link_aqm_accepts_exactly_the_registry_s_kinds():
+    assert get_args(AqmKind) == AQMS
 
 
 def test_a_matrix_sweeps_the_aqm_by_its_bare_name():

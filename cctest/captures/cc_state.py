@@ -96,11 +96,12 @@ class ModuleState(Capture):
     starts = None  # its probes are part of the tcp_probe capture's bpftrace script
 
     def parse(self, raw: dict[str, str | None], run: RunView) -> dict[str, pd.DataFrame]:
-        from_tracefs = raw.get("tracefs.log") is not None
-        if from_tracefs:
-            state = parse_tracefs_state(raw["tracefs.log"])
-        elif raw.get("bpftrace.log") is not None:
-            state = parse_cc_state(raw["bpftrace.log"])
+        tracefs_log, bpftrace_log = raw.get("tracefs.log"), raw.get("bpftrace.log")
+        from_tracefs = tracefs_log is not None
+        if tracefs_log is not None:
+            state = parse_tracefs_state(tracefs_log)
+        elif bpftrace_log is not None:
+            state = parse_cc_state(bpftrace_log)
         else:
             return {}
         if state.empty:

@@ -87,8 +87,9 @@ class Cpu(Capture):
         start_threads([CpuSampler(CPU_INTERVAL_S, log, threading.Lock())], undo, ctx.warnings)
 
     def parse(self, raw: dict[str, str | None], run: RunView) -> dict[str, pd.DataFrame]:
-        if raw.get("cpu.jsonl") is None:
+        text = raw.get("cpu.jsonl")
+        if text is None:
             return {}
-        cpu = parse_cpu_stat(raw["cpu.jsonl"])
+        cpu = parse_cpu_stat(text)
         cpu["t_s"] = run.t_s(cpu["t_ns"])
         return {"cpu": self.finish("cpu", cpu, run, strings=("cpu",))}

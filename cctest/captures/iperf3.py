@@ -70,21 +70,25 @@ def _salvage_json_object(text: str) -> tuple[dict, bool]:
         pass
     dec = json.JSONDecoder()
     ws = re.compile(r"\s*")
+
+    def past_ws(pos: int) -> int:
+        match = ws.match(text, pos)  # always matches (maybe nothing)
+        return match.end() if match else pos
     out: dict = {}
-    pos = ws.match(text, 0).end()
+    pos = past_ws(0)
     if not text.startswith("{", pos):
         return out, False
     pos += 1
     while True:
-        pos = ws.match(text, pos).end()
+        pos = past_ws(pos)
         try:
             key, pos = dec.raw_decode(text, pos)
         except json.JSONDecodeError:
             return out, False
-        pos = ws.match(text, pos).end()
+        pos = past_ws(pos)
         if not text.startswith(":", pos) or not isinstance(key, str):
             return out, False
-        pos = ws.match(text, pos + 1).end()
+        pos = past_ws(pos + 1)
         try:
             out[key], pos = dec.raw_decode(text, pos)
         except json.JSONDecodeError:
@@ -92,18 +96,18 @@ def _salvage_json_object(text: str) -> tuple[dict, bool]:
                 items = []
                 pos += 1
                 while True:
-                    pos = ws.match(text, pos).end()
+                    pos = past_ws(pos)
                     try:
                         item, pos = dec.raw_decode(text, pos)
                     except json.JSONDecodeError:
                         break
                     items.append(item)
-                    pos = ws.match(text, pos).end()
+                    pos = past_ws(pos)
                     if text.startswith(",", pos):
                         pos += 1
                 out[key] = items
             return out, False
-        pos = ws.match(text, pos).end()
+        pos = past_ws(pos)
         if text.startswith(",", pos):
             pos += 1
         elif text.startswith("}", pos):
@@ -194,8 +198,8 @@ class Iperf3(Capture):
 
     def results(self, raw: dict[str, str | None], run: RunView) -> dict[int, Iperf3Result]:
         """flow -> what its client output says (flows without one are left out)."""
-        return {int(f["flow"]): parse_iperf3_json(raw[client_file(f["flow"])])
-                for f in run.flows if raw.get(client_file(f["flow"])) is not None}
+        return {int(f["flow"]): parse_iperf3_json(text)
+                for f in run.flows if (text := raw.get(client_file(f["flow"]))) is not None}
 
     def parse(self, raw: dict[str, str | None], run: RunView) -> dict[str, pd.DataFrame]:
         """flows always (from meta.json when iperf3 said nothing); throughput when any client did."""

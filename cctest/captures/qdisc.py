@@ -33,7 +33,7 @@ class QdiscSampler(PeriodicSampler):
     def __init__(self, ifaces: dict[str, str], interval_s: float, log, lock):
         super().__init__("qdisc", interval_s, log, lock)
         self.ifaces = ifaces  # iface -> role
-        self.ipr = None
+        self.ipr: IPRoute | None = None
         self.names: dict[int, str] = {}
 
     def setup(self) -> None:
@@ -45,6 +45,7 @@ class QdiscSampler(PeriodicSampler):
             self.ipr.close()
 
     def sample(self) -> str:
+        assert self.ipr is not None  # setup() made it
         before = time.monotonic_ns()
         messages = self.ipr.get_qdiscs()
         stamp = (before + time.monotonic_ns()) // 2
@@ -154,8 +155,9 @@ class Qdisc(Capture):
         start_threads([QdiscSampler(ifaces, interval_s, log, threading.Lock())], undo, ctx.warnings)
 
     def parse(self, raw: dict[str, str | None], run: RunView) -> dict[str, pd.DataFrame]:
-        if raw.get("qdisc.log") is None:
+        text = raw.get("qdisc.log")
+        if text is None:
             return {}
-        q = parse_qdisc_log(raw["qdisc.log"])
+        q = parse_qdisc_log(text)
         q["t_s"] = run.t_s(q["t_ns"])
         return {"qdisc": self.finish("qdisc", q, run, strings=("iface", "role", "kind", "handle", "parent"))}

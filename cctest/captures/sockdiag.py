@@ -43,7 +43,7 @@ class SockDiagSampler(PeriodicSampler):
         self.flow_index = flow_index
         self.host_pid = host_pid
         self.server_port = server_port
-        self.diag = None
+        self.diag: DiagSocket | None = None
 
     def setup(self) -> None:
         enter_netns(self.host_pid)
@@ -55,6 +55,7 @@ class SockDiagSampler(PeriodicSampler):
             self.diag.close()
 
     def sample(self) -> str:
+        assert self.diag is not None  # setup() made it
         before = time.monotonic_ns()
         sockets = self.diag.get_sock_stats(family=socket.AF_INET, states=1 << TCP_ESTABLISHED,
                                            extensions=DIAG_EXTENSIONS)
@@ -172,10 +173,11 @@ class SockDiag(Capture):
 
     def sockets(self, raw: dict[str, str | None], run: RunView) -> pd.DataFrame | None:
         """Every sampled socket (data and control connections), parsed once per run."""
-        if raw.get("ss.jsonl") is None:
+        text = raw.get("ss.jsonl")
+        if text is None:
             return None
         if "ss.jsonl" not in run.parsed:
-            run.parsed["ss.jsonl"] = parse_sock_diag(raw["ss.jsonl"])
+            run.parsed["ss.jsonl"] = parse_sock_diag(text)
         return run.parsed["ss.jsonl"]
 
     def parse(self, raw: dict[str, str | None], run: RunView) -> dict[str, pd.DataFrame]:

@@ -127,7 +127,7 @@ def parse_tcp_probe(text: str) -> pd.DataFrame:
             t_ns, sport, dport, *vals = (int(p) for p in parts[1:])
         except ValueError:
             continue
-        row = {"t_ns": t_ns, "sport": sport, "dport": dport}
+        row: dict[str, float] = {"t_ns": t_ns, "sport": sport, "dport": dport}
         row.update(zip(_PROBE_FIELDS, (float(v) for v in vals), strict=True))
         row["srtt_ms"] = row.pop("srtt_us") / US_PER_MS
         if row["ssthresh"] >= TCP_INFINITE_SSTHRESH:
@@ -192,10 +192,11 @@ class TcpProbe(Capture):
             ctx.warnings.append("bpftrace did not attach; no tcp_probe or module state traces")
 
     def parse(self, raw: dict[str, str | None], run: RunView) -> dict[str, pd.DataFrame]:
-        if raw.get("tracefs.log") is not None:
-            probe = parse_tracefs_probe(raw["tracefs.log"])
-        elif raw.get("bpftrace.log") is not None:
-            probe = parse_tcp_probe(raw["bpftrace.log"])
+        tracefs_log, bpftrace_log = raw.get("tracefs.log"), raw.get("bpftrace.log")
+        if tracefs_log is not None:
+            probe = parse_tracefs_probe(tracefs_log)
+        elif bpftrace_log is not None:
+            probe = parse_tcp_probe(bpftrace_log)
         else:
             return {}
         probe = map_by_ports(probe, run, "sport", "dport")

@@ -40,6 +40,7 @@ class LinkSchedule:
         self._thread.start()
 
     def _run(self, t0_ns: int) -> None:
+        assert self.proc.stdin is not None  # a pipe (__init__)
         for change in self.changes:
             if self._stop.wait(max(0.0, t0_ns / 1e9 + change.at_s - time.monotonic())):
                 return

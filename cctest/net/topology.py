@@ -17,10 +17,14 @@ import shlex
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import dumbbell
 from ..errors import CctestError
 from ..plan import RunSpec
+
+if TYPE_CHECKING:
+    from mininet.net import Mininet
 
 
 class TopologyError(CctestError):
@@ -31,7 +35,7 @@ class TopologyError(CctestError):
 class Dumbbell:
     run: RunSpec
     with_fq: bool
-    net: object = None
+    net: Mininet | None = None
     hosts: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)  # what configure_interfaces set, for meta.json
 

@@ -51,5 +51,6 @@ def prepare_client(host, flow: FlowRun, raw_dir: Path) -> subprocess.Popen:
 
 
 def trigger(client: subprocess.Popen) -> None:
+    assert client.stdin is not None  # prepare_client gave it a pipe
     client.stdin.write(b"go\n")
     client.stdin.close()

@@ -427,6 +427,7 @@ def _compare_section(page: Page, a: _Analysis, compare_paths, threshold_pct: flo
     page.add(f"<p class='kv'>baseline <b>{esc(compare_paths[0])}</b> vs candidate "
              f"<b>{esc(compare_paths[1])}</b>; regression = change in the worse direction by more than "
              f"<b>{threshold_pct:g} %</b> of the baseline mean.</p>")
+    assert a.sides is not None  # analysed with the comparison
     ub, uc = unmatched_groups(*a.sides)
     unmatched = ([f"baseline configuration without candidate: {g}" for g in ub]
                  + [f"candidate configuration without baseline: {g}" for g in uc])

@@ -283,7 +283,9 @@ def _write_reproduction(markdown: Path, readme: Path | None, paths, verdicts, lo
     engines: dict[str, set[str]] = {}
     builds: dict[str, set[str]] = {}  # scenario -> the engine and module builds its runs ran
     for run in loaded:
-        engines.setdefault(reproduction.paper_of(scenario_tags(run.path)), set()).add(reproduction.engine_of(run.meta))
+        paper = reproduction.paper_of(scenario_tags(run.path))
+        if paper is not None:  # the engines are named per paper reproduced
+            engines.setdefault(paper, set()).add(reproduction.engine_of(run.meta))
         build = "; ".join(x for x in (engine_build(run.meta), module_builds(run.meta)) if x)
         builds.setdefault(str(run.meta.get("scenario")), set()).add(build)
     reproduction.write(markdown, reproduction.render(per_claim, n_runs, shown_paths, command, engines, builds))

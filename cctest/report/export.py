@@ -12,8 +12,12 @@ import copy
 import re
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import CctestError
+
+if TYPE_CHECKING:
+    from .figure import Fig
 
 FORMATS = ("svg", "pdf")
 WIDTH_PX = 900  # a two-column figure at 300 dpi is about this wide in CSS pixels
@@ -64,7 +68,7 @@ def check_available(fmt: str) -> None:
                           "(Debian/Ubuntu: apt-get install chromium); cctest never downloads a browser")
 
 
-def export_figures(figures: list[tuple[str, object]], out_dir: Path, fmt: str) -> list[Path]:
+def export_figures(figures: list[tuple[str, Fig]], out_dir: Path, fmt: str) -> list[Path]:
     """Write each (scope, Fig) as out_dir/<scope>/<key>.<fmt>; return the paths written."""
     check_available(fmt)
     import plotly.io as pio

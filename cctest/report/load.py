@@ -124,8 +124,10 @@ def link_numbers_from_text(meta: dict) -> list[str]:
     """Link values written as numeric text ("10") become numbers, in place; a note for each. Text that
     is no finite number stays, for the record's check to reject the run."""
     link = meta.get("link")
-    notes = []
-    for key in LINK_NUMBERS if isinstance(link, dict) else ():
+    notes: list[str] = []
+    if not isinstance(link, dict):
+        return notes
+    for key in LINK_NUMBERS:
         text = link.get(key)
         if not isinstance(text, str):
             continue

@@ -24,9 +24,7 @@ def clock_of(meta: dict) -> str:
 
 def provenance(meta: dict) -> dict:
     """The columns summary.csv/json carry per run (docs/run-directory.md, "The report's files")."""
-    vm = meta.get("vm") if isinstance(meta.get("vm"), dict) else {}
-    code = meta.get("cctest") if isinstance(meta.get("cctest"), dict) else {}
-    link = meta.get("link") if isinstance(meta.get("link"), dict) else {}
+    vm, code, link = _object(meta, "vm"), _object(meta, "cctest"), _object(meta, "link")
     commit = str(code.get("git_commit") or "") or None
     dirty = commit.endswith("-dirty") if commit else None
     schedule = [s for s in link.get("rate_schedule") or [] if isinstance(s, dict)]
@@ -56,12 +54,18 @@ def module_builds(meta: dict) -> str:
 def engine_build(meta: dict) -> str:
     """The engine and the kernel build it ran, e.g. "uml 6.1.192 c5cd4796fcaf", "qemu 6.1.0-28-amd64",
     "native 6.8.0-45-generic": what one verdict may not mix either."""
-    engine = meta.get("engine") if isinstance(meta.get("engine"), dict) else {}
-    kernel = engine.get("kernel") if isinstance(engine.get("kernel"), dict) else {}
+    engine = _object(meta, "engine")
+    kernel = _object(engine, "kernel")
     name = engine.get("name") or ("native" if meta.get("mode") == "native" else "qemu" if meta.get("mode") else "")
     release = kernel.get("release") or (meta.get("kernel") or {}).get("release") or ""
     build = str(kernel.get("inputs_sha256") or kernel.get("image") or "")[:12]
     return " ".join(str(x) for x in (name, release, build) if x)
+
+
+def _object(record: dict, key: str) -> dict:
+    """record[key] when it is a JSON object, else an empty one."""
+    value = record.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def _end(outage: dict):

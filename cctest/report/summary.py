@@ -76,8 +76,7 @@ def identity(run: Run) -> dict:
     }
     out.update(provenance(meta))
     out["tags"] = ", ".join(scenario_tags(run.path))
-    out["rtt_ratio"] = (out["flow_rtt_max_ms"] / out["flow_rtt_min_ms"]
-                        if rtts and min(rtts) > 0 else np.nan)
+    out["rtt_ratio"] = max(rtts) / min(rtts) if rtts and min(rtts) > 0 else np.nan
     for k, v in (meta.get("matrix") or {}).items():
         out[f"matrix.{k}"] = v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)
     return out
