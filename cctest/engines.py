@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -45,6 +46,13 @@ class Places:
     host_manifest: Path
     to_host: Callable[[str], Path]
     home: umlshare.Home | None = None
+
+    def release(self) -> None:
+        """Once the host has read the manifest: the guest's files gone (its runs are in --out)."""
+        if self.home is not None:
+            shutil.rmtree(self.home.path, ignore_errors=True)
+        else:
+            self.host_manifest.unlink(missing_ok=True)
 
 
 class Guest(Protocol):

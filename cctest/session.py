@@ -334,7 +334,7 @@ def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, e
                 continue  # never booted
             mine = guest.run_dirs()
             run_dirs += mine
-            guest.places.host_manifest.unlink(missing_ok=True)
+            guest.places.release()
             crash = keep_console(out / f".vm-{k}.log", mine)
             if crash and k < len(codes) and codes[k] != 0:
                 crashes[k] = crash

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -138,13 +137,13 @@ class Instance:
             return None
 
     def cleanup(self) -> None:
-        """Once the instance has ended: what it wrote into --out, its kernel log beside it, and its
-        home removed."""
+        """Once the instance has ended: what it wrote moved into --out and its kernel log beside it.
+        The home keeps its manifest until the session has read it (Places.release)."""
         self.home.collect()
         self.dmesg_file.unlink(missing_ok=True)
         if self.home.dmesg.exists():
             self.home.dmesg.replace(self.dmesg_file)
-        shutil.rmtree(self.home.path, ignore_errors=True)
+        self.home.console.unlink(missing_ok=True)
 
     def poll(self) -> int | None:
         self.proc.poll()

@@ -112,7 +112,7 @@ def prepare(out: Path, index: int) -> Home:
     if home.path.exists():
         shutil.rmtree(home.path)
     home.written.mkdir(parents=True)
-    shutil.copyfile(INIT, home.path / "init.sh")
+    shutil.copy(INIT, home.path / "init.sh")  # with its mode: the kernel executes it
     (home.path / "src").symlink_to(REPO_ROOT)
     if in_venv():
         (home.path / "venv").symlink_to(Path(sys.prefix))

@@ -166,6 +166,7 @@ def vm_results(request):
             kdir, make_vars = engine.module_build()
             kmod.build(engine.release(), kdir=kdir, make_vars=make_vars)
         guests = []
+        releases = []
         for k, args in enumerate(vm_shares(by_engine[name], n_guests)):
             guest_dir = out / f"{name}{k}"
             guest_dir.mkdir()
@@ -174,7 +175,10 @@ def vm_results(request):
             guests.append(engine.start([places.python, script, places.out, *args], places, k,
                                        log=out / f"{name}{k}.log"))
             dirs.append((guest_dir, places.to_host))
+            releases.append(places.release)
         codes += [guest.wait() for guest in guests]
+        for release in releases:  # the guests' own files, once their runs are in guest_dir
+            release()
     results, dmesg = merge_vm_results(dirs, codes)
     for job, entry in results.items():
         entry["engine"] = engine_of_job(job, choice)
