@@ -75,7 +75,7 @@ def identity(run: Run) -> dict:
         "path": shown(run.path),
     }
     out.update(provenance(meta))
-    out["tags"] = ", ".join(scenario_tags(run.path))
+    out["tags"] = ", ".join(scenario_tags(run))
     out["rtt_ratio"] = (out["flow_rtt_max_ms"] / out["flow_rtt_min_ms"]
                         if rtts and min(rtts) > 0 else np.nan)
     for k, v in (meta.get("matrix") or {}).items():
