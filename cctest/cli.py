@@ -615,10 +615,10 @@ def record(src: Path, dest: Path, skip_s: float) -> None:
     SRC (DEST/<path>/record.json, a few kB: meta.json, scenario, health and the metrics claims and
     tables read). `check`, `report` and `validate` read a tree of records as they read run
     directories; the figures of time series need the run directories themselves."""
-    from . import compact
+    from .report import records
 
-    planned = compact.plan(src, dest, skip_s)  # every run measured before the first record is written
-    size = compact.write(planned)
+    planned = records.plan(src, dest, skip_s)  # every run measured before the first record is written
+    size = records.write(planned)
     click.echo(f"wrote {len(planned)} record(s) into {dest} ({size / 1e3:.0f} kB)")
 
 

@@ -6,18 +6,15 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from .. import captures, runfiles
+from ..compact import RECORD_FILE, CompactRecord, CompactRecordError, read
 from ..errors import BadInput
 from ..record import LINK_NUMBERS, RecordError, RunRecord, read_record
 from ..safeload import Refused
-
-if TYPE_CHECKING:
-    from ..compact import CompactRecord
 
 REQUIRED = ("flows", "throughput")
 ABSENT_NOTE = {
@@ -40,7 +37,6 @@ FINITE_IN = {"throughput": ("bytes",)}  # a sample without its bytes is no sampl
 # The captures' tables the report reads: those with required columns (not cpu: checks.json judges it).
 TABLES = tuple(name for name in captures.TABLES if name in SCHEMA)
 RUN_DIR_SIGNS = ("scenario.yaml", "raw", "flows.parquet", "throughput.parquet", "checks.json")
-RECORD_FILE = "record.json"  # a compact record (cctest/compact.py) reads as a run too
 
 
 class ReportInputError(BadInput):
@@ -72,7 +68,8 @@ def shown(path: Path | str) -> str:
 
 
 def is_run(names) -> bool:
-    """Whether a directory holding `names` is a run: a run directory (meta.json) or a record of one."""
+    """Whether a directory holding `names` is a run: a run directory (meta.json) or its compact
+    record (record.json)."""
     return "meta.json" in names or RECORD_FILE in names
 
 
@@ -266,8 +263,6 @@ def load_run(path: Path | str) -> Run:
 
 def load_record(path: Path) -> Run:
     """A run from its compact record: meta.json, checks and notes as recorded, no tables."""
-    from ..compact import CompactRecordError, read
-
     try:
         recorded = read(path)
         record = read_record(recorded.meta, shown(path / RECORD_FILE) + " (meta)")
