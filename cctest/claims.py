@@ -488,16 +488,37 @@ def _cc_values(groups: pd.DataFrame) -> dict[tuple[str, str], dict]:
 @dataclass
 class RunSeries:
     """What re-measuring a run's steady state needs: its binned per-flow throughput (metrics'
-    `series["binned"]`) and its flows (flow, cc, rtt_ms, t_start, t_end)."""
+    `series["binned"]`) and its flows (flow, cc, rtt_ms, t_start, t_end); for a compact record
+    (cctest/compact.py), which keeps no series, the window means it recorded instead."""
 
     binned: pd.DataFrame
     flows: list[dict]
+    windows: Any = None  # compact.SteadyWindows: per-flow window means from each whole second
 
     @classmethod
     def of(cls, result: dict) -> RunSeries:
         import pandas as pd
 
-        return cls(result.get("series", {}).get("binned", pd.DataFrame()), list(result.get("flows") or []))
+        series = result.get("series", {})
+        return cls(series.get("binned", pd.DataFrame()), list(result.get("flows") or []), series.get("windows"))
+
+
+def window_means(series: RunSeries | None, t0: float) -> pd.Series | None:
+    """Each flow's mean throughput over the steady window from t0 (metrics.steady_window with skip
+    t0), by flow; None when the run has no series (or its record no window from t0)."""
+    import pandas as pd
+
+    from .metrics import steady_window, window_mean_mbps
+
+    if series is None or not series.flows:
+        return None
+    if series.windows is not None:
+        return series.windows.means(t0)
+    if series.binned is None or series.binned.empty:
+        return None
+    flows = pd.DataFrame(series.flows)
+    s0, s1 = steady_window(flows[["flow", "t_start", "t_end"]], t0)
+    return window_mean_mbps(series.binned, s0, s1)
 
 
 def steady_from(series: RunSeries | None, t0: float) -> dict:
@@ -505,14 +526,12 @@ def steady_from(series: RunSeries | None, t0: float) -> dict:
     end): metrics.steady_window with skip t0. Empty when the run has no series."""
     import pandas as pd
 
-    from .metrics import short_rtt_flow, steady_window, window_mean_mbps
+    from .metrics import short_rtt_flow
 
-    if series is None or series.binned is None or series.binned.empty or not series.flows:
+    means = window_means(series, t0)
+    if means is None or series is None:
         return {}
-    flows = pd.DataFrame(series.flows)
-    s0, s1 = steady_window(flows[["flow", "t_start", "t_end"]], t0)
-    means = window_mean_mbps(series.binned, s0, s1)
-    per_flow = flows.set_index("flow")
+    per_flow = pd.DataFrame(series.flows).set_index("flow")
     mbps = pd.Series([means.get(f, math.nan) for f in per_flow.index], index=per_flow.index).fillna(0.0)
     total = float(mbps.sum())
     out: dict = {"jain_steady": jain_index(means.to_numpy()) if len(means) else math.nan,
@@ -691,7 +710,8 @@ def _judged(e: Expectation, label: str, samples: list[tuple[Any, Callable[[ast.e
         unmeasured = sorted({ast.unparse(t) for t in terms if all(math.isnan(look(t)) for look in lookups)})
         reason = f"{missing}: {', '.join(unmeasured) or 'a term'}"
         if e.steady_from_s is not None and any(t in steady_terms(claim) for t in unmeasured):
-            reason += f" (steady_from_s: {e.steady_from_s:g} s needs the runs' throughput series)"
+            reason += (f" (steady_from_s: {e.steady_from_s:g} s needs the runs' throughput series; a compact "
+                       "record keeps the windows from whole seconds only)")
     if n is not None and present is not None and present < n and verdict == "no data" and not samples:
         verdict, reason = "incomplete", f"incomplete ({present} of {n})"
     if unhealthy:

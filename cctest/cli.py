@@ -17,6 +17,7 @@ import click
 
 from . import __version__, errors
 from .completion import complete_scenarios, complete_tags
+from .defaults import DEFAULT_SKIP_S
 from .errors import BadInput, CctestError
 from .limits import MAX_RUNS
 from .report.command import check_command, report_command
@@ -607,6 +608,23 @@ def refuse_unknown_versions(run_dirs: list[Path]) -> None:
         except (OSError, ValueError, CctestError):
             continue
         check_version(meta, run_dir / "meta.json")
+
+
+@main.command("record")
+@click.argument("src", type=click.Path(path_type=Path))
+@click.argument("dest", type=click.Path(path_type=Path))
+@click.option("--skip-s", type=click.FloatRange(min=0), default=DEFAULT_SKIP_S, show_default=True,
+              help="Steady state starts this many seconds after time zero (what check and report use).")
+def record(src: Path, dest: Path, skip_s: float) -> None:
+    """Write the compact record of every run directory under SRC into DEST, at the run's path below
+    SRC (DEST/<path>/record.json, a few kB: meta.json, scenario, health and the metrics claims and
+    tables read). `check`, `report` and `validate` read a tree of records as they read run
+    directories; the figures of time series need the run directories themselves."""
+    from .report import records
+
+    planned = records.plan(src, dest, skip_s)  # every run measured before the first record is written
+    size = records.write(planned)
+    click.echo(f"wrote {len(planned)} record(s) into {dest} ({size / 1e3:.0f} kB)")
 
 
 main.add_command(report_command)

@@ -170,7 +170,7 @@ def ingest_run(run_dir: str | Path) -> dict[str, pd.DataFrame]:
     """Read ``meta.json`` and ``raw/`` of a run directory, write ``<table>.parquet``, return them.
 
     Tables whose raw input is absent are omitted; ``flows`` is always present. A compact run
-    directory (its tables kept, its raw captures not: scripts/compact-runs.sh) has nothing to
+    directory (its tables kept, its raw captures not) has nothing to
     remake: its stored tables are returned as they are, for its health to be judged again.
     """
     run_dir = Path(run_dir)

@@ -429,7 +429,7 @@ def test_a_killed_iperf3s_flows_are_recovered_from_ss_and_marked(sockdiag_run, t
 
 
 def test_ingesting_a_compact_run_keeps_its_tables_and_judges_them_again(tmp_path):
-    """results/ holds compact runs (scripts/compact-runs.sh: no raw/). `cctest ingest` of one must
+    """A run directory kept without its raw captures (no raw/). `cctest ingest` of one must
     not remake its tables from captures it no longer has (the flows' totals were lost that way,
     and the health verdict judged on nothing)."""
     from click.testing import CliRunner

@@ -26,8 +26,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "cctest.vm", "cctest.uml", "cctest.umlshare", "cctest.umlkernel", "cctest.runner")),
     ("side effects: the network, captures, modules, files", (
         "cctest.net", "cctest.net.*", "cctest.captures", "cctest.captures.*", "cctest.ingest", "cctest.journal",
-        "cctest.kmod", "cctest.rundir", "cctest.checks", "cctest.report", "cctest.report.*", "cctest.validation",
-        "cctest.validation.*", "cctest.cgroup",
+        "cctest.kmod", "cctest.rundir", "cctest.checks", "cctest.compact", "cctest.report", "cctest.report.*",
+        "cctest.validation", "cctest.validation.*", "cctest.cgroup",
         "cctest.tracefs", "cctest.filelock")),
     ("the model: pure code on scenarios, plans and tables", (
         "cctest.scenario", "cctest.plan", "cctest.dumbbell", "cctest.bottleneck", "cctest.aqm", "cctest.claims",

@@ -70,6 +70,10 @@ def analyse(runs: list[Run], opts: Options, skipped: list[str]) -> tuple[list[Ru
     out, so that one malformed run never sinks the report of the others."""
     kept, results = [], []
     for run in runs:
+        if run.recorded is not None:
+            kept.append(run)
+            results.append(recorded_metrics(run, opts))
+            continue
         try:
             res = metrics.run_metrics(run.meta, run.tables, bin_s=opts.bin_ms / 1000.0 if opts.bin_ms else None,
                                 skip_s=opts.skip_s)
@@ -83,6 +87,24 @@ def analyse(runs: list[Run], opts: Options, skipped: list[str]) -> tuple[list[Ru
     if runs and not kept:
         raise ReportInputError(skipped[-1])
     return kept, results, summarize(kept, results)
+
+
+def recorded_metrics(run: Run, opts: Options) -> dict:
+    """A compact record's metrics; bad input when the options ask for another bin or steady start
+    than it was measured with (only the run directory can answer those)."""
+    recorded = run.recorded
+    assert recorded is not None
+    m = recorded.metrics
+    if m.skip_s != opts.skip_s or m.bin_ms != opts.bin_ms:
+        asked = f"--skip-s {opts.skip_s:g}" if m.skip_s != opts.skip_s else f"--bin-ms {opts.bin_ms:g}"
+        kept = f"--skip-s {m.skip_s:g}" + (f" and --bin-ms {m.bin_ms:g}" if m.bin_ms else " and the default bin")
+        raise ReportInputError(f"{shown(run.path)}: a compact record, measured with {kept}; {asked} needs the "
+                               "full run directory (or records made with it)")
+    return m.result(recorded.steady)
+
+
+RECORD_NOTE = ("compact record(s) (record.json): their metrics, claims and tables as recorded; the figures of "
+               "time series need the full run directories")
 
 
 @dataclass
@@ -137,7 +159,7 @@ def _provenance_html(run: Run) -> str:
     meta = run.meta
     out = (f"<p class='kv'>clock <b>{esc(clock_text(meta))}</b> · code <b>{esc(code_text(meta))}</b> · seed "
            f"<b>{esc(meta.get('seed'))}</b> · bottleneck <b>{esc(bottleneck_text(meta))}</b></p>")
-    text = scenario_yaml(run.path)
+    text = scenario_yaml(run)
     if text is not None:
         out += (f"<details class='yaml'><summary>scenario.yaml (as run)</summary><pre>{esc(text)}</pre></details>")
     return out
@@ -153,7 +175,8 @@ def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, in
     """One run's folding section: its head line, facts, provenance, notes, health, metrics and figures."""
     side = f"[{esc(run.side)}] " if run.side else ""
     page.scope = (f"{run.side}-" if run.side else "") + run.run_id
-    figs = run_figures(run, res, max_points=opts.max_points, jain_window_s=opts.jain_window_s, colors=colors)
+    figs = [] if run.recorded is not None else run_figures(run, res, max_points=opts.max_points,
+                                                            jain_window_s=opts.jain_window_s, colors=colors)
     out = [f"<details class='run' id='run-{index}'{' open' if open_ else ''}><summary>{side}{_run_head(run, res)}"
            "</summary>", _run_facts(run), _provenance_html(run), _run_notes_html(run, res), _health_html(run),
            _metrics_html(res, opts), _flow_tables(res)]
@@ -329,6 +352,10 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
     a = _analyse_all(paths, opts, compare_paths, threshold_pct, skipped, claims or Claims(None))
     page = _new_page(a, opts)
     warnings = _skipped_section(page, skipped) + _run_notes(a.runs) + list(a.claim_notes)
+    records = sum(run.recorded is not None for run in a.runs)
+    if records:
+        warnings.append(f"{records} {RECORD_NOTE}")
+        page.add(f"<p class='note'>{records} {esc(RECORD_NOTE)}.</p>")
     if a.verdicts or a.claim_notes:
         claims_section(page, a.verdicts, a.claim_notes)
     regressions = _compare_section(page, a, compare_paths, threshold_pct, warnings)

@@ -257,7 +257,7 @@ def _paper_suite_runs(paths, experiments_file: str, skipped: list[str]) -> tuple
             skipped.append(str(error))
     # only runs of a paper suite: a targeted or ad-hoc run that shares a suite scenario's name
     # (results/targeted/) is not that suite's run
-    loaded = [run for run in found if paper_of(scenario_tags(run.path))]
+    loaded = [run for run in found if paper_of(scenario_tags(run))]
     stray = next((run for run in loaded if run.meta.get("scenario") not in experiments.scenarios), None)
     if stray is not None:  # its claims would silently drop out of the page and the gate
         raise BadInput(f"{stray.path}: a paper-suite run of scenario {stray.meta.get('scenario')!r}, which "
@@ -283,7 +283,7 @@ def _write_reproduction(markdown: Path, readme: Path | None, paths, verdicts, lo
     engines: dict[str, set[str]] = {}
     builds: dict[str, set[str]] = {}  # scenario -> the engine and module builds its runs ran
     for run in loaded:
-        paper = reproduction.paper_of(scenario_tags(run.path))
+        paper = reproduction.paper_of(scenario_tags(run))
         if paper is not None:  # the engines are named per paper reproduced
             engines.setdefault(paper, set()).add(reproduction.engine_of(run.meta))
         build = "; ".join(x for x in (engine_build(run.meta), module_builds(run.meta)) if x)

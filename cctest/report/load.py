@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .. import captures, runfiles
+from ..compact import RECORD_FILE, CompactRecord, CompactRecordError, read
 from ..errors import BadInput
 from ..record import LINK_NUMBERS, RecordError, RunRecord, read_record
 from ..safeload import Refused
@@ -50,6 +51,7 @@ class Run:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     side: str | None = None  # "baseline" / "candidate" in a comparison
+    recorded: CompactRecord | None = None  # read from a compact record: its metrics stand for the tables
     meta: dict = field(init=False, repr=False)  # the record as plain data, for the code that reads its keys
 
     def __post_init__(self) -> None:
@@ -65,19 +67,26 @@ def shown(path: Path | str) -> str:
     return os.fsencode(path).decode("utf-8", errors="replace")
 
 
+def is_run(names) -> bool:
+    """Whether a directory holding `names` is a run: a run directory (meta.json) or its compact
+    record (record.json)."""
+    return "meta.json" in names or RECORD_FILE in names
+
+
 def find_run_dirs(path: Path | str, skipped: list[str] | None = None) -> list[Path]:
-    """Run dirs at `path`: itself if it holds meta.json, else every dir below that does. Directories
-    that look like run dirs but lack meta.json are named in `skipped` (when given)."""
+    """Run dirs at `path`: itself if it holds meta.json (or a compact record), else every dir below
+    that does. Directories that look like run dirs but lack meta.json are named in `skipped` (when
+    given)."""
     p = Path(path)
     if not p.exists():
         raise ReportInputError(f"{shown(p)}: no such file or directory")
     if not p.is_dir():
         raise ReportInputError(f"{shown(p)}: not a directory")
-    if os.path.lexists(p / "meta.json"):
+    if os.path.lexists(p / "meta.json") or os.path.lexists(p / RECORD_FILE):
         return [p]
     found, headless = [], []
     for root, names in walk_dirs(p):
-        if "meta.json" in names:
+        if is_run(names):
             found.append(root)
         elif any(sign in names for sign in RUN_DIR_SIGNS):
             headless.append(root)
@@ -103,7 +112,7 @@ def walk_dirs(top: Path):
             continue  # unreadable or vanished: nothing below it is found, as with os.walk
         names = {e.name for e in entries}
         yield folder, names
-        if "meta.json" in names or any(sign in names for sign in RUN_DIR_SIGNS):
+        if is_run(names) or any(sign in names for sign in RUN_DIR_SIGNS):
             continue
         stack += reversed([Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)])
 
@@ -229,6 +238,8 @@ def _load_table(run: Run, name: str) -> None:
 
 def load_run(path: Path | str) -> Run:
     p = Path(path)
+    if not os.path.lexists(p / "meta.json") and os.path.lexists(p / RECORD_FILE):
+        return load_record(p)
     meta = _read_json(p, "meta.json")
     if meta is None:
         raise ReportInputError(f"{shown(p / 'meta.json')}: no such file")
@@ -250,6 +261,20 @@ def load_run(path: Path | str) -> Run:
                              "exited); their byte totals and throughput come from ss (bytes acknowledged, at "
                              "each ss sample)")
     return run
+
+
+def load_record(path: Path) -> Run:
+    """A run from its compact record: meta.json, checks and notes as recorded, no tables."""
+    try:
+        recorded = read(path)
+        record = read_record(recorded.meta, shown(path / RECORD_FILE) + " (meta)")
+    except (CompactRecordError, RecordError) as e:
+        raise ReportInputError(str(e)) from None
+    checks = recorded.checks
+    problem = checks_problem(checks) if checks is not None else None
+    if problem:
+        raise ReportInputError(f"{shown(path / RECORD_FILE)}: unreadable (checks: {problem})")
+    return Run(path, record, checks, notes=list(recorded.notes), recorded=recorded)
 
 
 def load_runs(paths, skipped: list[str] | None = None) -> list[Run]:

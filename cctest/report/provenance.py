@@ -5,8 +5,6 @@ outages). Everything is read from meta.json; nothing is guessed beyond saying wh
 
 from __future__ import annotations
 
-from pathlib import Path
-
 MAX_SCENARIO_BYTES = 200_000  # a resolved scenario.yaml is a few kB; more is not shown on the page
 
 
@@ -112,11 +110,16 @@ def bottleneck_text(meta: dict) -> str:
     return ", ".join(parts)
 
 
-def scenario_yaml(run_path: Path) -> str | None:
-    """The run's resolved scenario.yaml as text, or None when absent or unreadable."""
+def scenario_yaml(run) -> str | None:
+    """The run's resolved scenario.yaml as text, or None when absent or unreadable. `run`: a
+    report.load.Run (a compact record carries the text) or a run directory's path."""
     from .. import runfiles
     from ..safeload import Refused
 
+    recorded = getattr(run, "recorded", None)
+    if recorded is not None:
+        return recorded.scenario_yaml
+    run_path = getattr(run, "path", run)
     try:  # the one reader of run directories: a link to a secret never reaches a shared page
         data = runfiles.read_bytes(run_path, "scenario.yaml", MAX_SCENARIO_BYTES, "a scenario.yaml")
     except Refused:
@@ -124,10 +127,11 @@ def scenario_yaml(run_path: Path) -> str | None:
     return None if data is None else data.decode("utf-8", errors="replace")
 
 
-def scenario_tags(run_path: Path) -> list[str]:
-    """The tags of the scenario as run (its scenario.yaml), or none when it cannot be read. Read
-    with the bounded loader: a run directory may come from anywhere (an alias bomb stays harmless)."""
-    text = scenario_yaml(run_path)
+def scenario_tags(run) -> list[str]:
+    """The tags of the scenario as run (its scenario.yaml; `run` as scenario_yaml takes it), or none
+    when it cannot be read. Read with the bounded loader: a run directory may come from anywhere (an
+    alias bomb stays harmless)."""
+    text = scenario_yaml(run)
     if not text:
         return []
     from ..safeload import Refused, load_yaml

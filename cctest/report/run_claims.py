@@ -16,7 +16,7 @@ from .. import runfiles
 from ..claims import ClaimError, Expectation, _is_bool
 from ..errors import BadInput
 from ..limits import MAX_EXPERIMENTS_BYTES
-from ..safeload import Refused
+from ..safeload import Refused, load_yaml
 from ..scenario import Expect, _describe, unknown_key_message
 
 
@@ -28,7 +28,14 @@ class UnjudgeableClaims(BadInput):
 def _scenario_file(run) -> dict:
     """The run's scenario.yaml as run (absent: no claims), by the one reader of run directories and
     the bounded loader of experiments files (a run directory may come from anywhere: a CI artifact)."""
-    resolved = runfiles.read_yaml(run.path, "scenario.yaml", MAX_EXPERIMENTS_BYTES, "a scenario.yaml")
+    if run.recorded is not None:  # a compact record carries the text, read by the same loader
+        text = run.recorded.scenario_yaml
+        try:
+            resolved = load_yaml(text) if text is not None else None
+        except Refused as error:
+            raise Refused(f"{run.path / 'record.json'}: scenario_yaml: {error}") from None
+    else:
+        resolved = runfiles.read_yaml(run.path, "scenario.yaml", MAX_EXPERIMENTS_BYTES, "a scenario.yaml")
     if resolved is not None and not isinstance(resolved, dict):
         raise Refused(f"{run.path / 'scenario.yaml'}: not a mapping of keys; a scenario.yaml is one")
     return resolved or {}

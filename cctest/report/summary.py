@@ -75,7 +75,7 @@ def identity(run: Run) -> dict:
         "path": shown(run.path),
     }
     out.update(provenance(meta))
-    out["tags"] = ", ".join(scenario_tags(run.path))
+    out["tags"] = ", ".join(scenario_tags(run))
     out["rtt_ratio"] = max(rtts) / min(rtts) if rtts and min(rtts) > 0 else np.nan
     for k, v in (meta.get("matrix") or {}).items():
         out[f"matrix.{k}"] = v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)

@@ -28,6 +28,9 @@ class Found:
 
 
 def goodput_mbps(run: Run) -> float:
+    if run.recorded is not None:  # a compact record keeps a one-flow run's goodput as read here
+        value = run.recorded.goodput_mbps
+        return float(value) if value is not None else float("nan")
     throughput = run.tables.get("throughput")
     if throughput is None or throughput.empty:
         return float("nan")
