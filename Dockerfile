@@ -28,7 +28,7 @@ RUN --mount=type=secret,id=ca_bundle,required=false --mount=type=secret,id=pip_c
       "setuptools>=68" wheel -r /tmp/requirements.txt; \
     rm /tmp/requirements.txt
 
-# Editable, so the package finds modules/ beside it (cctest.kmod looks next to the package).
+# Editable, so the package finds modules/ beside it (cctest.kernel.kmod looks next to the package).
 COPY . .
 RUN /opt/venv/bin/pip install -q --no-cache-dir --disable-pip-version-check --no-deps --no-build-isolation -e .
 

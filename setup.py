@@ -1,5 +1,5 @@
 """Ships modules/ (the kernel module sources) inside the package as cctest._modules, so that an
-installed wheel can build them (cctest/projectccs.py finds them there outside a checkout).
+installed wheel can build them (cctest/kernel/projectccs.py finds them there outside a checkout).
 Everything else is in pyproject.toml; this file exists only because package-dir mapping of a
 directory outside the package cannot be combined with `packages.find` there."""
 

@@ -4,7 +4,7 @@
 
 Runs the installed entry point beside this interpreter (the venv's `cctest`) N times per command
 and prints the median and best wall time, then lists pandas, numpy, plotly, pydantic or rich if
-`import cctest.cli` pulled them in. Target: under 0.3 s with none of them imported (the CLI
+`import cctest.cli.main` pulled them in. Target: under 0.3 s with none of them imported (the CLI
 imports them inside the commands that need them). Measured 2026-11-24 on the 2-core dev machine
 shared with five other jobs (10 runs each): `cctest --help` median 0.14 s, `run --help` 0.09 s,
 `report --help` 0.21 s, none of them imported; before the lazy imports `cctest --help` took 1.0 s.
@@ -35,7 +35,7 @@ def timed(cmd: list[str], repeat: int) -> list[float]:
 
 
 def heavy_imports() -> list[str]:
-    code = ("import sys, cctest.cli; "
+    code = ("import sys, cctest.cli.main; "
             f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
 
@@ -55,7 +55,7 @@ def main() -> int:
               f"best {min(times):.3f} s, {statistics.median(times) - bare:+.3f} s over the interpreter "
               f"({args.repeat} runs)")
     heavy = heavy_imports()
-    print(f"heavy modules imported by cctest.cli: {', '.join(heavy) or 'none'}")
+    print(f"heavy modules imported by cctest.cli.main: {', '.join(heavy) or 'none'}")
     ok = worst < TARGET_S and not heavy
     print(f"target: median under {TARGET_S} s, no heavy import: {'met' if ok else 'NOT met'}")
     return 0 if ok else 1

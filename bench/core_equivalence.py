@@ -11,7 +11,7 @@ median srtt with its 95 % bootstrap interval (what N runs can decide), then the 
 correlation, over all runs of a rate, between the model's bandwidth estimate and the share of
 time spent queued.
 
-Per run (`cctest.bbr_model.bbr_model_figures`, after slow start and Drain): delivered MB; srtt
+Per run (`cctest.analysis.bbr_model.bbr_model_figures`, after slow start and Drain): delivered MB; srtt
 p05 / p50 / p90; `queued`, the share of `ss -tin` samples with srtt above 1.5 x the base RTT; the
 model's bandwidth estimate over the link's payload rate and the share of samples where it is more
 than 3 % above it (`overestimated`: a rate the link cannot give); cwnd over the payload BDP; the
@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 from scipy import stats
 
-from cctest.bbr_model import bbr_model_figures
+from cctest.analysis.bbr_model import bbr_model_figures
 from fidelity import cctest_run, run_dirs, vm_bench_parser
 
 SENDERS = ("bbr", "bbr1")  # the kernel's, this project's core

@@ -67,7 +67,7 @@ def host_seconds(paths: list[Path], where: Path) -> dict[Path, dict]:
     """Per run: host seconds of its flows phase, and (first run of its guest) from boot to the end
     of its topology. UML: from the host-stamped console log (the guest reads the host's clock
     through hostfs only to the second); QEMU: from meta.json's vm phases (9p gives nanoseconds)."""
-    from cctest.uml import console_phases
+    from cctest.emulation.uml import console_phases
 
     out: dict[Path, dict] = {}
     metas = {path: json.loads((path / "meta.json").read_text()) for path in paths}

@@ -16,8 +16,8 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from cctest.derived import acked_within, payload_fraction  # noqa: E402
-from cctest.stats import jain_index  # noqa: E402
+from cctest.analysis.derived import acked_within, payload_fraction  # noqa: E402
+from cctest.analysis.stats import jain_index  # noqa: E402
 
 SLOW_START_S = 3.0  # left out of "steady" goodput: slow start and its first recovery
 FAITHFUL_GOODPUT = 0.97  # of payload capacity, over the steady part

@@ -5,7 +5,7 @@
 #   ${CCTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cctest}/uml/<source version>-<inputs hash>/
 # where the inputs hash covers the fragment, the build identity (scripts/uml/build-identity.env) and
 # the patches (any edit of one builds anew).
-# (cctest/umlkernel.py finds it by the same rule). A no-op when that directory is complete.
+# (cctest/emulation/umlkernel.py finds it by the same rule). A no-op when that directory is complete.
 # Debian's own user-mode-linux package cannot serve: it has no time travel.
 #
 #   scripts/uml-kernel.sh            build (installs linux-source-6.1 when missing; root for that)
@@ -19,7 +19,7 @@ series=6.1
 package=linux-source-$series
 fragment=scripts/uml/cctest.config
 identity=scripts/uml/build-identity.env
-# C collation: the same order as cctest/umlkernel.py's sorted(), which hashes the same bytes
+# C collation: the same order as cctest/emulation/umlkernel.py's sorted(), which hashes the same bytes
 patches=$(LC_ALL=C ls scripts/uml/patches/*.patch 2>/dev/null || true)
 jobs=${CCTEST_UML_JOBS:-$(nproc)}
 

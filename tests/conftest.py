@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cctest.uml import dmesg_problems  # noqa: F401 - one check of a guest's kernel log: the UML engine's and the VM tests'
+from cctest.emulation.uml import dmesg_problems  # noqa: F401 - one check of a guest's kernel log: the UML engine's and the VM tests'
 
 REPO = Path(__file__).resolve().parent.parent
 GUEST = REPO / "tests" / "vm" / "guest.py"
@@ -100,12 +100,12 @@ def engine_choice() -> str | None:
 
 def _engine_unavailable(name: str) -> str | None:
     if name == "uml":
-        from cctest import umlkernel
+        from cctest.emulation import umlkernel
 
         if umlkernel.find() is None:
             return "the UML engine's kernel is not built (scripts/uml-kernel.sh)"
         return None
-    from cctest import doctor
+    from cctest.run import doctor
 
     problems = doctor.vm_problems(doctor.checks())
     if problems:
@@ -114,7 +114,7 @@ def _engine_unavailable(name: str) -> str | None:
 
 
 def _engine(name: str):
-    from cctest import engines, vm
+    from cctest.emulation import engines, vm
 
     if name == "uml":
         return engines.choose("uml", None, vm.VMClock())
@@ -147,8 +147,8 @@ def vm_results(request):
         pytest.skip("; ".join(reasons))
     from rich.console import Console
 
-    from cctest import kmod
-    from cctest.session import finalize
+    from cctest.kernel import kmod
+    from cctest.run.session import finalize
 
     # Kept after the session (pytest's tmp dirs are pruned), so a failure can be inspected.
     out = REPO / "build" / "vm-tests" / time.strftime("%Y%m%d-%H%M%S")
@@ -196,8 +196,8 @@ def vm_results(request):
 def vm_shares(jobs: list[str], n_vms: int) -> list[list[str]]:
     """guest.py's arguments for each VM: the plain jobs' runs split as `cctest run -j` splits
     them, and each interrupt/kill job (one short and one long run) on the VM with the least."""
-    from cctest.plan import RUN_OVERHEAD_S, expand, split_for_vms
-    from cctest.scenario import load_experiments
+    from cctest.model.plan import RUN_OVERHEAD_S, expand, split_for_vms
+    from cctest.model.scenario import load_experiments
 
     plain = [job for job in jobs if ":" not in job]
     special = [job for job in jobs if ":" in job]

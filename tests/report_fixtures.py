@@ -139,7 +139,7 @@ def make_run(parent: Path | str, spec: RunSpec | None = None, **kw) -> Path:
     flows = pd.DataFrame(flow_rows)
     flows.insert(flows.columns.get_loc("duration_s"), "launched_s", flows["start_s"] + 0.01)
     for c in ("local_port", "server_port", "bytes_sent", "bytes_received", "retransmits", "max_snd_cwnd_bytes"):
-        flows[c] = flows[c].astype("Int64")  # nullable, as cctest.ingest writes them
+        flows[c] = flows[c].astype("Int64")  # nullable, as cctest.analysis.ingest writes them
     flows["cc"] = flows["cc"].astype("string")
 
     # Bottleneck queue: sawtooth up to the buffer, deeper when loss-based flows are present.

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cctest.bbr_model import bbr_model_figures
+from cctest.analysis.bbr_model import bbr_model_figures
 
 RUN = Path(__file__).parent / "fixtures" / "runs" / "core-vs-kernel-50-20261123-073134-f0.cc-bbr-r0"
 

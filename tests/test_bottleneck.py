@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cctest import derived, dumbbell
-from cctest.aqm import AQMS, AqmKind, aqm_counters
-from cctest.bottleneck import chain, rate_change, shaper_burst_bytes, timed_changes
-from cctest.cli import main
-from cctest.net.schedule import LinkSchedule
-from cctest.plan import expand
-from cctest.rundir import base_meta
-from cctest.scenario import ScenarioError, parse_experiments
+from cctest.analysis import derived
+from cctest.cli.main import main
+from cctest.host.net.schedule import LinkSchedule
+from cctest.host.rundir import base_meta
+from cctest.model import dumbbell
+from cctest.model.aqm import AQMS, AqmKind, aqm_counters
+from cctest.model.bottleneck import chain, rate_change, shaper_burst_bytes, timed_changes
+from cctest.model.plan import expand
+from cctest.model.scenario import ScenarioError, parse_experiments
 
 BASE = """
 defaults:
@@ -226,11 +227,13 @@ def test_outages_applied_pairs_each_start_with_its_end():
 
 
 def test_every_list_of_aqms_is_the_registry():
-    """One class per AQM in cctest/aqm.py is the only list: what experiments.yaml accepts, what the
+    """One class per AQM in cctest/model/aqm.py is the only list: what experiments.yaml accepts, what the
     doctor probes, which qdiscs hold the buffer and whose statistics are read all come from it."""
     import typing
 
-    from cctest import aqm, derived, doctor, scenario
+    from cctest.analysis import derived
+    from cctest.model import aqm, scenario
+    from cctest.run import doctor
 
     kinds = tuple(aqm.REGISTRY)
     assert typing.get_args(scenario.Link.model_fields["aqm"].annotation) == kinds == aqm.AQMS

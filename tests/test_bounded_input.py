@@ -18,10 +18,10 @@ import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from cctest import safeload
-from cctest.cli import main
-from cctest.report.run_claims import UnjudgeableClaims, expectations_of_runs
-from cctest.scenario import MAX_FILE_BYTES, load_experiments
+from cctest.analysis.run_claims import UnjudgeableClaims, expectations_of_runs
+from cctest.base import safeload
+from cctest.cli.main import main
+from cctest.model.scenario import MAX_FILE_BYTES, load_experiments
 from test_scenario import GOOD
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
@@ -172,7 +172,7 @@ def run_dir_with(tmp_path: Path, scenario_yaml: str | None = None, special: str 
 
 @pytest.mark.parametrize("hostile", ["bomb", "deep", "fifo"])
 def test_a_run_directorys_scenario_yaml_is_read_with_the_same_bounds(tmp_path, hostile):
-    from cctest.report.load import load_runs
+    from cctest.analysis.load import load_runs
 
     text = {"bomb": bomb(9, 9, "scenarios"), "deep": deep(5000, "flow lists"), "fifo": None}[hostile]
     runs_dir = run_dir_with(tmp_path, text, special="fifo" if hostile == "fifo" else None)
@@ -224,7 +224,7 @@ def assert_shown_as_written(text: str) -> None:
 
 
 def test_printable_escapes_every_control_format_and_separator_character():
-    from cctest.errors import printable
+    from cctest.base.errors import printable
 
     assert (printable("a\x1bb\x0bc\x85d\u2028e\u2029f\u202eg\th\n")
             == "a\\x1bb\\x0bc\\x85d\\u2028e\\u2029f\\u202eg\\th\\n")
@@ -266,7 +266,7 @@ def test_check_escapes_the_scenario_name_it_reads_from_meta_json(tmp_path):
 def test_ingest_never_blocks_on_a_fifo_in_a_run_directory(tmp_path):
     """`cctest ingest` reads a run directory that may come from anywhere: a FIFO as a raw capture or
     as meta.json is one line, exit 2, and no table is remade without it (each blocked forever before)."""
-    from cctest.ingest import ingest_run
+    from cctest.analysis.ingest import ingest_run
 
     run = tmp_path / "run"
     shutil.copytree(Path(__file__).parent / "fixtures" / "sockdiag", run)
@@ -296,7 +296,7 @@ def test_a_fifo_as_the_kernel_is_one_line_exit_2(tmp_path):
 def test_a_run_directorys_scenario_yaml_is_read_bounded_for_its_tags(tmp_path):
     """The report's provenance (scenario_tags) reads a run directory's scenario.yaml with the same
     bounded loader as experiments.yaml: an alias bomb there gives no tags, at once."""
-    from cctest.report.provenance import scenario_tags
+    from cctest.analysis.provenance import scenario_tags
 
     bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 10) + "]\n" for i in range(8))
@@ -357,7 +357,7 @@ def test_a_linked_or_special_file_in_a_run_is_a_note_never_read(tmp_path, name):
     target = runs_dir / "r" / name
     target.unlink()
     target.symlink_to("/dev/zero")
-    from cctest.report.load import load_run
+    from cctest.analysis.load import load_run
 
     started = time.perf_counter()
     run = load_run(runs_dir / "r")
@@ -387,7 +387,7 @@ def test_a_parquet_footer_claiming_millions_of_rows_is_refused_before_loading(tm
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from cctest import runfiles
+    from cctest.model import runfiles
 
     column = pa.array(np.zeros(15_000_000, dtype=np.int8))
     pq.write_table(pa.table({"flow": column, "t_s": column}), tmp_path / "ss.parquet")
@@ -403,7 +403,7 @@ def test_a_parquet_footer_claiming_millions_of_rows_is_refused_before_loading(tm
 # --- scale: finding runs is linear in their number, a deep tree is walked without recursion -------
 
 def test_fifteen_hundred_run_directories_are_found_in_seconds(tmp_path):
-    from cctest.report.load import load_runs
+    from cctest.analysis.load import load_runs
 
     for i in range(1500):
         run = tmp_path / f"s{i // 100}" / f"r{i}"
@@ -415,7 +415,7 @@ def test_fifteen_hundred_run_directories_are_found_in_seconds(tmp_path):
 
 
 def test_a_tree_fifteen_hundred_deep_is_walked(tmp_path):
-    from cctest.report.load import find_run_dirs
+    from cctest.analysis.load import find_run_dirs
 
     folders = [tmp_path / "a"]
     for _ in range(1500):  # os.makedirs recurses too

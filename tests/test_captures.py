@@ -1,4 +1,4 @@
-"""The capture registry (cctest/captures/) against docs/run-directory.md and its other readers:
+"""The capture registry (cctest/host/captures/) against docs/run-directory.md and its other readers:
 one definition of table names, columns and raw file names."""
 
 import re
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from cctest import captures, ingest
-from cctest.captures.base import PHASES
-from cctest.report import load
+from cctest.analysis import ingest, load
+from cctest.host import captures
+from cctest.host.captures.base import PHASES
 
 DOC = (Path(__file__).parent.parent / "docs" / "run-directory.md").read_text()
 

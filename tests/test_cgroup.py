@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from cctest import cgroup, tracefs
-from cctest.cleanup import clean
-from cctest.journal import Journal, JournalError
-from cctest.session import enter_cgroup
+from cctest.host import cgroup, tracefs
+from cctest.host.journal import Journal, JournalError
+from cctest.run.cleanup import clean
+from cctest.run.session import enter_cgroup
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -57,8 +57,8 @@ FAKE_IPERF3 = {FAKE_IPERF3!r}
 import subprocess, sys, time
 from pathlib import Path
 from rich.console import Console
-from cctest.journal import Journal
-from cctest.session import enter_cgroup, close_cgroup
+from cctest.host.journal import Journal
+from cctest.run.session import enter_cgroup, close_cgroup
 j = Journal(Path(sys.argv[1]))
 j.acquire("test")
 group = enter_cgroup(j, Console(stderr=True))
@@ -72,7 +72,7 @@ if sys.argv[2] == "teardown":
     sys.stdin.readline()
     close_cgroup(group, j, Console(stderr=True))
     j.finish()
-    from cctest.cgroup import own_cgroup
+    from cctest.host.cgroup import own_cgroup
     print(own_cgroup(), flush=True)
 else:
     time.sleep(300)
@@ -160,7 +160,7 @@ def test_without_cgroup_v2_the_session_says_so_and_runs_on(tmp_path, monkeypatch
 
 
 def test_doctor_reports_the_cgroup():
-    from cctest.doctor import run_cgroup
+    from cctest.run.doctor import run_cgroup
 
     check = run_cgroup()
     assert check.ok == (cgroup.unavailable_reason() is None) and check.needed_for == "optional"

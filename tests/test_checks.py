@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cctest import checks
-from cctest.derived import counter_growth, union_length
-from cctest.ingest import ingest_run
+from cctest.analysis import checks
+from cctest.analysis.derived import counter_growth, union_length
+from cctest.analysis.ingest import ingest_run
 
 RAW = Path(__file__).parent / "fixtures" / "raw"  # recorded in a VM; see its README
 PAYLOAD = 1448 / 1514  # MSS / Ethernet frame at MTU 1500: the most payload a link rate carries
@@ -248,7 +248,7 @@ def test_missing_cpu_samples_warn_only_for_runs_that_should_have_them():
 def test_cpu_check_on_recorded_vm_runs_tells_a_saturated_guest(shift, busy, ok):
     # 6 flows at 100 Mbit/s on the virtual clock: a guest CPU at 1 ns per instruction has slack,
     # one at 2 ns per instruction is busy all the time (bench/vm_clock.py, tests/fixtures/cpu)
-    from cctest.ingest import build_tables
+    from cctest.analysis.ingest import build_tables
 
     fixture = Path(__file__).parent / "fixtures" / "cpu" / f"shift{shift}"
     meta = json.loads((fixture / "meta.json").read_text())

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +16,10 @@ import yaml
 from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
 
-from cctest.claims import ClaimError, Expectation, check_expectation, judge, parse
-from cctest.cli import main
-from cctest.scenario import ScenarioError, parse_experiments
+from cctest.analysis.claims import Expectation, check_expectation, judge
+from cctest.cli.main import main
+from cctest.model.claim_language import ClaimError, parse
+from cctest.model.scenario import ScenarioError, parse_experiments
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 
@@ -213,6 +216,16 @@ def recorded_with_claims(tmp_path):
                                      {"claim": "0.4 < share(cubic) < 0.6"}])
 
 
+def test_check_imports_no_figure_library(recorded_with_claims, tmp_path):
+    """`cctest check` measures and judges with analysis/ alone: plotly (report/, the figures) stays unimported."""
+    args = ["check", str(recorded_with_claims), "-o", str(tmp_path / "claims.json"), "--no-fail", "--recorded-claims"]
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom cctest.cli.main import main\n"
+            f"result = CliRunner().invoke(main, {args!r})\n"
+            "print(result.exit_code, sorted(m for m in sys.modules if m.split('.')[0] == 'plotly'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "0 []"
+
+
 def test_check_judges_recorded_runs_and_exits_3_on_a_failed_claim(recorded_with_claims, tmp_path):
     out = tmp_path / "claims.json"
     result = CliRunner().invoke(main, ["check", str(recorded_with_claims), "-o", str(out), "--recorded-claims"])
@@ -272,7 +285,7 @@ def test_check_exits_non_zero_only_when_a_result_changed(tmp_path, claim, known,
 def test_the_same_claim_on_changed_results_changes_the_gate():
     """One expectation, judged on last night's and tonight's tables: a pass that now fails and a known
     failure that now passes both gate; a known failure that still fails does not."""
-    from cctest.claims import Known, results
+    from cctest.analysis.claims import Known, results
 
     before, after = dict(JAIN), dict(JAIN)
     after[(0.5, "bbr_cws")] = [0.62, 0.65, 0.63]  # BBR-CWS lost its fairness at 0.5 BDP
@@ -366,7 +379,7 @@ def test_readme_examples_of_experiments_yaml_load():
 
 
 def test_startup_time_is_read_from_the_modules_mode_trace():
-    from cctest.metrics import startup_exit_s
+    from cctest.analysis.metrics import startup_exit_s
 
     spans = pd.DataFrame({"flow": [0, 1, 2], "t_start": [0.1, 2.0, 0.0], "t_end": [10.0, 10.0, 10.0]})
     state = pd.DataFrame({"flow": [0, 0, 0, 1, 1], "t_s": [0.2, 0.6, 0.9, 2.1, 2.4],
@@ -393,7 +406,7 @@ def test_a_cc_that_delivered_nothing_has_throughput_zero_not_no_data():
 @pytest.mark.parametrize("at_least, verdict", [(None, "fail"), (2, "pass"), (3, "inconclusive"), (4, "fail")])
 def test_at_least_k_points_decides_most_cases(at_least, verdict):
     """`jain > 0.7` over four points: two pass, one fails (0.62-0.65), one straddles (0.75-0.90)."""
-    from cctest.claims import results
+    from cctest.analysis.claims import results
 
     entry = {"claim": "jain > 0.7", **({"at_least": at_least} if at_least else {})}
     points = check_expectation(Expectation.from_entry("sweep", entry), *sweep_tables(JAIN, RETRANS))
@@ -411,8 +424,8 @@ def test_at_least_more_than_the_points_selected_is_bad_input():
 
 def test_steady_from_s_re_measures_the_steady_window(tmp_path):
     """At the report's own skip it gives the report's jain_steady; later, the window's own value."""
+    from cctest.analysis.load import load_runs
     from cctest.report.build import Options, analyse, judge_claims
-    from cctest.report.load import load_runs
 
     runs = recorded(tmp_path, DEMO, [{"claim": "jain_steady > 0", "steady_from_s": 10},
                                      {"claim": "jain_steady > 0", "steady_from_s": 15},
@@ -446,8 +459,8 @@ def test_qdelay_is_the_mean_queueing_delay_of_a_ccs_flows():
 
 
 def test_qdelay_of_a_recorded_run_is_its_flows_srtt_above_their_min_rtt(tmp_path):
+    from cctest.analysis.load import load_runs
     from cctest.report.build import Options, analyse
-    from cctest.report.load import load_runs
 
     _, _, summary = analyse(load_runs([recorded(tmp_path, DEMO, [])]), Options(), [])
     flows = summary.flows.set_index("cc")["mean_qdelay_ms"]
@@ -462,7 +475,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def paper_claims() -> list[tuple[str, str]]:
-    from cctest.scenario import load_experiments
+    from cctest.model.scenario import load_experiments
 
     experiments = load_experiments(REPO / "experiments.yaml")
     return [(name, e.claim) for name, s in experiments.scenarios.items()
@@ -470,7 +483,7 @@ def paper_claims() -> list[tuple[str, str]]:
 
 
 def quick_claims() -> list[tuple[str, str]]:
-    from cctest.scenario import load_experiments
+    from cctest.model.scenario import load_experiments
 
     experiments = load_experiments(REPO / "experiments.yaml")
     return [(name, e.claim) for name, s in experiments.scenarios.items()
@@ -478,7 +491,7 @@ def quick_claims() -> list[tuple[str, str]]:
 
 
 def sanity_claims() -> list[tuple[str, str]]:
-    from cctest.scenario import load_experiments
+    from cctest.model.scenario import load_experiments
 
     experiments = load_experiments(REPO / "experiments.yaml")
     return [(name, e.claim) for name, s in experiments.scenarios.items()
@@ -636,7 +649,7 @@ def test_a_point_is_judged_on_its_declared_n_only(tmp_path):
 
 
 def test_a_race_is_judged_on_its_runs_and_shows_each(tmp_path):
-    from cctest.claims import Expectation, check_expectation
+    from cctest.analysis.claims import Expectation, check_expectation
 
     e = Expectation.from_entry("race", {"claim": "share(bbr) > 0.5", "at_least_runs": 2}, (), 3)
     shares = {0: 0.9, 1: 0.3, 2: 0.95}  # a coin toss: the mean 0.72 +- 0.83 says nothing of any run
@@ -654,7 +667,7 @@ def test_a_race_is_judged_on_its_runs_and_shows_each(tmp_path):
 
 def test_an_interval_of_a_bounded_metric_stays_in_its_range():
     """Jain 0.671, 0.605, 0.984: the t-interval is 0.753 +- 0.503; judged and shown, it ends at 1."""
-    from cctest.claims import Expectation, check_expectation
+    from cctest.analysis.claims import Expectation, check_expectation
 
     e = Expectation.from_entry("s", {"claim": "jain < 1.2"}, (), 3)
     runs = pd.DataFrame([{"run_id": f"r{k}", "scenario": "s", "repetition": k, "group": "g", "group_label": "s",

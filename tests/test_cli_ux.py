@@ -14,9 +14,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from cctest import doctor
-from cctest.cli import main
-from cctest.completion import complete_scenarios, complete_tags
+from cctest.cli.completion import complete_scenarios, complete_tags
+from cctest.cli.main import main
+from cctest.run import doctor
 
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = REPO / "experiments.yaml"
@@ -165,7 +165,7 @@ def test_completion_offers_scenario_names_and_tags(sweep_file, tmp_path):
 
 
 def test_help_imports_nothing_heavy():
-    code = ("import sys, cctest.cli; heavy = [m for m in ('pandas', 'numpy', 'plotly', 'pydantic', 'rich') "
+    code = ("import sys, cctest.cli.main; heavy = [m for m in ('pandas', 'numpy', 'plotly', 'pydantic', 'rich') "
             "if m in sys.modules]; print(heavy); sys.exit(bool(heavy))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -183,7 +183,7 @@ def test_the_cli_console_carries_a_live_progress_bar():
     context manager, which the CLI's lazily made console must support like rich's own."""
     from rich.progress import Progress
 
-    from cctest import cli
+    from cctest.cli import main as cli
 
     with Progress(console=cli.console, disable=False) as progress:
         task = progress.add_task("build topology", total=None)

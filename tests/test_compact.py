@@ -1,4 +1,4 @@
-"""Compact run records (cctest/compact.py): `cctest record` writes one per run, and `check`, `report`,
+"""Compact run records (cctest/model/compact.py): `cctest record` writes one per run, and `check`, `report`,
 the reproduction page and `validate` read a tree of them as they read run directories, to the
 same verdicts. The committed page regenerates from records/ line by line."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cctest.cli import main
+from cctest.cli.main import main
 from test_claims import PROTOCOL_EXPERIMENTS, protocol_runs
 
 REPO = Path(__file__).resolve().parent.parent

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from cctest import kmod
+from cctest.kernel import kmod
 
 pytestmark = pytest.mark.container
 
@@ -120,7 +120,8 @@ def test_version_is_the_checkout_s(engine, image):
 
 def test_runs_record_the_commit_the_image_was_built_from(engine, image):
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    out = run(engine, image, "-c", "from cctest.rundir import git_commit; print(git_commit())", entrypoint="python3")
+    out = run(engine, image, "-c", "from cctest.host.rundir import git_commit; print(git_commit())",
+              entrypoint="python3")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == head
 
@@ -136,7 +137,7 @@ def test_doctor_inside_says_the_container_drives_the_host_kernel(engine, image):
 
 
 def test_the_image_carries_every_tool_a_native_run_and_its_capture_use(engine, image):
-    probe = ("from cctest import doctor\n"
+    probe = ("from cctest.run import doctor\n"
              "for c in doctor.checks():\n"
              "    if c.needed_for in ('native', 'capture') and c.name in"
              " ('mininet', 'iperf3', 'tc', 'ss', 'ethtool', 'ping', 'tcpdump', 'bpftrace', 'container'):\n"

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import re
 
-from cctest import doctor, dumbbell, vm
-from cctest.plan import expand
-from cctest.scenario import parse_experiments
+from cctest.emulation import vm
+from cctest.model import dumbbell
+from cctest.model.plan import expand
+from cctest.model.scenario import parse_experiments
+from cctest.run import doctor
 from test_scenario import GOOD
 
 

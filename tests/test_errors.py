@@ -1,6 +1,6 @@
 """Errors carry their exit code: every command turns a cctest error into one line on stderr and
 the code its class stands for (2 bad input, 1 a failed run or environment, 3 failed claims), in
-one place (cctest.errors). A --kernel that is no kernel image is bad input, found before anything
+one place (cctest.base.errors). A --kernel that is no kernel image is bad input, found before anything
 is set up."""
 
 import subprocess
@@ -10,12 +10,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cctest import cleanup, errors, journal, kmod, runner, session, vm
-from cctest.cli import main
-from cctest.net.topology import TopologyError
-from cctest.net.traffic import TrafficError
-from cctest.report.load import ReportInputError
-from cctest.scenario import ScenarioError
+from cctest.analysis.load import ReportInputError
+from cctest.base import errors
+from cctest.cli.main import main
+from cctest.emulation import vm
+from cctest.host import journal
+from cctest.host.net.topology import TopologyError
+from cctest.host.net.traffic import TrafficError
+from cctest.kernel import kmod
+from cctest.model.scenario import ScenarioError
+from cctest.run import cleanup, runner, session
 from test_claims import recorded_with_claims  # noqa: F401 (a fixture)
 from test_scenario import GOOD
 
@@ -123,8 +127,8 @@ def test_an_unexpected_exception_keeps_its_traceback(tmp_path, experiments):
     itself reports it (its traceback on stderr, exit 1), never a one-line "run failed"."""
     script = (
         "import sys\n"
-        "from cctest import session\n"
-        "from cctest.cli import main\n"
+        "from cctest.run import session\n"
+        "from cctest.cli.main import main\n"
         "def bug(specs, opts, console):\n"
         "    raise ZeroDivisionError('a bug in the session')\n"
         "session.run_in_vm = bug\n"

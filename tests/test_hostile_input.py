@@ -13,9 +13,9 @@ import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from cctest.cli import main
-from cctest.plan import expand
-from cctest.scenario import ScenarioError, parse_experiments
+from cctest.cli.main import main
+from cctest.model.plan import expand
+from cctest.model.scenario import ScenarioError, parse_experiments
 from test_scenario import GOOD  # the valid file both start from
 
 REPO = Path(__file__).resolve().parent.parent
@@ -255,7 +255,7 @@ def test_property_random_yaml_text_fails_in_one_line(text):
 def test_the_values_expansion_builds_are_capped_before_it_builds_them(tmp_path, monkeypatch):
     """A 1000-step schedule x 200 variants is 600 000 values to copy and validate: refused in one
     line before any variant is built (9 900 steps x 100 variants once took 8.5 s and 0.9 GB)."""
-    import cctest.plan as plan
+    import cctest.model.plan as plan
 
     steps = ", ".join(f"{{at_s: {0.001 * (i + 1):.3f}, rate_mbps: 5}}" for i in range(1000))
     path = tmp_path / "exp.yaml"
@@ -271,7 +271,7 @@ def test_the_values_expansion_builds_are_capped_before_it_builds_them(tmp_path, 
 
 def test_a_shard_count_of_a_billion_answers_at_once(tmp_path, monkeypatch):
     """`--shard 1/1000000000` built a billion empty lists; the shards beyond the runs are never built."""
-    import cctest.plan as plan
+    import cctest.model.plan as plan
 
     built = []
     real = plan.split_for_vms

@@ -9,14 +9,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cctest.captures import COLUMNS
-from cctest.captures.cc_state import parse_cc_state
-from cctest.captures.iperf3 import parse_iperf3_json
-from cctest.captures.ping import parse_ping
-from cctest.captures.qdisc import parse_qdisc_log
-from cctest.captures.sockdiag import parse_sock_diag, sock_diag_metrics
-from cctest.captures.tcp_probe import parse_tcp_probe
-from cctest.ingest import build_tables, ingest_run
+from cctest.analysis.ingest import build_tables, ingest_run
+from cctest.host.captures import COLUMNS
+from cctest.host.captures.cc_state import parse_cc_state
+from cctest.host.captures.iperf3 import parse_iperf3_json
+from cctest.host.captures.ping import parse_ping
+from cctest.host.captures.qdisc import parse_qdisc_log
+from cctest.host.captures.sockdiag import parse_sock_diag, sock_diag_metrics
+from cctest.host.captures.tcp_probe import parse_tcp_probe
 
 RAW = Path(__file__).parent / "fixtures" / "raw"
 # Recorded on the host with cctest's own SockDiagSampler and real iperf3 flows (cubic, bbr)
@@ -382,7 +382,7 @@ def test_run_that_ended_before_time_zero_keeps_only_flows(tmp_path):
 
 
 def test_cpu_stat_samples_become_busy_fractions_per_interval():
-    from cctest.captures.cpu import parse_cpu_stat
+    from cctest.host.captures.cpu import parse_cpu_stat
 
     # user nice system idle iowait irq softirq steal, in ticks
     text = "\n".join([
@@ -406,7 +406,7 @@ def test_a_killed_iperf3s_flows_are_recovered_from_ss_and_marked(sockdiag_run, t
     table (totals_from) and said by the report."""
     from click.testing import CliRunner
 
-    from cctest.cli import main
+    from cctest.cli.main import main
 
     complete = ingest_run(sockdiag_run)
     assert complete["flows"]["totals_from"].tolist() == ["iperf3", "iperf3"]
@@ -434,7 +434,7 @@ def test_ingesting_a_compact_run_keeps_its_tables_and_judges_them_again(tmp_path
     and the health verdict judged on nothing)."""
     from click.testing import CliRunner
 
-    from cctest.cli import main
+    from cctest.cli.main import main
 
     run = tmp_path / "run"
     shutil.copytree(Path(__file__).parent / "fixtures" / "raw", run / "raw")
@@ -458,7 +458,7 @@ def test_ingest_prints_a_run_directorys_name_as_written(tmp_path):
 
     from click.testing import CliRunner
 
-    from cctest.cli import main
+    from cctest.cli.main import main
 
     run = tmp_path / "run [/] [see fig.3] \x1b[2J\u202e"
     shutil.copytree(SOCKDIAG, run)

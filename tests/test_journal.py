@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from cctest import cleanup, journal
-from cctest.cleanup import CleanRefused, clean
-from cctest.journal import Journal, JournalError, is_same_process, process_start_time
+from cctest.host import journal
+from cctest.host.journal import Journal, JournalError, is_same_process, process_start_time
+from cctest.run import cleanup
+from cctest.run.cleanup import CleanRefused, clean
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -65,7 +66,7 @@ def test_clean_refuses_while_a_run_holds_the_lock(tmp_path, procs, no_real_run):
     victim = sleeper()
     procs.append(victim)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from cctest.journal import Journal; "
+        [sys.executable, "-c", "import sys; from pathlib import Path; from cctest.host.journal import Journal; "
          f"j = Journal(Path({str(tmp_path)!r})); j.acquire('test'); j.add_process({victim.pid}, 'sleep'); "
          "print('ready', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
@@ -222,9 +223,9 @@ def test_a_journal_that_is_not_one_is_a_one_line_error(tmp_path, content):
 
 
 def test_runs_racing_for_one_name_get_distinct_directories(tmp_path):
-    from cctest.plan import expand
-    from cctest.rundir import new_run_dir
-    from cctest.scenario import parse_experiments
+    from cctest.host.rundir import new_run_dir
+    from cctest.model.plan import expand
+    from cctest.model.scenario import parse_experiments
 
     spec = expand(parse_experiments("scenarios: {s: {link: {rate_mbps: 10, rtt_ms: 10, buffer_bdp: 1}, "
                                     "duration_s: 5, flows: [{cc: cubic}]}}", "x.yaml"), "s")[0]
@@ -262,7 +263,7 @@ def test_force_removes_a_killed_doctor_probe_namespace(tmp_path, no_real_run):
 
 
 def test_doctor_probes_leave_no_namespace_behind():
-    from cctest.doctor import probe_qdisc
+    from cctest.run.doctor import probe_qdisc
 
     def probe_namespaces() -> list[str]:
         out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
@@ -363,8 +364,8 @@ def test_a_new_state_directory_is_made_for_its_user_alone(tmp_path):
 
 
 def test_a_session_raises_a_root_sysctl_only_where_lower_journals_it_and_restores_it(tmp_path, monkeypatch):
-    from cctest import dumbbell
-    from cctest.net import rootsysctl
+    from cctest.host.net import rootsysctl
+    from cctest.model import dumbbell
 
     proc_sys = tmp_path / "proc-sys"
     monkeypatch.setattr(rootsysctl, "PROC_SYS", proc_sys)
@@ -385,7 +386,7 @@ def test_a_session_raises_a_root_sysctl_only_where_lower_journals_it_and_restore
 
 
 def test_clean_restores_the_root_sysctls_a_session_raises():
-    from cctest import dumbbell
+    from cctest.model import dumbbell
 
     # a crashed session's raise is named in its journal; clean must be allowed to write it back
     assert set(dumbbell.ROOT_SYSCTL_MINIMUMS) <= set(cleanup.ROOT_SYSCTLS)

@@ -6,7 +6,7 @@ import math
 import numpy as np
 from hypothesis import given, strategies as st
 
-from cctest import jsonsafe
+from cctest.base import jsonsafe
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.floats(allow_nan=True, allow_infinity=True)
@@ -30,7 +30,7 @@ def test_any_nesting_of_measured_numbers_is_strict_json(value):
 
 def test_the_writers_use_it():
     """checks, summary and the figures' encoder go through json_safe; the near-copies are gone."""
-    from cctest import checks
-    from cctest.report import build, html, summary
+    from cctest.analysis import checks, summary
+    from cctest.report import build, html
     assert checks.json_safe is summary.json_safe is html.json_safe is jsonsafe.json_safe
     assert not hasattr(build, "_finite") and not hasattr(checks, "_clean") and not hasattr(summary, "_clean")

@@ -1,14 +1,16 @@
-"""The package's house reads top-down: every import of cctest/ (at module level or inside a function)
-goes to its own layer or one below, and no modules import each other in a circle.
+"""The package's house reads top-down: each folder of cctest/ is a layer, and every import of
+cctest/ (at module level or inside a function) goes to its own layer or one below; no modules
+import each other in a circle.
 
-The layers, top first. A module is placed by the first pattern that matches its dotted name; a new
-module that matches none fails the test until it is placed.
+A module's layer is the folder it lies in under cctest/ (a folder's own folders belong to it:
+host/net/, host/captures/). LAYERS ranks the folders, top first; a folder it does not rank, or a
+module lying loose in cctest/ beside the package's face (__init__.py) and `python -m cctest`
+(__main__.py), fails the test until it is placed.
 """
 
 from __future__ import annotations
 
 import ast
-import fnmatch
 import subprocess
 import sys
 from pathlib import Path
@@ -17,27 +19,21 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cctest"
 
-LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("entry: the command line", ("cctest.__main__", "cctest.cli", "cctest.completion", "cctest.report.command",
-                                  "cctest.validation.command")),
-    ("commands: a run, a VM session, the doctor, clean", (
-        "cctest.session", "cctest.doctor", "cctest.engines", "cctest.cleanup")),
-    ("machines: the guest kernels and the run itself", (
-        "cctest.vm", "cctest.uml", "cctest.umlshare", "cctest.umlkernel", "cctest.runner")),
-    ("side effects: the network, captures, modules, files", (
-        "cctest.net", "cctest.net.*", "cctest.captures", "cctest.captures.*", "cctest.ingest", "cctest.journal",
-        "cctest.kmod", "cctest.rundir", "cctest.checks", "cctest.compact", "cctest.report", "cctest.report.*",
-        "cctest.validation", "cctest.validation.*", "cctest.cgroup",
-        "cctest.tracefs", "cctest.filelock")),
-    ("the model: pure code on scenarios, plans and tables", (
-        "cctest.scenario", "cctest.plan", "cctest.dumbbell", "cctest.bottleneck", "cctest.aqm", "cctest.claims",
-        "cctest.metrics", "cctest.metric_table", "cctest.derived", "cctest.bbr_model", "cctest.record",
-        "cctest.modsource", "cctest.modparams")),
-    ("the ground: constants, statistics, safe reading and writing", (
-        "cctest", "cctest.stats", "cctest.wire", "cctest.strict", "cctest.defaults", "cctest.limits",
-        "cctest.errors", "cctest.atomic", "cctest.jsonsafe", "cctest.vmtime", "cctest.safeload", "cctest.runfiles",
-        "cctest.projectccs", "cctest.tools")),
+LAYERS: tuple[tuple[str, str], ...] = (
+    ("cli", "the command line: parse, call, print"),
+    ("validation", "a real testbed's published table beside the peer suite's runs, and its page"),
+    ("report", "figures and the HTML page: presentation only"),
+    ("run", "a run on this machine, the session around it, the doctor, clean"),
+    ("emulation", "the engines a run boots: a QEMU VM, User-Mode Linux"),
+    ("analysis", "tables, metrics, health checks, the summary and the claims judged: no figure"),
+    ("host", "what a run does to the machine: network, captures, cgroups, tracefs, the run directory"),
+    ("model", "pure code on scenarios, claims, plans, the dumbbell and the records of a run"),
+    ("kernel", "the congestion controls: their sources, parameters, build and load"),
+    ("base", "errors, safe reading and writing, locks, strict models, limits"),
 )
+RANK = {folder: rank for rank, (folder, _) in enumerate(LAYERS)}
+ENTRY, FACE = "cctest.__main__", "cctest"  # above every layer; below every layer (the version)
+FOLDERS = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
 
 
 def module_name(path: Path) -> str:
@@ -75,24 +71,27 @@ GRAPH = {name: imports_of(name) for name in MODULES}
 
 
 def layer_of(name: str) -> int:
-    for depth, (_, patterns) in enumerate(LAYERS):
-        if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
-            return depth
-    raise LookupError(name)
+    if name == ENTRY:
+        return -1
+    if name == FACE:
+        return len(LAYERS)
+    return RANK[name.split(".")[1]]
 
 
-def test_every_module_has_a_layer():
-    unplaced = []
-    for name in MODULES:
-        try:
-            layer_of(name)
-        except LookupError:
-            unplaced.append(name)
-    assert not unplaced, f"place these in a layer of tests/test_layers.py: {unplaced}"
+def described(name: str) -> str:
+    rank = layer_of(name)
+    return f"{name} ({LAYERS[rank][0] if 0 <= rank < len(LAYERS) else 'the package'})"
+
+
+def test_the_folders_are_the_layers():
+    assert FOLDERS == set(RANK), (f"rank these folders in tests/test_layers.py: {sorted(FOLDERS - set(RANK))}; "
+                                  f"gone: {sorted(set(RANK) - FOLDERS)}")
+    loose = [name for name in MODULES if name not in (ENTRY, FACE) and name.split(".")[1] not in FOLDERS]
+    assert not loose, f"put these in the folder of their layer: {loose}"
 
 
 def test_no_import_runs_up_a_layer():
-    upward = [f"{a} ({LAYERS[layer_of(a)][0]}) -> {b} ({LAYERS[layer_of(b)][0]})"
+    upward = [f"{described(a)} -> {described(b)}"
               for a, targets in GRAPH.items() for b in sorted(targets) if layer_of(b) < layer_of(a)]
     assert not upward, "\n".join(upward)
 
@@ -148,7 +147,7 @@ def test_no_import_cycle():
     found = cycles(GRAPH)
     assert not found, f"modules that import each other in a circle: {found}"
     # acyclic, so every module has a floor: the house the layers above describe
-    assert floors(GRAPH)["cctest.__main__"] > floors(GRAPH)["cctest.errors"]
+    assert floors(GRAPH)["cctest.__main__"] > floors(GRAPH)["cctest.base.errors"]
 
 
 @pytest.mark.parametrize("graph, expected", [
@@ -162,10 +161,11 @@ def test_the_cycle_finder_finds_a_circle(graph, expected):
 # What a guest imports to make runs (cctest run --native --in-vm, then each capture's start): under
 # emulation every import costs host time (pandas alone took 1.75 s of a UML guest's 10 s to its first
 # run), and its tables are made on the host afterwards.
-GUEST_RUN_PATH = ["cctest.cli", "cctest.session", "cctest.runner", "cctest.net.topology", "cctest.net.traffic",
-                  "cctest.net.schedule", "cctest.captures", "cctest.scenario", "cctest.plan", "cctest.kmod",
-                  "cctest.doctor", "cctest.journal", "cctest.rundir", "cctest.tracefs", "cctest.cgroup",
-                  "cctest.vmtime", "cctest.modsource"]
+GUEST_RUN_PATH = ["cctest.cli.main", "cctest.run.session", "cctest.run.runner", "cctest.run.doctor",
+                  "cctest.host.net.topology", "cctest.host.net.traffic", "cctest.host.net.schedule",
+                  "cctest.host.captures", "cctest.host.journal", "cctest.host.rundir", "cctest.host.tracefs",
+                  "cctest.host.cgroup", "cctest.host.vmtime", "cctest.model.scenario", "cctest.model.plan",
+                  "cctest.kernel.kmod", "cctest.kernel.modsource"]
 HOST_ONLY = ("pandas", "numpy", "pyarrow", "plotly")
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cctest import kmod, vm
+from cctest.emulation import vm
+from cctest.kernel import kmod
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_C = textwrap.dedent("""\
@@ -37,7 +38,7 @@ def release_with_headers() -> str:
 
 def kmod_process(tmp_path: Path, body: str) -> subprocess.Popen:
     """A Python process whose kmod builds tmp_path/modules into tmp_path/build."""
-    code = (f"import sys; from pathlib import Path; from cctest import kmod; "
+    code = (f"import sys; from pathlib import Path; from cctest.kernel import kmod; "
             f"kmod.MODULES_DIR = Path({str(tmp_path / 'modules')!r}); "
             f"kmod.BUILD_DIR = Path({str(tmp_path / 'build')!r})\n"
             + body)
@@ -93,7 +94,7 @@ def test_builds_wait_for_each_other_and_a_rebuild_for_the_session_using_the_buil
 def test_a_build_waits_while_another_process_is_building(tmp_path):
     release = "0.0.0-cctest-no-such-release"  # nothing to build: only the lock is exercised
     (tmp_path / "modules").mkdir()
-    builder = kmod_process(tmp_path, "from cctest import filelock\n"
+    builder = kmod_process(tmp_path, "from cctest.base import filelock\n"
                                      f"lock = filelock.open_lock(kmod.BUILD_DIR / '{release}.lock')\n"
                                      "filelock.take(lock, exclusive=True); print('building', flush=True); "
                                      "sys.stdin.readline()")
@@ -122,7 +123,7 @@ def test_a_second_vm_session_into_one_out_directory_is_refused(tmp_path):
                    "flows: [{cc: cubic}]}}\n")
     out = tmp_path / "out"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from cctest.session import out_dir_lock\n"
+        [sys.executable, "-c", "import sys; from pathlib import Path; from cctest.run.session import out_dir_lock\n"
          f"with out_dir_lock(Path({str(out)!r})):\n    print('ready', flush=True); sys.stdin.readline()"],
         cwd=REPO, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     out.mkdir()

@@ -1,4 +1,4 @@
-"""cctest.metrics on hand-computed cases."""
+"""cctest.analysis.metrics on hand-computed cases."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cctest import derived as D, metrics as M, stats
+from cctest.analysis import derived as D, metrics as M, stats
 from report_fixtures import FlowSpec, RunSpec, make_run
 
 
@@ -154,7 +154,7 @@ def test_steady_window():
 def test_run_metrics_constant_rates(tmp_path):
     d = make_run(tmp_path, RunSpec(flows=[FlowSpec("bbr", 10), FlowSpec("cubic", 10)], rate_mbps=20,
                                    duration_s=10, constant_mbps=[10, 10], buffer_bdp=2))
-    from cctest.report.load import load_run
+    from cctest.analysis.load import load_run
     run = load_run(d)
     res = M.run_metrics(run.meta, run.tables, skip_s=2)
     r = res["run"]

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cctest import kmod
-from cctest.cli import main
-from cctest.modparams import ParamSpec
-from cctest.plan import expand
-from cctest.projectccs import tree_modules
-from cctest.scenario import parse_experiments
-from cctest.session import check_module_params
+from cctest.cli.main import main
+from cctest.kernel import kmod
+from cctest.kernel.modparams import ParamSpec
+from cctest.kernel.projectccs import tree_modules
+from cctest.model.plan import expand
+from cctest.model.scenario import parse_experiments
+from cctest.run.session import check_module_params
 
 # the VM's kernel: what the VM tests load (headers for it are installed on CI and here)
 RELEASE = "6.1.0-56-amd64"
@@ -112,9 +112,9 @@ def test_cli_exits_2_with_one_line_before_loading_anything(built):
 # --- the same ranges from the sources, before anything is built ----------------------------
 
 def test_the_sources_declare_what_modinfo_shows_for_every_module(built):
-    """cctest.modsource expands the modules' own macros: its table is modinfo's, parameter for
+    """cctest.kernel.modsource expands the modules' own macros: its table is modinfo's, parameter for
     parameter, without a build (so `list` and `--dry-run` can refuse what insmod would)."""
-    from cctest import modsource
+    from cctest.kernel import modsource
 
     for cc in kmod.PROJECT_CCS:
         assert modsource.declared(cc).specs == kmod.param_specs(built[cc]), cc
@@ -162,7 +162,7 @@ def test_values_the_module_takes_pass(tmp_path):
 def test_the_parser_knows_no_module_only_the_preprocessor(tmp_path):
     """A made-up module with its own macro, a symbolic default, a read-only counter and a clamp
     through a variable: read as modinfo and the code would have it."""
-    from cctest import modsource
+    from cctest.kernel import modsource
 
     tree = tmp_path / "modules" / "toy"
     tree.mkdir(parents=True)

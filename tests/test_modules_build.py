@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cctest import kmod
-from cctest.projectccs import tree_modules
+from cctest.kernel import kmod
+from cctest.kernel.projectccs import tree_modules
 
 RELEASES = sorted(p.parent.parent.name for p in Path("/lib/modules").glob("*/build/Makefile"))
 EXPECTED = {tree: set(names) for tree, names in tree_modules().items()}  # what each Kbuild declares
@@ -36,7 +36,7 @@ def test_module_tree_builds_without_warnings(tree, release, tmp_path):
 def test_a_tree_is_built_and_identified_with_the_shared_headers(tmp_path):
     """modules/common is part of every tree's build: copied beside it, hashed with it, and followed
     by the source readers as the compiler's -I$(src)/../common finds it."""
-    from cctest import projectccs
+    from cctest.kernel import projectccs
 
     tree, common = tmp_path / "modules" / "toy", tmp_path / "modules" / "common"
     tree.mkdir(parents=True)

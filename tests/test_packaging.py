@@ -27,7 +27,7 @@ class Block:
         if name.split('.')[0] in ('pyroute2', 'virtme_ng', 'mininet'):
             raise ImportError(f'{name} is not installed (a report-only install)')
 sys.meta_path.insert(0, Block())
-from cctest.cli import main
+from cctest.cli.main import main
 main()
 """
 
@@ -63,8 +63,9 @@ def run(bin_dir: Path, *args, cwd: Path, env=None):
 
 def test_the_wheel_ships_the_module_sources_and_the_licence(installed):
     bin_dir, outside = installed
-    done = run(bin_dir, bin_dir / "python", "-c", "import cctest, cctest.projectccs as p; print(cctest.__file__); "
-               "print(p.modules_dir()); print(p.build_dir()); print(' '.join(p.project_ccs()))", cwd=outside,
+    done = run(bin_dir, bin_dir / "python", "-c", "import cctest, cctest.kernel.projectccs as p; "
+               "print(cctest.__file__); print(p.modules_dir()); print(p.build_dir()); "
+               "print(' '.join(p.project_ccs()))", cwd=outside,
                env={"XDG_CACHE_HOME": str(outside / "cache")})
     assert done.returncode == 0, done.stderr
     package, modules, build, ccs = done.stdout.splitlines()

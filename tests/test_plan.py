@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from cctest import dumbbell
-from cctest.plan import expand
-from cctest.scenario import ScenarioError, parse_experiments
+from cctest.model import dumbbell
+from cctest.model.plan import expand
+from cctest.model.scenario import ScenarioError, parse_experiments
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -131,7 +131,7 @@ def test_dry_run_prints_commands_without_root():
 
 
 def test_runs_with_the_same_hosts_and_links_can_share_a_topology():
-    from cctest.net.topology import Dumbbell
+    from cctest.host.net.topology import Dumbbell
 
     shallow, deep = (next(r for r in runs() if r.matrix["buffer_bdp"] == bdp) for bdp in (0.5, 5))
     held = Dumbbell(shallow, with_fq=True)
@@ -157,7 +157,7 @@ scenarios:
 
 
 def test_runs_are_split_over_vms_each_once_balanced_and_grouped_by_topology():
-    from cctest.plan import split_for_vms
+    from cctest.model.plan import split_for_vms
 
     experiments = parse_experiments(MIXED, "exp.yaml")
     specs = expand(experiments, "one") + expand(experiments, "two")
@@ -190,8 +190,8 @@ def test_the_dry_run_names_every_hosts_tcp_buffers_and_the_root_backlog():
 
 
 def test_the_cost_line_sets_the_measured_cost_beside_the_estimate():
-    from cctest.plan import estimated_wall_s
-    from cctest.session import cost_line
+    from cctest.model.plan import estimated_wall_s
+    from cctest.run.session import cost_line
 
     specs = expand(parse_experiments(COST_SCENARIO, "x.yaml"), "c")
     line = cost_line(specs, [[0, 1], [2]], 150.0, "uml", 2)
@@ -201,8 +201,8 @@ def test_the_cost_line_sets_the_measured_cost_beside_the_estimate():
 
 
 def test_the_cost_line_of_a_guest_per_run_counts_the_slots_not_the_guests():
-    from cctest.plan import estimated_wall_s
-    from cctest.session import cost_line
+    from cctest.model.plan import estimated_wall_s
+    from cctest.run.session import cost_line
 
     specs = expand(parse_experiments(COST_SCENARIO, "x.yaml"), "c")
     line = cost_line(specs, [[0], [1], [2]], 150.0, "uml", 2)

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cctest import checks, derived as D, metrics as M
+from cctest.analysis import checks, derived as D, metrics as M
+from cctest.analysis.load import load_run
 from cctest.report.build import Options, write_report
-from cctest.report.load import load_run
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 DEMO = RUNS / "demo-cubic-bbr-20261122-232527-base-r0"

@@ -3,8 +3,9 @@
 import sys
 from pathlib import Path
 
-from cctest import kmod, scenario
-from cctest.projectccs import MODULES_DIR, kbuild_modules, project_ccs, traced_enums, tree_modules
+from cctest.kernel import kmod
+from cctest.kernel.projectccs import MODULES_DIR, kbuild_modules, project_ccs, traced_enums, tree_modules
+from cctest.model import scenario
 
 
 def test_kbuild_obj_m_lines_in_order_comments_ignored():

@@ -1,4 +1,4 @@
-"""meta.json as one typed record (cctest/record.py): today's format still loads and round-trips,
+"""meta.json as one typed record (cctest/model/record.py): today's format still loads and round-trips,
 an unknown version is refused in one line, and what a run writes has a typed home for every key."""
 
 from __future__ import annotations
@@ -11,14 +11,17 @@ import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
 
-from cctest import engines, kmod, record, vm, vmtime
-from cctest.cli import main as cli_main
-from cctest.errors import BAD_INPUT
-from cctest.plan import expand
-from cctest.report.command import report_command
-from cctest.report.load import ReportInputError, load_run
-from cctest.rundir import base_meta, write_meta
-from cctest.scenario import parse_experiments
+from cctest.analysis.load import ReportInputError, load_run
+from cctest.base.errors import BAD_INPUT
+from cctest.cli.main import main as cli_main
+from cctest.cli.report import report_command
+from cctest.emulation import engines, vm
+from cctest.host import vmtime
+from cctest.host.rundir import base_meta, write_meta
+from cctest.kernel import kmod
+from cctest.model import record
+from cctest.model.plan import expand
+from cctest.model.scenario import parse_experiments
 
 FIXTURE = Path(__file__).parent / "fixtures" / "record" / "v1-meta.json"
 REAL_RUN = Path(__file__).parent / "fixtures" / "runs" / "cubic-bbr-shallow-20261121-231855-base-r0"
@@ -137,7 +140,7 @@ def test_the_engines_records_have_a_typed_home():
 def test_writing_refuses_a_key_without_a_field_and_a_value_of_the_wrong_type(tmp_path):
     (spec,) = expand(parse_experiments(SCENARIO, "exp.yaml"), "one")
     meta = base_meta(tmp_path, spec, "native")
-    with pytest.raises(TypeError, match=r"without a field in cctest/record.py: novelty, flows\.1\.goodput"):
+    with pytest.raises(TypeError, match=r"without a field in cctest/model/record.py: novelty, flows\.1\.goodput"):
         write_meta(tmp_path, {**meta, "novelty": 1, "flows": [meta["flows"][0], {**meta["flows"][1], "goodput": 1}]})
     with pytest.raises(ValidationError, match="rate_mbps"):
         write_meta(tmp_path, {**meta, "link": {**meta["link"], "rate_mbps": float("nan")}})
@@ -145,7 +148,7 @@ def test_writing_refuses_a_key_without_a_field_and_a_value_of_the_wrong_type(tmp
 
 
 def test_a_guest_records_the_tool_versions_the_host_handed_in(monkeypatch):
-    from cctest import rundir
+    from cctest.host import rundir
 
     def versions_with(env_value: str | None) -> dict:
         rundir.tool_versions.cache_clear()

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from cctest import metrics as M
-from cctest.report.command import report_command
+from cctest.analysis import metrics as M
+from cctest.analysis.stats import mean_ci95
+from cctest.cli.report import report_command
 from cctest.report.figure import decimate
-from cctest.stats import mean_ci95
 from report_fixtures import FlowSpec, RunSpec, make_run, make_sweep
 
 HERE = Path(__file__).parent
@@ -116,7 +116,7 @@ def test_report_of_one_run(which, synth, tmp_path):
 def test_flow_totals_match_receiver_bytes_for_real_runs():
     if not REAL_RUNS:
         pytest.skip("no real run dirs under tests/fixtures/runs/ yet")
-    from cctest.report.load import load_run
+    from cctest.analysis.load import load_run
     checked = 0
     for d in REAL_RUNS:
         run = load_run(d)
@@ -255,7 +255,7 @@ def test_large_run_is_decimated_for_display(tmp_path):
     html = out.read_text()
     assert "scattergl" in html  # many points in one figure -> WebGL
     # metrics use all samples: mean queue delay equals the full-resolution mean
-    from cctest.report.load import load_run
+    from cctest.analysis.load import load_run
     run = load_run(d)
     _, js = read_summary(out)
     bq = run.tables["qdisc"][run.tables["qdisc"]["role"] == "bottleneck"]

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cctest.cli.report import report_command
 from cctest.report import export
 from cctest.report.colors import FIXED
-from cctest.report.command import report_command
 
 DEMO = Path(__file__).parent / "fixtures" / "runs" / "demo-cubic-bbr-20261122-232527-base-r0"
 HAVE_BROWSER = export._browser() is not None

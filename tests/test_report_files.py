@@ -12,9 +12,9 @@ import pandas as pd
 import yaml
 from click.testing import CliRunner
 
-from cctest.metric_table import RUN_METRICS
-from cctest.report.command import report_command
-from cctest.report.summary import FLOW_METRICS
+from cctest.analysis.summary import FLOW_METRICS
+from cctest.cli.report import report_command
+from cctest.model.metric_table import RUN_METRICS
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = (REPO / "docs" / "run-directory.md").read_text()

@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from cctest.cli import main
+from cctest.analysis.load import load_runs
+from cctest.cli.main import main
+from cctest.cli.report import report_command
 from cctest.report.build import Options, analyse, write_report
-from cctest.report.command import report_command
-from cctest.report.load import load_runs
 from report_fixtures import RunSpec, make_run
 from run_corruptions import CORRUPTIONS
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from cctest.report.command import report_command
+from cctest.cli.report import report_command
 from report_fixtures import FlowSpec, RunSpec, make_run, make_sweep
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"

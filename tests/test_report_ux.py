@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from cctest.cli.report import report_command
 from cctest.report.colors import FIXED, CCColors, shade
-from cctest.report.command import report_command
 from cctest.report.html import fmt_ci
 from report_fixtures import FlowSpec, RunSpec, make_run
 

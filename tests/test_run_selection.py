@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cctest import cli, engines, session
-from cctest.cli import main
+from cctest.cli import main as cli
+from cctest.cli.main import main
+from cctest.emulation import engines
+from cctest.run import session
 
 EXPERIMENTS = """
 scenarios:

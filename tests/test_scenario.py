@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cctest.scenario import ScenarioError, load_experiments, parse_experiments
+from cctest.model.scenario import ScenarioError, load_experiments, parse_experiments
 
 REPO = Path(__file__).resolve().parent.parent
 

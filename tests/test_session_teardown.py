@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cctest import session, vm
+from cctest.emulation import vm
+from cctest.run import session
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -70,7 +71,7 @@ def test_the_guest_run_turns_the_stop_file_into_a_keyboard_interrupt(tmp_path):
     stop = tmp_path / ".stop"
     child = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""\
         import time
-        from cctest import vm
+        from cctest.emulation import vm
         try:
             vm.watch_stop_file(poll_s=0.05)
             print("ready", flush=True)
@@ -105,9 +106,9 @@ def test_a_guest_crash_is_reported_naming_the_oops_and_its_console_kept(tmp_path
     opts = session.RunOptions(experiments_file=Path("experiments.yaml"), names=["s"], repetitions=None, out=out,
                               mode="vm", kernel=None, kvm=False, ingest=True, in_vm=False, manifest=None,
                               clock=vm.VMClock(), jobs=1, force=False)
-    from cctest import engines
-    from cctest.plan import expand
-    from cctest.scenario import parse_experiments
+    from cctest.emulation import engines
+    from cctest.model.plan import expand
+    from cctest.model.scenario import parse_experiments
 
     specs = expand(parse_experiments("scenarios:\n  s:\n    link: {rate_mbps: 10, rtt_ms: 10, buffer_bdp: 1}\n"
                                      "    flows: [{cc: cubic}]\n    duration_s: 5\n", "exp.yaml"), "s")

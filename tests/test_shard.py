@@ -7,9 +7,9 @@ import re
 from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
 
-from cctest.cli import main
-from cctest.plan import estimated_wall_s, expand, shard
-from cctest.scenario import parse_experiments
+from cctest.cli.main import main
+from cctest.model.plan import estimated_wall_s, expand, shard
+from cctest.model.scenario import parse_experiments
 
 
 def sweep(buffers: int, variants: int, reps: int):

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cctest.claims import parse
-from cctest.cli import main
-from cctest.plan import estimated_wall_s, expand
-from cctest.scenario import load_experiments
+from cctest.analysis.claims import parse
+from cctest.cli.main import main
+from cctest.model.plan import estimated_wall_s, expand
+from cctest.model.scenario import load_experiments
 
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = load_experiments(REPO / "experiments.yaml")  # loading parses every claim and checks its ccs run
@@ -119,7 +119,7 @@ def test_a_wildcard_matrix_key_sets_every_flow():
 
 
 def test_a_wildcard_and_an_indexed_key_for_the_same_field_are_refused():
-    from cctest.scenario import ScenarioError, parse_experiments
+    from cctest.model.scenario import ScenarioError, parse_experiments
 
     text = """
 scenarios:

@@ -1,5 +1,5 @@
 """The UML engine without booting it: the kernel cache's rule (shared by scripts/uml-kernel.sh and
-cctest/umlkernel.py), the boot command line, the engine choice, and the tracefs tracer's parsing of
+cctest/emulation/umlkernel.py), the boot command line, the engine choice, and the tracefs tracer's parsing of
 a recorded trace (tests/fixtures/tracefs/)."""
 
 import json
@@ -9,11 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from cctest import engines, tracefs, uml, umlkernel, umlshare, vm
-from cctest.captures import RunView
-from cctest.captures.cc_state import ModuleState, parse_tracefs_state
-from cctest.captures.tcp_probe import TCP_PROBE_MIN_GAP_NS, TcpProbe, choose_tracer, parse_tracefs_probe, tracefs_events
-from cctest.errors import BadInput
+from cctest.base.errors import BadInput
+from cctest.emulation import engines, uml, umlkernel, umlshare, vm
+from cctest.host import tracefs
+from cctest.host.captures import RunView
+from cctest.host.captures.cc_state import ModuleState, parse_tracefs_state
+from cctest.host.captures.tcp_probe import (
+    TCP_PROBE_MIN_GAP_NS,
+    TcpProbe,
+    choose_tracer,
+    parse_tracefs_probe,
+    tracefs_events,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "tracefs"
@@ -245,7 +252,7 @@ def test_the_uml_guest_is_told_its_engine_and_kernel_build(tmp_path):
 
 
 def test_a_seeded_guest_records_its_seed_and_keeps_its_calendar(tmp_path, monkeypatch):
-    from cctest import vmtime
+    from cctest.host import vmtime
 
     env = engines.UmlEngine(_build(tmp_path)).guest_env(cpu=1, seed=5)
     assert json.loads(env["CCTEST_ENGINE_META"])["rng_seed"] == 5 and env["CCTEST_VM_FIXED_CALENDAR"] == "1"
@@ -261,7 +268,7 @@ def test_a_seeded_guest_records_its_seed_and_keeps_its_calendar(tmp_path, monkey
 
 
 def test_meta_json_records_the_engine(monkeypatch):
-    from cctest.rundir import engine_meta
+    from cctest.host.rundir import engine_meta
 
     monkeypatch.delenv("CCTEST_ENGINE_META", raising=False)
     assert engine_meta("native") == {"name": "native"}
@@ -362,9 +369,9 @@ def test_every_run_boots_its_own_guest_with_its_own_seed_and_slots_are_reused(tm
     seed, so neither -j nor a shard can change what a run measures; guests never share a CPU slot."""
     from rich.console import Console
 
-    from cctest import session
-    from cctest.plan import expand
-    from cctest.scenario import parse_experiments
+    from cctest.model.plan import expand
+    from cctest.model.scenario import parse_experiments
+    from cctest.run import session
 
     class Done:
         returncode = 0
@@ -418,7 +425,7 @@ def test_guests_find_every_cctest_module_compiled():
     """A guest's root is read-only: bytecode the host did not write is compiled in every guest."""
     import importlib.util
 
-    from cctest import vm
+    from cctest.emulation import vm
 
     vm.precompile_package()
     package = Path(vm.__file__).resolve().parent

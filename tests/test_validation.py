@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cctest.cli import main
-from cctest.plan import expand
-from cctest.scenario import load_experiments
+from cctest.cli.main import main
+from cctest.model.plan import expand
+from cctest.model.scenario import load_experiments
 from cctest.validation import gains, heatmap, page, runs, testbed
 from cctest.validation.gains import RunRow
 from cctest.validation.testbed import Cell

@@ -10,8 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cctest.bottleneck import ECN_SYSCTL
-from cctest.derived import (
+from cctest.analysis.derived import (
     acked_within,
     bottleneck_samples,
     counter_growth,
@@ -19,6 +18,7 @@ from cctest.derived import (
     link_bytes_between,
     link_rate_mbps_at,
 )
+from cctest.model.bottleneck import ECN_SYSCTL
 from test_vm_modules import find, meta_of, runs_of
 
 pytestmark = pytest.mark.vm

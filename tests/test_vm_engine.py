@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cctest.derived import payload_fraction
+from cctest.analysis.derived import payload_fraction
 from conftest import dmesg_problems
 from test_vm_modules import find
 
@@ -196,7 +196,7 @@ def test_sigint_mid_flow_tears_everything_down_and_keeps_data(vm_results):
 
 def tracer_process(run_dir: Path) -> str:
     """The command name of the run's tcp_probe tracer: bpftrace, or `cat` reading tracefs's
-    trace_pipe (the UML engine has no bpftrace: cctest/tracefs.py)."""
+    trace_pipe (the UML engine has no bpftrace: cctest/host/tracefs.py)."""
     return "cat" if (run_dir / "raw" / "tracefs.log").exists() else "bpftrace"
 
 
@@ -250,7 +250,7 @@ def test_a_run_killed_whole_mid_flow_still_yields_each_flows_bytes_from_ss(vm_re
     import pandas as pd
     from click.testing import CliRunner
 
-    from cctest.cli import main
+    from cctest.cli.main import main
 
     entry = vm_results["kill9all:interrupt-me"]
     assert entry["flows_were_running"], entry["seen"]

@@ -9,13 +9,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cctest.bbr_model import bbr_model_figures
-from cctest.projectccs import project_ccs, tree_modules
+from cctest.analysis.bbr_model import bbr_model_figures
+from cctest.kernel.projectccs import project_ccs, tree_modules
 from conftest import dmesg_problems
 
 pytestmark = pytest.mark.vm
 
-V1_VARIANTS = tuple(tree_modules()["bbr1"])  # the modules' Kbuild files name them (cctest/projectccs.py)
+V1_VARIANTS = tuple(tree_modules()["bbr1"])  # the modules' Kbuild files name them (cctest/kernel/projectccs.py)
 ALL_MODULES = project_ccs()
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cctest import vm
+from cctest.emulation import vm
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cctest.derived import acked_within, payload_fraction
-from cctest.stats import jain_index
+from cctest.analysis.derived import acked_within, payload_fraction
+from cctest.analysis.stats import jain_index
 from test_vm_engine import run_dir
 from test_vm_modules import find, flows, runs_of
 
@@ -104,7 +104,7 @@ def test_claims_are_judged_on_the_real_runs(vm_results, tmp_path):
     """`expect:` in tests/vm/scenarios.yaml travels with the runs; `cctest check` judges it on them."""
     from click.testing import CliRunner
 
-    from cctest.cli import main
+    from cctest.cli.main import main
 
     dirs = [d for job in ("cubic-fills-the-link", "cubic-bbr-shallow") for d in vm_results[job]["run_dirs"]]
     out = tmp_path / "claims.json"

@@ -33,8 +33,8 @@ def test_make_test_runs_the_cross_check_on_qemu_and_the_rest_on_uml(job):
 
 
 def test_the_qemu_cross_check_is_small():
-    from cctest.plan import expand
-    from cctest.scenario import load_experiments
+    from cctest.model.plan import expand
+    from cctest.model.scenario import load_experiments
 
     experiments = load_experiments(str(GUEST.parent / "scenarios.yaml"))
     seconds = {name: sum(s.scenario.duration_s for s in expand(experiments, name)) for name in SCENARIOS}

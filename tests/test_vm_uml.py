@@ -12,9 +12,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cctest import dumbbell, umlkernel
-from cctest.net import rootsysctl
-from cctest.uml import dmesg_problems
+from cctest.emulation import umlkernel
+from cctest.emulation.uml import dmesg_problems
+from cctest.host.net import rootsysctl
+from cctest.model import dumbbell
 from conftest import require_uml_kernel
 
 pytestmark = pytest.mark.vm

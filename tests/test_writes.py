@@ -12,12 +12,12 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from cctest.cli import main
-from cctest.ingest import write_tables
-from cctest.net.topology import Dumbbell, TopologyError
-from cctest.plan import expand
-from cctest.scenario import parse_experiments
-from cctest.session import finalize_each, read_manifest
+from cctest.analysis.ingest import write_tables
+from cctest.cli.main import main
+from cctest.host.net.topology import Dumbbell, TopologyError
+from cctest.model.plan import expand
+from cctest.model.scenario import parse_experiments
+from cctest.run.session import finalize_each, read_manifest
 
 REAL = Path(__file__).parent / "fixtures" / "runs" / "cubic-bbr-shallow-20261121-231855-base-r0"
 EXPERIMENTS = ("scenarios: {s: {link: {rate_mbps: 10, rtt_ms: 10, buffer_bdp: 1}, duration_s: 5, "
@@ -87,7 +87,7 @@ def test_tc_batch_runs_from_an_argument_list(tmp_path, monkeypatch):
 def test_a_run_without_its_samplers_is_refused_before_anything_is_made(tmp_path, monkeypatch, mode):
     """Without pyroute2 the ss and qdisc samplers cannot start: a run would carry on with empty tables
     (paper-001's first suite run did). It is refused, naming the extra, before anything is set up."""
-    import cctest.captures.base as base
+    import cctest.host.captures.base as base
 
     monkeypatch.setattr(base, "pyroute2_installed", lambda: False)
     exp = tmp_path / "exp.yaml"
@@ -122,7 +122,7 @@ def test_temporary_files_have_unpredictable_names(tmp_path, monkeypatch):
     for name in ("ss.parquet", "checks.json"):
         (tmp_path / "run" / f".{name}.{os.getpid()}.tmp").symlink_to(victim)
     write_tables(tmp_path / "run", {"ss": pd.DataFrame({"flow": [0], "t_s": [0.1]})})
-    from cctest import atomic
+    from cctest.base import atomic
     atomic.write_text(tmp_path / "run" / "checks.json", "{}")
     assert victim.read_text() == "precious"
     assert pd.read_parquet(tmp_path / "run" / "ss.parquet")["flow"].tolist() == [0]

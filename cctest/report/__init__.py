@@ -1,4 +1,5 @@
-"""Figures and the HTML page of `cctest report` (input: run directories only).
+"""Figures and the HTML page of `cctest report` (input: run directories only): presentation of what
+analysis/ measures and judges.
 
-Entry points: build.write_report, load.load_runs; the Click command is command.report_command.
+Entry point: build.write_report; the Click command is cli/report.py's report_command.
 """

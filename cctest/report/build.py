@@ -10,19 +10,27 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, jsonsafe, metrics
-from ..claims import RunSeries, Verdict, expectations_of_experiments, judge_all
-from ..defaults import DEFAULT_JAIN_WINDOW_S, DEFAULT_MAX_POINTS, DEFAULT_SKIP_S
-from ..metric_table import COMPARED
-from ..record import LINK_SETTINGS
-from .claims_view import claims_json, claims_section
+from ..analysis.claims import Verdict, claims_json
+from ..analysis.defaults import DEFAULT_MAX_POINTS
+from ..analysis.judge import Claims, Measure, analyse, judge_claims, run_dirs_of
+from ..analysis.load import ReportInputError, Run, load_runs, shown
+from ..analysis.provenance import bottleneck_text, clock_text, code_text, is_wall_clock, scenario_yaml
+from ..analysis.summary import (
+    Summary,
+    compare,
+    spreadsheet_safe,
+    summarize,
+    summary_frame,
+    summary_json,
+    unmatched_groups,
+)
+from ..base import atomic, jsonsafe
+from ..model.metric_table import COMPARED
+from ..model.record import LINK_SETTINGS
+from .claims_view import claims_section
 from .colors import CCColors, flow_ccs
 from .html import Page, esc, fmt, fmt_ci, table
-from .load import ReportInputError, Run, find_run_dirs, load_runs, shown
-from .provenance import bottleneck_text, clock_text, code_text, is_wall_clock, scenario_yaml
-from .run_claims import expectations_of_runs
 from .run_figures import run_figures
-from .summary import Summary, compare, spreadsheet_safe, summarize, summary_frame, summary_json, unmatched_groups
 from .sweep_figures import sweep_figures, throughput_table
 
 NO_BOTTLENECK_NOTE = ("qdisc.parquet has no bottleneck samples while the flows ran: no drops, queue "
@@ -32,10 +40,9 @@ MIN_POINTS_MANY = 300
 
 
 @dataclass
-class Options:
-    bin_ms: float | None = None  # None: derived.default_bin_s per run (one RTT, at least 100 ms)
-    skip_s: float = DEFAULT_SKIP_S
-    jain_window_s: float = DEFAULT_JAIN_WINDOW_S
+class Options(Measure):
+    """How runs are measured (Measure) and drawn."""
+
     max_points: int = DEFAULT_MAX_POINTS
     title: str | None = None
     figures_dir: Path | None = None  # also write every figure there as a vector file (export.py)
@@ -65,84 +72,10 @@ def _bin_text(opts: Options) -> str:
     return f"{opts.bin_ms:g} ms" if opts.bin_ms else "one RTT, at least 100 ms"
 
 
-def analyse(runs: list[Run], opts: Options, skipped: list[str]) -> tuple[list[Run], list[dict], Summary]:
-    """Metrics of every run; a run whose data the metrics cannot use is named in `skipped` and left
-    out, so that one malformed run never sinks the report of the others."""
-    kept, results = [], []
-    for run in runs:
-        if run.recorded is not None:
-            kept.append(run)
-            results.append(recorded_metrics(run, opts))
-            continue
-        try:
-            res = metrics.run_metrics(run.meta, run.tables, bin_s=opts.bin_ms / 1000.0 if opts.bin_ms else None,
-                                skip_s=opts.skip_s)
-            if opts.jain_window_s != DEFAULT_JAIN_WINDOW_S and len(res["series"].get("binned", [])):
-                res["series"]["jain"] = metrics.jain_series(res["series"]["binned"], opts.jain_window_s)
-        except Exception as e:  # noqa: BLE001 - named in the report and on stderr instead
-            skipped.append(f"{shown(run.path)}: could not be analysed ({type(e).__name__}: {e}); run skipped")
-            continue
-        kept.append(run)
-        results.append(res)
-    if runs and not kept:
-        raise ReportInputError(skipped[-1])
-    return kept, results, summarize(kept, results)
-
-
-def recorded_metrics(run: Run, opts: Options) -> dict:
-    """A compact record's metrics; bad input when the options ask for another bin or steady start
-    than it was measured with (only the run directory can answer those)."""
-    recorded = run.recorded
-    assert recorded is not None
-    m = recorded.metrics
-    if m.skip_s != opts.skip_s or m.bin_ms != opts.bin_ms:
-        asked = f"--skip-s {opts.skip_s:g}" if m.skip_s != opts.skip_s else f"--bin-ms {opts.bin_ms:g}"
-        kept = f"--skip-s {m.skip_s:g}" + (f" and --bin-ms {m.bin_ms:g}" if m.bin_ms else " and the default bin")
-        raise ReportInputError(f"{shown(run.path)}: a compact record, measured with {kept}; {asked} needs the "
-                               "full run directory (or records made with it)")
-    return m.result(recorded.steady)
 
 
 RECORD_NOTE = ("compact record(s) (record.json): their metrics, claims and tables as recorded; the figures of "
                "time series need the full run directories")
-
-
-@dataclass
-class Claims:
-    """Whose claims judge the runs: an experiments file's (`known:` included), or, with `file` None,
-    those recorded with the runs (their scenario.yaml, for run directories from elsewhere)."""
-
-    file: str | None = "experiments.yaml"
-    every_scenario: bool = False  # the file's claims of scenarios with no run too (as not run)
-    why: str = "--recorded-claims"  # why the recorded claims judge, when they do
-
-    def describe(self) -> str:
-        """The first line `check` and `report` print: which claims judge the runs."""
-        if self.file is None:
-            return f"judging the runs with the claims recorded in their scenario.yaml ({self.why})"
-        return f"judging the runs with the claims of {self.file} (known: included)"
-
-    def expectations(self, runs: list[Run]) -> tuple[list, list[str]]:
-        """The claims to judge and notes on any that could not be read; for the file's claims, those
-        of scenarios the runs belong to (every scenario's with every_scenario)."""
-        if self.file is None:
-            return expectations_of_runs(runs)
-        from ..scenario import load_experiments
-
-        ran = {run.meta.get("scenario") for run in runs}
-        claims = expectations_of_experiments(load_experiments(self.file))
-        return [e for e in claims if self.every_scenario or e.scenario in ran], []
-
-
-def judge_claims(runs: list[Run], summary: Summary, results: list[dict] | None = None,
-                 expectations: list | None = None, claims: Claims | None = None) -> tuple[list[Verdict], list[str]]:
-    """The claims (`claims`, default: the recorded ones; or the given expectations), judged on the
-    runs' metrics; `results` (run_metrics of each run) lets a claim re-measure its steady window."""
-    notes: list[str] = []
-    if expectations is None:
-        expectations, notes = (claims or Claims(None)).expectations(runs)
-    series = {run.run_id: RunSeries.of(res) for run, res in zip(runs, results or [], strict=False)}
-    return judge_all(expectations, summary.runs, summary.groups, series), notes
 
 
 def _verdict_badge(checks: dict | None) -> str:
@@ -372,17 +305,6 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
         exported = export_figures(page.fig_objects, Path(opts.figures_dir), opts.figures_format)
     return Result(output, csv_path, json_path, len(a.runs), len(page.figs), regressions, a.cmp, warnings,
                   a.verdicts, claims_path, exported)
-
-
-def run_dirs_of(paths) -> list[Path]:
-    """The run directories under `paths`, for the outputs' check (loading names the problems)."""
-    found = []
-    for p in paths:
-        try:
-            found += find_run_dirs(p)
-        except ReportInputError:
-            continue
-    return found
 
 
 def check_report_outputs(paths, output: Path, opts: Options, compare_paths=None) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..claims import Verdict, counts, results, status_counts
+from ..analysis.claims import Verdict, counts, results, status_counts
 from .html import Page, esc, table
 
 ROW_CLASS = {"fail": "reg", "no data": "reg", "inconclusive": "", "pass": "", "not run": ""}
@@ -36,11 +36,3 @@ def claims_section(page: Page, verdicts: list[Verdict], notes: list[str]) -> Non
                           + v.expectation.note} for v in verdicts])
     page.add(table(rows, left=set(rows.columns),
                    cls_rows=[ROW_CLASS[v.verdict] if status[id(v.expectation)].gates else "" for v in verdicts]))
-
-
-def claims_json(verdicts: list[Verdict], notes: list[str]) -> dict:
-    """counts and claims: per matrix point; statuses and results: per claim, with its status
-    (pass, fail, known-fail, unexpected-pass, inconclusive, not-run: docs/experiments.md, "Claims")."""
-    per_claim = results(verdicts)
-    return {"counts": counts(verdicts), "statuses": status_counts(per_claim), "notes": notes,
-            "results": [r.as_dict() for r in per_claim], "claims": [v.as_dict() for v in verdicts]}

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import CctestError
+from ..base.errors import CctestError
 
 if TYPE_CHECKING:
     from .figure import Fig

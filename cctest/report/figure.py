@@ -3,7 +3,7 @@ plotly figures built as plain dicts (`DFig`), and long traces decimated for disp
 
 Figures are plain plotly figures; the page (html.py) serialises them once and renders them lazily.
 Long traces are decimated for display only (min/max per bucket, so spikes survive); metrics are
-computed from all samples in cctest.metrics. Traces with many points use Scattergl.
+computed from all samples in cctest.analysis.metrics. Traces with many points use Scattergl.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from ..jsonsafe import json_safe
+from ..base.jsonsafe import json_safe
 from .figure import Fig
 
 CSS = """

@@ -16,9 +16,9 @@ import math
 import re
 from pathlib import Path
 
-from .. import atomic
-from ..claims import ClaimResult, status_counts
-from ..safeload import Refused, decode_utf8, read_bounded
+from ..analysis.claims import ClaimResult, status_counts
+from ..base import atomic
+from ..base.safeload import Refused, decode_utf8, read_bounded
 
 PAPERS = {
     "paper-000": "000: BBR-CWS (Song, Kim, Cho; Electronics 2020)",

@@ -1,7 +1,7 @@
 """The figures of one run, in page order: `run_figures` is their table of contents, each step a
 function of the run's view that returns its figures (none when the run lacks the data).
 
-Every time axis spans the flows' schedule; metrics come from cctest.metrics (all samples), the
+Every time axis spans the flows' schedule; metrics come from cctest.analysis.metrics (all samples), the
 traces are decimated for display (figure.py).
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import derived, metrics
-from ..defaults import DEFAULT_BIN_MS, DEFAULT_JAIN_WINDOW_S, DEFAULT_MAX_POINTS
+from ..analysis import derived, metrics
+from ..analysis.defaults import DEFAULT_BIN_MS, DEFAULT_JAIN_WINDOW_S, DEFAULT_MAX_POINTS
 from .colors import CCColors, flow_ccs
 from .figure import DFig, Fig, decimate, layout, lines
 from .state_figure import cc_state_figure

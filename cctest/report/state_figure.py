@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from ..projectccs import traced_enums
+from ..kernel.projectccs import traced_enums
 from .figure import DFig, Fig, layout, lines
 
 # cc_state keys carry their unit in their name (bits/s, µs) or are packets; shown in readable units.

@@ -10,8 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .. import metrics, stats
-from ..record import LINK_SETTINGS
+from ..analysis import metrics, stats
+from ..model.record import LINK_SETTINGS
 from .colors import CCColors, sequential
 from .figure import Fig
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..stats import mean_ci95
+from ..analysis.stats import mean_ci95
 from .testbed import Cell
 
 CCS = ("bbr", "cubic")

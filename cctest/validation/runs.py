@@ -1,5 +1,5 @@
 """Run directories -> the rows the comparison reads: cell, cc, engine, kernel, repetition, seed and
-the flow's goodput. Runs are found and read as `cctest report` reads them (report/load.py).
+the flow's goodput. Runs are found and read as `cctest report` reads them (analysis/load.py).
 
 A run belongs to the comparison when it is one flow of BBR or CUBIC alone, without random loss or
 an AQM, on a link whose (buffer, rate, RTT) is a cell of the testbed's table; any other run under
@@ -9,12 +9,11 @@ active time (metrics.flow_totals), as the testbed's iperf3 summary line gives it
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..metrics import flow_totals
-from ..report.load import ReportInputError, Run, find_run_dirs, load_run
+from ..analysis.load import ReportInputError, Run, find_run_dirs, load_run
+from ..analysis.metrics import goodput_mbps
 from ..report.reproduction import engine_of
 from .gains import CCS, RunRow
 from .testbed import Cell
@@ -25,18 +24,6 @@ class Found:
     rows: list[RunRow] = field(default_factory=list)
     other: int = 0  # run directories that are not one of the table's cells
     unreadable: list[str] = field(default_factory=list)  # one line each
-
-
-def goodput_mbps(run: Run) -> float:
-    if run.recorded is not None:  # a compact record keeps a one-flow run's goodput as read here
-        value = run.recorded.goodput_mbps
-        return float(value) if value is not None else float("nan")
-    throughput = run.tables.get("throughput")
-    if throughput is None or throughput.empty:
-        return float("nan")
-    totals = flow_totals(throughput, run.tables.get("flows"))
-    value = float(totals["mean_mbps"].iloc[0]) if len(totals) == 1 else float("nan")
-    return value if math.isfinite(value) and value >= 0 else float("nan")
 
 
 def cell_of(meta: dict, cells: set[Cell]) -> tuple[Cell, str] | None:

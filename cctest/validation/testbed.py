@@ -13,8 +13,8 @@ import math
 from pathlib import Path
 from typing import NamedTuple
 
-from ..errors import BadInput
-from ..safeload import Refused, decode_utf8, read_bounded
+from ..base.errors import BadInput
+from ..base.safeload import Refused, decode_utf8, read_bounded
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TABLE = REPO_ROOT / "data" / "peer" / "cao2019" / "original_result_imc_bbr.csv"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cctest.stats import mean_ci95
+from cctest.analysis.stats import mean_ci95
 
 # 003 Table 1, 1st stage: average throughput (Mbit/s) of Flow1 (CUBIC) and Flow2
 PAPER = {"bbr2": (28.5, 18.6), "bbr3": (24.9, 22.1), "bbr3plus": (22.7, 24.5)}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cctest import derived
+from cctest.analysis import derived
 
 
 def window_figures(run: Path, t0: float) -> dict:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cctest import derived as D
+from cctest.analysis import derived as D
 
 
 def window_loss(run: Path, t0: float) -> dict:

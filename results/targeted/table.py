@@ -12,9 +12,9 @@ import sys
 import numpy as np
 import pandas as pd
 
-from cctest import stats
-from cctest.report.build import Options, analyse
-from cctest.report.load import find_run_dirs, load_runs
+from cctest.analysis import stats
+from cctest.analysis.judge import Measure, analyse
+from cctest.analysis.load import find_run_dirs, load_runs
 
 MSS = 1448  # payload bytes per segment in these runs (ss mss; iperf3 over 1500-byte MTU)
 
@@ -22,7 +22,7 @@ MSS = 1448  # payload bytes per segment in these runs (ss mss; iperf3 over 1500-
 def per_run(label: str, root: str) -> pd.DataFrame:
     skipped: list[str] = []
     runs = [r for r in load_runs(find_run_dirs(root, skipped), skipped) if r.meta.get("status") == "ok"]
-    kept, results, summary = analyse(runs, Options(), skipped)
+    kept, results, summary = analyse(runs, Measure(), skipped)
     for s in skipped:
         print(f"skipped: {s}", file=sys.stderr)
     rows = []

@@ -1,6 +1,6 @@
 #!/bin/sh
-# PID 1 of a cctest User-Mode Linux guest (cctest/uml.py boots it with the host's root read-only
-# over hostfs, in the instance's home: cctest/umlshare.py). Mounts what a run needs, waits until
+# PID 1 of a cctest User-Mode Linux guest (cctest/emulation/uml.py boots it with the host's root read-only
+# over hostfs, in the instance's home: cctest/emulation/umlshare.py). Mounts what a run needs, waits until
 # guest uptime passes 1.5 s (iputils ping ignores -i while CLOCK_MONOTONIC is below 1 s: boot takes
 # no guest time under time-travel), runs the home's command file, keeps the guest's dmesg and exit
 # code in the home, and powers off. No host path reaches the guest: the host resolves

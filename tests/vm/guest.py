@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from cctest.vmtime import stretch
+from cctest.host.vmtime import stretch
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios.yaml"
@@ -64,7 +64,7 @@ def system_leftovers() -> dict:
 
 def run_cgroups() -> dict[str, dict]:
     """Each cctest run cgroup: the PIDs in it and their command names."""
-    from cctest import cgroup
+    from cctest.host import cgroup
 
     mount = cgroup.cgroup2_mount()
     found = {}
@@ -205,7 +205,7 @@ def kparams(cc: str, out: Path, manifest: Path) -> dict:
     """The module's own range check, in the kernel: insmod and sysfs writes of bad values are
     refused, the defaults lie in the ranges modinfo states, and cctest's loader turns the
     kernel's -EINVAL into its one-line bad-input error."""
-    from cctest import kmod
+    from cctest.kernel import kmod
 
     ko = kmod.built_modules(platform.release())[cc]
     specs = kmod.param_specs(ko)
@@ -244,7 +244,7 @@ def diag_churn(cc: str, out: Path, manifest: Path, seconds: float = 15) -> dict:
     import socket
     import threading
 
-    from cctest import kmod
+    from cctest.kernel import kmod
 
     ko = kmod.built_modules(platform.release())[cc]
     subprocess.run(["insmod", str(ko)], check=True)

@@ -1,0 +1,144 @@
+"""Where a run's numbers came from, as the page and the summary files state it: the clock it ran on
+(a VM's virtual clock and its icount shift, or the wall clock), the code (cctest version, git
+commit, a dirty tree), the seed and the bottleneck as configured (aqm, ecn, rate schedule,
+outages). Everything is read from meta.json; nothing is guessed beyond saying what is missing."""
+
+from __future__ import annotations
+
+MAX_SCENARIO_BYTES = 200_000  # a resolved scenario.yaml is a few kB; more is not shown on the page
+
+
+def clock_of(meta: dict) -> str:
+    """'virtual' (QEMU's instruction counter), 'wall' (a VM on the host's clock), 'native' (the host's
+    own kernel and clock), or 'unrecorded' (a VM run from before cctest recorded its clock)."""
+    mode = meta.get("mode")
+    vm = meta.get("vm") if isinstance(meta.get("vm"), dict) else None
+    if mode == "native":
+        return "native"
+    if vm and vm.get("clock") in ("virtual", "wall"):
+        return vm["clock"]
+    return "unrecorded"
+
+
+def provenance(meta: dict) -> dict:
+    """The columns summary.csv/json carry per run (docs/run-directory.md, "The report's files")."""
+    vm, code, link = _object(meta, "vm"), _object(meta, "cctest"), _object(meta, "link")
+    commit = str(code.get("git_commit") or "") or None
+    dirty = commit.endswith("-dirty") if commit else None
+    schedule = [s for s in link.get("rate_schedule") or [] if isinstance(s, dict)]
+    outages = [o for o in link.get("outages") or [] if isinstance(o, dict)]
+    return {
+        "mode": meta.get("mode"), "clock": clock_of(meta),
+        "icount_shift": vm.get("icount_shift") if clock_of(meta) == "virtual" else None,
+        "kvm": vm.get("kvm"), "cctest_version": code.get("version"),
+        "git_commit": commit.removesuffix("-dirty") if commit else None, "git_dirty": dirty,
+        "seed": meta.get("seed"), "aqm": link.get("aqm") or "fifo", "ecn": bool(link.get("ecn")),
+        "rate_schedule": "; ".join(f"{s.get('rate_mbps')} Mbit/s at {s.get('at_s')} s" for s in schedule),
+        "outages": "; ".join(f"{o.get('at_s')}-{_end(o)} s" for o in outages),
+        "module_builds": module_builds(meta), "engine_build": engine_build(meta),
+    }
+
+
+def module_builds(meta: dict) -> str:
+    """The builds of the modules the run loaded, "name=sha12 ..." sorted by name ("" when it used
+    only the kernel's own): what one verdict may not mix (claims.one_build)."""
+    builds = {}
+    for module in meta.get("modules") or []:
+        if isinstance(module, dict) and module.get("name") and module.get("sha256"):
+            builds[str(module["name"])] = str(module["sha256"])[:12]
+    return " ".join(f"{name}={sha}" for name, sha in sorted(builds.items()))
+
+
+def engine_build(meta: dict) -> str:
+    """The engine and the kernel build it ran, e.g. "uml 6.1.192 c5cd4796fcaf", "qemu 6.1.0-28-amd64",
+    "native 6.8.0-45-generic": what one verdict may not mix either."""
+    engine = _object(meta, "engine")
+    kernel = _object(engine, "kernel")
+    name = engine.get("name") or ("native" if meta.get("mode") == "native" else "qemu" if meta.get("mode") else "")
+    release = kernel.get("release") or (meta.get("kernel") or {}).get("release") or ""
+    build = str(kernel.get("inputs_sha256") or kernel.get("image") or "")[:12]
+    return " ".join(str(x) for x in (name, release, build) if x)
+
+
+def _object(record: dict, key: str) -> dict:
+    """record[key] when it is a JSON object, else an empty one."""
+    value = record.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _end(outage: dict):
+    try:
+        return f"{float(outage['at_s']) + float(outage['duration_s']):g}"
+    except (KeyError, TypeError, ValueError):
+        return "?"
+
+
+def clock_text(meta: dict) -> str:
+    """The clock in words, for the run's header."""
+    clock = clock_of(meta)
+    if clock == "virtual":
+        shift = (meta.get("vm") or {}).get("icount_shift")
+        return f"VM, virtual clock (icount shift {shift})"
+    if clock == "wall":
+        return "VM, WALL clock (" + ("KVM" if (meta.get("vm") or {}).get("kvm") else "software emulation") + \
+            ": results depend on how busy the host was)"
+    if clock == "native":
+        return "native (this host's kernel and clock)"
+    return "VM, clock not recorded (a run from before cctest recorded it)"
+
+
+def is_wall_clock(meta: dict) -> bool:
+    """A VM run on the host's clock: software emulation falls behind its timers by however much the
+    host's load says, so its numbers carry that doubt wherever they are shown."""
+    return clock_of(meta) == "wall"
+
+
+def code_text(meta: dict) -> str:
+    p = provenance(meta)
+    commit = p["git_commit"][:12] if p["git_commit"] else "commit not recorded"
+    dirty = " (dirty tree: uncommitted changes)" if p["git_dirty"] else ""
+    return f"cctest {p['cctest_version'] or '?'} @ {commit}" + dirty
+
+
+def bottleneck_text(meta: dict) -> str:
+    p = provenance(meta)
+    parts = [p["aqm"] + (" with ECN marking" if p["ecn"] else "")]
+    if p["rate_schedule"]:
+        parts.append(f"rate schedule {p['rate_schedule']}")
+    if p["outages"]:
+        parts.append(f"outages {p['outages']}")
+    return ", ".join(parts)
+
+
+def scenario_yaml(run) -> str | None:
+    """The run's resolved scenario.yaml as text, or None when absent or unreadable. `run`: a
+    analysis.load.Run (a compact record carries the text) or a run directory's path."""
+    from ..base.safeload import Refused
+    from ..model import runfiles
+
+    recorded = getattr(run, "recorded", None)
+    if recorded is not None:
+        return recorded.scenario_yaml
+    run_path = getattr(run, "path", run)
+    try:  # the one reader of run directories: a link to a secret never reaches a shared page
+        data = runfiles.read_bytes(run_path, "scenario.yaml", MAX_SCENARIO_BYTES, "a scenario.yaml")
+    except Refused:
+        return None
+    return None if data is None else data.decode("utf-8", errors="replace")
+
+
+def scenario_tags(run) -> list[str]:
+    """The tags of the scenario as run (its scenario.yaml; `run` as scenario_yaml takes it), or none
+    when it cannot be read. Read with the bounded loader: a run directory may come from anywhere (an
+    alias bomb stays harmless)."""
+    text = scenario_yaml(run)
+    if not text:
+        return []
+    from ..base.safeload import Refused, load_yaml
+
+    try:
+        data = load_yaml(text)
+    except Refused:
+        return []
+    tags = data.get("tags") if isinstance(data, dict) else None
+    return [str(t) for t in tags] if isinstance(tags, list) else []

@@ -1,0 +1,162 @@
+"""Creating a run directory and the environment facts its meta.json records (cctest/model/record.py)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+from .. import __version__
+from ..base import atomic
+from ..kernel.kmod import REPO_ROOT
+from ..model import bottleneck, record
+from ..model.plan import FlowRun, LinkRun, RunSpec
+from ..model.wire import MTU_BYTES
+from .vmtime import calendar_now, stretch
+
+TOOL_VERSION_COMMANDS = {
+    "iperf3": ["iperf3", "--version"],
+    "tc": ["tc", "-V"],
+    "ss": ["ss", "-V"],
+    "bpftrace": ["bpftrace", "--version"],
+    "tcpdump": ["tcpdump", "--version"],
+    "ping": ["ping", "-V"],
+    "ethtool": ["ethtool", "--version"],
+}
+
+
+def new_run_dir(out_root: Path, run: RunSpec) -> Path:
+    stamp = datetime.fromtimestamp(calendar_now()).strftime("%Y%m%d-%H%M%S")
+    base = out_root / run.scenario.name / f"{stamp}-{run.label}-r{run.repetition}"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    path, n = base, 1
+    while True:
+        try:
+            path.mkdir()  # atomic: of two runs racing for one name, one gets it, the other the next
+            break
+        except FileExistsError:
+            path = base.with_name(f"{base.name}.{n}")
+            n += 1
+    (path / "raw").mkdir()
+    atomic.write_text(path / "scenario.yaml", yaml.safe_dump(run.resolved, sort_keys=False))
+    return path
+
+
+def now_iso() -> str:
+    return datetime.fromtimestamp(calendar_now(), UTC).isoformat(timespec="milliseconds")
+
+
+@functools.cache  # the same for every run of a session; each probe is a process start
+def tool_versions() -> dict[str, str]:
+    """Each tool's version line. A guest takes the host's: it runs the same binaries (its root is
+    the host's), which the host asks natively; under emulation `bpftrace --version` alone took a
+    second of a guest's first run."""
+    handed = _host_tool_versions()
+    if handed is not None:
+        return handed
+    versions = {}
+    for name, cmd in TOOL_VERSION_COMMANDS.items():
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True, timeout=stretch(10))
+            text = (result.stdout or result.stderr).strip().splitlines()
+            versions[name] = text[0] if text else "unknown"
+        except (OSError, subprocess.TimeoutExpired):
+            versions[name] = "missing"
+    try:
+        from mininet.net import VERSION
+
+        versions["mininet"] = VERSION
+    except ImportError:
+        versions["mininet"] = "missing"
+    return versions
+
+
+def _host_tool_versions() -> dict[str, str] | None:
+    try:
+        versions = json.loads(os.environ.get("CCTEST_TOOL_VERSIONS") or "null")
+    except ValueError:
+        return None
+    if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
+        return None
+    return versions
+
+
+def host_facts_env() -> dict[str, str]:
+    """What a guest's runs record about the code and tools, read by the host (fast, natively) and
+    handed in: the same checkout and the same binaries."""
+    return {"CCTEST_GIT_COMMIT": git_commit() or "", "CCTEST_TOOL_VERSIONS": json.dumps(tool_versions())}
+
+
+@functools.cache
+def git_commit() -> str | None:
+    if os.environ.get("CCTEST_GIT_COMMIT"):  # the host's answer, passed into a VM: the same checkout
+        return os.environ["CCTEST_GIT_COMMIT"]
+    try:
+        result = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=stretch(10))
+    except OSError:
+        return None
+    if result.returncode != 0:
+        return None
+    dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, timeout=stretch(30)).stdout.strip()
+    return result.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def engine_meta(mode: str) -> dict:
+    """Which engine ran the run and on what kernel build: the host's record, handed to the guest
+    (cctest/emulation/engines.py); a native run is its own engine."""
+    text = os.environ.get("CCTEST_ENGINE_META")
+    if mode == "vm" and text:
+        try:
+            return record.Engine.model_validate_json(text).model_dump(exclude_unset=True)
+        except ValueError:  # not JSON, or not an engine's record
+            return {"name": "unknown", "error": f"unreadable CCTEST_ENGINE_META: {text[:80]}"}
+    return {"name": "qemu" if mode == "vm" else "native"}
+
+
+ACK_PATH_DELAY = "netem on the ACK path (switch port towards each sender)"
+
+
+def link_record(link: LinkRun) -> record.Link:
+    """The planned link as meta.json records it, with how it is built."""
+    return record.Link(
+        **{name: getattr(link, name) for name in record.LINK_NUMBERS}, mtu=MTU_BYTES,
+        buffer_pkts=link.buffer_pkts, queue_limit_pkts=link.queue_limit_pkts, netem_limit_pkts=link.netem_limit_pkts,
+        shaper=bottleneck.describe(link), delay=ACK_PATH_DELAY, aqm=link.aqm, aqm_params=link.aqm_params,
+        ecn=link.ecn, rate_schedule=[record.RateStep(**step) for step in bottleneck.planned_steps(link)],
+        outages=[record.Outage(**outage) for outage in bottleneck.planned_outages(link)])
+
+
+def flow_record(flow: FlowRun) -> record.Flow:
+    return record.Flow(flow=flow.index, cc=flow.cc, rtt_ms=flow.rtt_ms, start_s=flow.start_s,
+                       duration_s=flow.duration_s, sender=flow.sender, receiver=flow.receiver,
+                       sender_ip=flow.sender_ip, receiver_ip=flow.receiver_ip, server_port=flow.server_port,
+                       params=flow.params, launched_s=None, exit_code=None)
+
+
+def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
+    """The record of a run about to start, as the dict the runner fills in (write_meta checks it)."""
+    uname = platform.uname()
+    return record.RunRecord(
+        schema_version=record.SCHEMA_VERSION, run_id=run_dir.name, scenario=run.scenario.name,
+        description=run.scenario.description, repetition=run.repetition, matrix=run.matrix,
+        status="running", error=None, start_time=now_iso(), end_time=None, duration_s=run.scenario.duration_s,
+        t0_monotonic_ns=None, link=link_record(run.link), flows=[flow_record(f) for f in run.flows],
+        seed=run.seed, kernel=record.Kernel(release=uname.release, uname=" ".join(uname)), mode=mode,
+        engine=record.Engine.model_validate(engine_meta(mode)), host=record.Host(cpus=os.cpu_count()),
+        cctest=record.Code(version=__version__, git_commit=git_commit()), tools=dict(tool_versions()),
+        sysctls={}, qdiscs={}, offloads={}, modules=[], capture=run.scenario.capture.model_dump(), warnings=[],
+    ).dump()
+
+
+def write_meta(run_dir: Path, meta: dict | record.RunRecord) -> None:
+    """meta.json from the record: a value of the wrong type, or a key without a field, is a bug here."""
+    run = meta if isinstance(meta, record.RunRecord) else record.RunRecord.model_validate(meta)
+    atomic.write_text(run_dir / "meta.json", run.to_json())
