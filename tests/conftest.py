@@ -60,7 +60,8 @@ def _jobs_of(items) -> list[str]:
 # the distro kernel and its headers, icount, 9p) is still caught. CCTEST_ENGINE=qemu runs every job
 # on QEMU (the suite as it was), CCTEST_ENGINE=uml every job UML can run on UML.
 ENGINES = ("qemu", "uml")
-# Jobs whose tests assert what the UML engine cannot give, with the reason (measured: docs/uml.md).
+# Jobs whose tests assert what the UML engine cannot give, with the reason (measured: docs/measurements.md,
+# "The VM test suite on UML, first full run").
 QEMU_ONLY = {
     # Its loop churns connections for 15 guest seconds while a thread runs `ss` back to back. Under
     # time-travel=inf-cpu CPU work takes no guest time and the clock jumps only while the CPU idles:

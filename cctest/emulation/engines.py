@@ -27,7 +27,7 @@ from . import uml, umlkernel, umlshare, vm
 
 ENGINES = ("qemu", "uml")
 # `auto`: UML where its kernel is built (it agrees with QEMU within run-to-run spread and costs 3-5x
-# less; docs/uml.md, "Equivalence"), else QEMU, which needs nothing built.
+# less; docs/uml.md, "Equivalence with QEMU and cost"), else QEMU, which needs nothing built.
 DEFAULT_ENGINE = "auto"
 CHOICES = ("auto", *ENGINES)
 
