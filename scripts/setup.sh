@@ -28,6 +28,8 @@ if [ "$profile" = all ]; then
     chromium chromium-driver shellcheck
     # the container test (tests/test_container.py): podman with runc, and debootstrap for its base image
     podman runc debootstrap
+    # the Slurm test (tests/test_slurm.py): a single-node cluster it starts itself
+    slurm-wlm munge
   )
 fi
 missing=()
