@@ -429,3 +429,17 @@ def test_a_tree_fifteen_hundred_deep_is_walked(tmp_path):
         (run / "meta.json").unlink()
         for folder in reversed(folders[:-1]):
             folder.rmdir()
+
+
+def test_a_run_still_in_a_guests_home_is_not_found(tmp_path):
+    """While a UML guest runs, its run directory sits in its home under --out (.uml-<k>/out/...):
+    judging --out then sees only the runs that have ended."""
+    from cctest.analysis.load import find_run_dirs
+
+    ended = tmp_path / "s" / "run-1"
+    ended.mkdir(parents=True)
+    (ended / "meta.json").write_text("{}")
+    running = tmp_path / ".uml-3" / "out" / "s" / "run-2"
+    running.mkdir(parents=True)
+    (running / "meta.json").write_text("{}")
+    assert find_run_dirs(tmp_path) == [ended]

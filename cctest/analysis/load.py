@@ -100,9 +100,10 @@ def find_run_dirs(path: Path | str, skipped: list[str] | None = None) -> list[Pa
 
 
 def walk_dirs(top: Path):
-    """(directory, names in it) below `top`, depth first in name order, without following links and
-    without descending into a run directory (a run's raw/ holds no runs). Iterative: a tree of any
-    depth, where os.walk's recursion stops at Python's limit."""
+    """(directory, names in it) below `top`, depth first in name order, without following links,
+    without descending into a run directory (a run's raw/ holds no runs) nor into a hidden one (a
+    UML guest's home under --out holds its run while the run is still being made; .git and caches
+    hold none). Iterative: a tree of any depth, where os.walk's recursion stops at Python's limit."""
     stack = [top]
     while stack:
         folder = stack.pop()
@@ -115,7 +116,8 @@ def walk_dirs(top: Path):
         yield folder, names
         if is_run(names) or any(sign in names for sign in RUN_DIR_SIGNS):
             continue
-        stack += reversed([Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)])
+        stack += reversed([Path(e.path) for e in entries
+                           if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")])
 
 
 def _read_json(run_dir: Path, name: str) -> dict | None:
