@@ -178,7 +178,7 @@ class UmlEngine:
         env = {"PATH": umlshare.guest_path(), "PYTHONPATH": str(umlshare.GUEST_SRC),
                **self.guest_env(cpu=cpu, seed=seed), **vm.host_clock_env(umlshare.GUEST_HOME), **vm.host_made_env()}
         return uml.start(self.build, guest_cmd, home, env, index=index, cpu=cpu,
-                         log=log or home.out / f".vm-{index}.log", echo=log is None, seed=seed)
+                         log=log, echo=log is None, seed=seed)
 
 
     def stop_all(self, guests: list[uml.Instance]) -> None:

@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath
 from ..base.errors import BadInput, CctestError
 from ..base.safeload import Refused, read_bounded
 from ..kernel.kmod import REPO_ROOT, ModuleError, release_of_kernel_image
+from .umlshare import SYSTEM_PATH
 
 MAX_KERNEL_BYTES = 256 << 20  # a bzImage is ~10 MB
 
@@ -196,7 +197,7 @@ def vng_command(kernel: Path, guest_cmd: list[str], rwdirs: list[Path], clock: V
 
 def guest_path() -> str:
     """The guest's PATH: the venv first (so `vng`'s helpers and our console script resolve), then the system's."""
-    return f"{Path(sys.executable).parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    return f"{Path(sys.executable).parent}:{SYSTEM_PATH}"
 
 
 # Mininet imports distutils, which a venv's setuptools shim answers with all of setuptools and
