@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_c_harness
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.c.build import build_c_harness
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_c_harness
+from tests.c.build import build_c_harness
 
 MSS = 1448
 BW_SCALE = 24  # bw in packets per us << 24, as the module keeps it

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_c_harness
+from tests.c.build import build_c_harness
 
-REPO = Path(__file__).resolve().parent.parent
 U32 = 2**32
 LOSS_THRESH = 0.02  # the draft's BBR.LossThresh
 

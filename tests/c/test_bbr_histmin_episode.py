@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_c_harness
+from tests.c.build import build_c_harness
 
 RTPROP = 10_000  # us
 K, TOLERANCE_PCT, DRASTIC_X1000 = 3, 10, 10_000  # the module's defaults

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_c_harness
+from tests.c.build import build_c_harness
 
 U32 = 2**32
 TARGET = 40  # BBR's cwnd target, packets

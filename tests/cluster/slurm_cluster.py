@@ -1,4 +1,4 @@
-"""A throwaway single-node Slurm cluster on this machine, for tests/test_slurm.py: munged, slurmctld
+"""A throwaway single-node Slurm cluster on this machine, for tests/cluster/test_slurm.py: munged, slurmctld
 and slurmd as this process's children, every file (key, config, state, spool, logs, sockets) in
 one temporary directory, on a free port pair. No cgroup: SlurmUser root, proctrack/linuxproc,
 select/cons_tres over the host's CPUs, and task/affinity (sched_setaffinity) so that a job's batch

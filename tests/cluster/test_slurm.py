@@ -1,5 +1,5 @@
 """examples/slurm/ on a real Slurm cluster: a single-node cluster started by the test on this machine
-(tests/slurm_cluster.py), `submit.sh 3` for a sweep of three seeded UML runs (three array tasks of
+(tests/cluster/slurm_cluster.py), `submit.sh 3` for a sweep of three seeded UML runs (three array tasks of
 one CPU and one guest each, then the merge job on their output), and the merged runs compared with
 a local `cctest run` of the same sweep: every table and every raw capture identical. Submitted
 again, the array skips the shards that completed. The test prints how long the cluster took to
@@ -17,12 +17,12 @@ import pandas as pd
 import pytest
 import yaml
 
-import slurm_cluster
-from conftest import require_uml_kernel
+from tests import REPO
+from tests.cluster import slurm_cluster
+from tests.vm.harness import require_uml_kernel
 
 pytestmark = pytest.mark.vm
 
-REPO = Path(__file__).resolve().parent.parent
 CCTEST = REPO / ".venv" / "bin" / "cctest"  # what the sbatch scripts run, relative to the checkout
 SHARDS = 3
 SCENARIO = "slurm-sweep"

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from cctest.kernel import kmod
+from tests import REPO
 
 pytestmark = pytest.mark.container
 
-REPO = Path(__file__).resolve().parent.parent
 RUNS = REPO / "tests" / "fixtures" / "runs"
 TAG = "localhost/cctest:test"
 # docs/docker.md's flags: the container drives the host kernel (qdiscs, namespaces, modules).

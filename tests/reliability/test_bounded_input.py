@@ -22,9 +22,10 @@ from cctest.analysis.run_claims import UnjudgeableClaims, expectations_of_runs
 from cctest.base import safeload
 from cctest.cli.main import main
 from cctest.model.scenario import MAX_FILE_BYTES, load_experiments
-from test_scenario import GOOD
+from tests import REPO
+from tests.unit.test_scenario import GOOD
 
-FIXTURES = Path(__file__).parent / "fixtures" / "runs"
+FIXTURES = REPO / "tests" / "fixtures" / "runs"
 RECORDED = FIXTURES / "cubic-bbr-shallow-20261121-231855-base-r0"
 MEMORY_BOUND = 200 << 20
 
@@ -269,7 +270,7 @@ def test_ingest_never_blocks_on_a_fifo_in_a_run_directory(tmp_path):
     from cctest.analysis.ingest import ingest_run
 
     run = tmp_path / "run"
-    shutil.copytree(Path(__file__).parent / "fixtures" / "sockdiag", run)
+    shutil.copytree(REPO / "tests" / "fixtures" / "sockdiag", run)
     (run / "raw" / "ss.jsonl").unlink()
     os.mkfifo(run / "raw" / "ss.jsonl")
     with pytest.raises(safeload.Refused, match=r"raw/ss\.jsonl: is a FIFO, not a regular file"):
@@ -371,7 +372,7 @@ def test_a_linked_or_special_file_in_a_run_is_a_note_never_read(tmp_path, name):
 
 def test_a_raw_folder_linked_outside_the_run_is_refused_by_ingest(tmp_path):
     run = tmp_path / "run"
-    shutil.copytree(Path(__file__).parent / "fixtures" / "sockdiag", run)
+    shutil.copytree(REPO / "tests" / "fixtures" / "sockdiag", run)
     elsewhere = tmp_path / "elsewhere"
     (run / "raw").rename(elsewhere)
     (run / "raw").symlink_to(elsewhere)

@@ -18,8 +18,7 @@ from cctest.host import cgroup, tracefs
 from cctest.host.journal import Journal, JournalError
 from cctest.run.cleanup import clean
 from cctest.run.session import enter_cgroup
-
-REPO = Path(__file__).resolve().parent.parent
+from tests import REPO
 
 needs_cgroup = pytest.mark.skipif(cgroup.unavailable_reason() is not None,
                                   reason=f"no writable cgroup v2 here: {cgroup.unavailable_reason()}")

@@ -20,10 +20,9 @@ from cctest.host.net.traffic import TrafficError
 from cctest.kernel import kmod
 from cctest.model.scenario import ScenarioError
 from cctest.run import cleanup, runner, session
-from test_claims import recorded_with_claims  # noqa: F401 (a fixture)
-from test_scenario import GOOD
-
-REPO = Path(__file__).resolve().parent.parent
+from tests import REPO
+from tests.unit.test_claims import recorded_with_claims  # noqa: F401 (a fixture)
+from tests.unit.test_scenario import GOOD
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ mutated and random files at the same entry points and allow only a validated fil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import yaml
@@ -16,9 +15,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from cctest.cli.main import main
 from cctest.model.plan import expand
 from cctest.model.scenario import ScenarioError, parse_experiments
-from test_scenario import GOOD  # the valid file both start from
-
-REPO = Path(__file__).resolve().parent.parent
+from tests import REPO
+from tests.unit.test_scenario import GOOD  # the valid file both start from
 
 
 def matrix(body: str) -> str:

@@ -18,8 +18,7 @@ from cctest.host import journal
 from cctest.host.journal import Journal, JournalError, is_same_process, process_start_time
 from cctest.run import cleanup
 from cctest.run.cleanup import CleanRefused, clean
-
-REPO = Path(__file__).resolve().parent.parent
+from tests import REPO
 
 
 def sleeper(*argv: str, command: str = "iperf3") -> subprocess.Popen:

@@ -13,8 +13,8 @@ import pytest
 
 from cctest.emulation import vm
 from cctest.kernel import kmod
+from tests import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 TINY_C = textwrap.dedent("""\
     #include <linux/module.h>
     static int __init tiny_init(void) { return 0; }

@@ -18,10 +18,11 @@ from cctest.analysis.load import load_runs
 from cctest.cli.main import main
 from cctest.cli.report import report_command
 from cctest.report.build import Options, analyse, write_report
-from report_fixtures import RunSpec, make_run
-from run_corruptions import CORRUPTIONS
+from tests import REPO
+from tests.reliability.run_corruptions import CORRUPTIONS
+from tests.report_fixtures import RunSpec, make_run
 
-REAL = Path(__file__).parent / "fixtures" / "runs" / "cubic-bbr-shallow-20261121-231855-base-r0"
+REAL = REPO / "tests" / "fixtures" / "runs" / "cubic-bbr-shallow-20261121-231855-base-r0"
 
 
 def report(*args):
@@ -201,7 +202,7 @@ def test_link_values_given_as_numeric_text_are_read_as_numbers(tmp_path):
 
 # --- a claim carried by run directories that cannot be judged fails the gate ------------------------
 
-VARIANTS = (Path(__file__).parent / "fixtures" / "runs"
+VARIANTS = (REPO / "tests" / "fixtures" / "runs"
             / "variants-vs-cubic-20261121-232839-bufferbdp-0.5_f1.cc-bbrcws-r0")
 FAILING = "share(bbr_cws) > 0.999"  # contradicted by the recorded run: exit 3 when judged
 

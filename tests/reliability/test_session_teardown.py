@@ -16,8 +16,7 @@ import pytest
 
 from cctest.emulation import vm
 from cctest.run import session
-
-REPO = Path(__file__).resolve().parent.parent
+from tests import REPO
 
 # A stand-in for vng: finds the guest command file (the last argument: "sh <file>"), reads the stop
 # file's path from it, prints a console line, and ends with 130 once the stop file appears (as the

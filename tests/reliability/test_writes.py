@@ -18,8 +18,9 @@ from cctest.host.net.topology import Dumbbell, TopologyError
 from cctest.model.plan import expand
 from cctest.model.scenario import parse_experiments
 from cctest.run.session import finalize_each, read_manifest
+from tests import REPO
 
-REAL = Path(__file__).parent / "fixtures" / "runs" / "cubic-bbr-shallow-20261121-231855-base-r0"
+REAL = REPO / "tests" / "fixtures" / "runs" / "cubic-bbr-shallow-20261121-231855-base-r0"
 EXPERIMENTS = ("scenarios: {s: {link: {rate_mbps: 10, rtt_ms: 10, buffer_bdp: 1}, duration_s: 5, "
                "flows: [{cc: cubic}]}}\n")
 
@@ -103,7 +104,7 @@ def test_a_run_without_its_samplers_is_refused_before_anything_is_made(tmp_path,
 
 # --- the one writer: never through a link, never over an input, nothing written when refused -----
 
-RECORDED = (Path(__file__).parent / "fixtures" / "runs"
+RECORDED = (REPO / "tests" / "fixtures" / "runs"
             / "variants-vs-cubic-20261121-232839-bufferbdp-0.5_f1.cc-bbrcws-r0")
 
 

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "cctest"
+from tests import REPO
+
+PACKAGE = REPO / "cctest"
 
 LAYERS: tuple[tuple[str, str], ...] = (
     ("cli", "the command line: parse, call, print"),
@@ -84,7 +86,7 @@ def described(name: str) -> str:
 
 
 def test_the_folders_are_the_layers():
-    assert FOLDERS == set(RANK), (f"rank these folders in tests/test_layers.py: {sorted(FOLDERS - set(RANK))}; "
+    assert FOLDERS == set(RANK), (f"rank these folders in tests/repo/test_layers.py: {sorted(FOLDERS - set(RANK))}; "
                                   f"gone: {sorted(set(RANK) - FOLDERS)}")
     loose = [name for name in MODULES if name not in (ENTRY, FACE) and name.split(".")[1] not in FOLDERS]
     assert not loose, f"put these in the folder of their layer: {loose}"

@@ -9,11 +9,10 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests import REPO
 
 
 def ruff() -> list[str]:

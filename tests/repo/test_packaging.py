@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests import REPO
+
 DEMO_RUN = REPO / "tests" / "fixtures" / "runs" / "demo-cubic-bbr-20261122-232527-base-r0"
 SHIPPED = ("cctest", "modules", "pyproject.toml", "setup.py", "README.md", "LICENSE", "CITATION.cff")
 # Imported by `cctest report` in a report-only install: none of the `run` extra.

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+from tests import REPO
+
 WORKFLOW = REPO / ".github" / "workflows" / "nightly.yml"
 
 

@@ -5,14 +5,14 @@ after its bandwidth estimate overshot the link."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from cctest.analysis.bbr_model import bbr_model_figures
+from tests import REPO
 
-RUN = Path(__file__).parent / "fixtures" / "runs" / "core-vs-kernel-50-20261123-073134-f0.cc-bbr-r0"
+RUN = REPO / "tests" / "fixtures" / "runs" / "core-vs-kernel-50-20261123-073134-f0.cc-bbr-r0"
 
 
 @pytest.fixture()

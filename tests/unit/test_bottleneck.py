@@ -1,5 +1,5 @@
 """The composable bottleneck without a kernel: the link model's validation, the one chain function,
-the rate over time and the AQM statistics parser (tests/test_vm_bottleneck.py runs it for real)."""
+the rate over time and the AQM statistics parser (tests/vm/test_vm_bottleneck.py runs it for real)."""
 
 from __future__ import annotations
 

@@ -2,15 +2,15 @@
 one definition of table names, columns and raw file names."""
 
 import re
-from pathlib import Path
 
 import pytest
 
 from cctest.analysis import ingest, load
 from cctest.host import captures
 from cctest.host.captures.base import PHASES
+from tests import REPO
 
-DOC = (Path(__file__).parent.parent / "docs" / "run-directory.md").read_text()
+DOC = (REPO / "docs" / "run-directory.md").read_text()
 
 
 def doc_tree() -> str:

@@ -2,7 +2,6 @@
 
 import json
 import shutil
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -10,8 +9,9 @@ import pytest
 from cctest.analysis import checks
 from cctest.analysis.derived import counter_growth, union_length
 from cctest.analysis.ingest import ingest_run
+from tests import REPO
 
-RAW = Path(__file__).parent / "fixtures" / "raw"  # recorded in a VM; see its README
+RAW = REPO / "tests" / "fixtures" / "raw"  # recorded in a VM; see its README
 PAYLOAD = 1448 / 1514  # MSS / Ethernet frame at MTU 1500: the most payload a link rate carries
 
 
@@ -250,7 +250,7 @@ def test_cpu_check_on_recorded_vm_runs_tells_a_saturated_guest(shift, busy, ok):
     # one at 2 ns per instruction is busy all the time (bench/vm_clock.py, tests/fixtures/cpu)
     from cctest.analysis.ingest import build_tables
 
-    fixture = Path(__file__).parent / "fixtures" / "cpu" / f"shift{shift}"
+    fixture = REPO / "tests" / "fixtures" / "cpu" / f"shift{shift}"
     meta = json.loads((fixture / "meta.json").read_text())
     tables = build_tables(meta, {"cpu.jsonl": (fixture / "cpu.jsonl").read_text()})
     check, severity = checks.check_cpu_busy(meta, tables["cpu"], None, None)

@@ -20,8 +20,9 @@ from cctest.analysis.claims import Expectation, check_expectation, judge
 from cctest.cli.main import main
 from cctest.model.claim_language import ClaimError, parse
 from cctest.model.scenario import ScenarioError, parse_experiments
+from tests import REPO
 
-FIXTURES = Path(__file__).parent / "fixtures" / "runs"
+FIXTURES = REPO / "tests" / "fixtures" / "runs"
 
 
 # --- the language --------------------------------------------------------------------------
@@ -367,7 +368,7 @@ def test_check_without_claims_is_bad_input(tmp_path):
 def test_readme_examples_of_experiments_yaml_load():
     """The experiments.yaml examples (docs/experiments.md's reference, README's first experiment:
     keys, a claim) are what the loader accepts."""
-    repo = Path(__file__).resolve().parents[1]
+    repo = REPO
     reference = (repo / "docs" / "experiments.md").read_text()
     blocks = reference.split("# experiments.yaml", 1)[1].split("```yaml\n")[1:3]
     full = blocks[0].split("```")[0]
@@ -471,7 +472,6 @@ def test_qdelay_of_a_recorded_run_is_its_flows_srtt_above_their_min_rtt(tmp_path
 
 # --- docs/reproduction.md: generated from run directories ----------------------------------------
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def paper_claims() -> list[tuple[str, str]]:
@@ -608,7 +608,7 @@ scenarios:
 def protocol_runs(root: Path, reps=(0, 1, 2), build=None, tags="[paper-001]") -> Path:
     """Fixture runs of the scenario `race` (report_fixtures), each recording its suite's tag and a
     module build (`build`: repetition -> sha256 of bbr's module)."""
-    from report_fixtures import FlowSpec, RunSpec, make_run
+    from tests.report_fixtures import FlowSpec, RunSpec, make_run
 
     for rep in reps:
         run = make_run(root, RunSpec(scenario="race", flows=[FlowSpec("bbr", 10), FlowSpec("cubic", 10)],

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from cctest.cli.completion import complete_scenarios, complete_tags
 from cctest.cli.main import main
 from cctest.run import doctor
+from tests import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = REPO / "experiments.yaml"
 FIXTURES = REPO / "tests" / "fixtures" / "runs"
 

@@ -13,9 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from cctest.cli.main import main
-from test_claims import PROTOCOL_EXPERIMENTS, protocol_runs
-
-REPO = Path(__file__).resolve().parent.parent
+from tests import REPO
+from tests.unit.test_claims import PROTOCOL_EXPERIMENTS, protocol_runs
 
 # The protocol scenario with a steady window moved to a whole second (the record keeps those) and
 # to a fraction of one (it does not: the claim says what it lacks).
@@ -98,7 +97,7 @@ def test_a_report_of_records_has_its_tables_and_claims_and_says_the_figures_need
 
 def test_validate_reads_the_same_rows_from_records(tmp_path):
     from cctest.validation import runs
-    from test_validation import C1, TABLE, grid
+    from tests.unit.test_validation import C1, TABLE, grid
 
     grid(tmp_path / "runs")
     _record(tmp_path / "runs", tmp_path / "records")

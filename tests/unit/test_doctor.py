@@ -10,7 +10,7 @@ from cctest.model import dumbbell
 from cctest.model.plan import expand
 from cctest.model.scenario import parse_experiments
 from cctest.run import doctor
-from test_scenario import GOOD
+from tests.unit.test_scenario import GOOD
 
 
 def test_the_distro_default_kernel_comes_first_whatever_its_date(tmp_path):

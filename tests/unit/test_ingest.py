@@ -4,7 +4,6 @@ hand-written cases."""
 import json
 import math
 import shutil
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,11 +16,12 @@ from cctest.host.captures.ping import parse_ping
 from cctest.host.captures.qdisc import parse_qdisc_log
 from cctest.host.captures.sockdiag import parse_sock_diag, sock_diag_metrics
 from cctest.host.captures.tcp_probe import parse_tcp_probe
+from tests import REPO
 
-RAW = Path(__file__).parent / "fixtures" / "raw"
+RAW = REPO / "tests" / "fixtures" / "raw"
 # Recorded on the host with cctest's own SockDiagSampler and real iperf3 flows (cubic, bbr)
 # through a 20 Mbit/s htb; see tests/fixtures/sockdiag/README.md.
-SOCKDIAG = Path(__file__).parent / "fixtures" / "sockdiag"
+SOCKDIAG = REPO / "tests" / "fixtures" / "sockdiag"
 
 
 def raw(name: str) -> str:
@@ -369,7 +369,7 @@ def test_throughput_falls_back_to_scheduled_start_without_launch_time():
 
 def test_run_that_ended_before_time_zero_keeps_only_flows(tmp_path):
     """A run that failed or was interrupted during set-up has no t0: no sample can be placed."""
-    src = Path(__file__).parent / "fixtures" / "raw"
+    src = REPO / "tests" / "fixtures" / "raw"
     run = tmp_path / "run"
     (run / "raw").mkdir(parents=True)
     meta = json.loads((src / "meta.json").read_text())
@@ -437,7 +437,7 @@ def test_ingesting_a_compact_run_keeps_its_tables_and_judges_them_again(tmp_path
     from cctest.cli.main import main
 
     run = tmp_path / "run"
-    shutil.copytree(Path(__file__).parent / "fixtures" / "raw", run / "raw")
+    shutil.copytree(REPO / "tests" / "fixtures" / "raw", run / "raw")
     shutil.move(run / "raw" / "meta.json", run / "meta.json")
     assert CliRunner().invoke(main, ["ingest", str(run)]).exit_code == 0
     shutil.rmtree(run / "raw")  # compacted

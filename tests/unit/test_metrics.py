@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from cctest.analysis import derived as D, metrics as M, stats
-from report_fixtures import FlowSpec, RunSpec, make_run
+from tests.report_fixtures import FlowSpec, RunSpec, make_run
 
 
 def tp_table(rows):

@@ -2,7 +2,7 @@
 parameter's range once (their parameter ops refuse anything else with -EINVAL; modinfo shows the
 range), and cctest rejects a scenario's out-of-range value before anything runs: one line, exit 2.
 The kernel side (insmod and sysfs writes refused) is
-tests/test_vm_bbr3.py::test_kernel_refuses_out_of_range_parameters."""
+tests/vm/test_vm_bbr3.py::test_kernel_refuses_out_of_range_parameters."""
 
 from pathlib import Path
 

@@ -2,15 +2,13 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from cctest.model import dumbbell
 from cctest.model.plan import expand
 from cctest.model.scenario import ScenarioError, parse_experiments
-
-REPO = Path(__file__).resolve().parent.parent
+from tests import REPO
 
 SWEEP = """
 defaults:

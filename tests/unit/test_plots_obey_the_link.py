@@ -18,8 +18,9 @@ import pytest
 from cctest.analysis import checks, derived as D, metrics as M
 from cctest.analysis.load import load_run
 from cctest.report.build import Options, write_report
+from tests import REPO
 
-RUNS = Path(__file__).parent / "fixtures" / "runs"
+RUNS = REPO / "tests" / "fixtures" / "runs"
 DEMO = RUNS / "demo-cubic-bbr-20261122-232527-base-r0"
 REAL = sorted(p.parent for p in RUNS.glob("*/meta.json"))
 

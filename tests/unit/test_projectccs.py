@@ -1,6 +1,5 @@
 """The project's cc list comes from modules/*/Kbuild, and nowhere else."""
 
-import sys
 from pathlib import Path
 
 from cctest.kernel import kmod
@@ -64,9 +63,8 @@ def test_the_vm_suite_covers_every_project_cc():
     silently in the VM)."""
     import yaml
 
-    sys.path.insert(0, str(Path(__file__).parent / "vm"))
-    import guest
+    from tests.vm import guest
 
-    scenarios = yaml.safe_load((Path(__file__).parent / "vm" / "scenarios.yaml").read_text())["scenarios"]
+    scenarios = yaml.safe_load((Path(guest.__file__).parent / "scenarios.yaml").read_text())["scenarios"]
     assert scenarios["variants-vs-cubic"]["matrix"]["flows.1.cc"] == ["bbr", *project_ccs()]
     assert set(guest.BAD_PARAMS) == set(project_ccs())

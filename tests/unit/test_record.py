@@ -22,9 +22,10 @@ from cctest.kernel import kmod
 from cctest.model import record
 from cctest.model.plan import expand
 from cctest.model.scenario import parse_experiments
+from tests import REPO
 
-FIXTURE = Path(__file__).parent / "fixtures" / "record" / "v1-meta.json"
-REAL_RUN = Path(__file__).parent / "fixtures" / "runs" / "cubic-bbr-shallow-20261121-231855-base-r0"
+FIXTURE = REPO / "tests" / "fixtures" / "record" / "v1-meta.json"
+REAL_RUN = REPO / "tests" / "fixtures" / "runs" / "cubic-bbr-shallow-20261121-231855-base-r0"
 
 SCENARIO = """
 scenarios:

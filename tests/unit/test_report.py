@@ -16,15 +16,14 @@ from cctest.analysis import metrics as M
 from cctest.analysis.stats import mean_ci95
 from cctest.cli.report import report_command
 from cctest.report.figure import decimate
-from report_fixtures import FlowSpec, RunSpec, make_run, make_sweep
-
-HERE = Path(__file__).parent
+from tests import REPO
+from tests.report_fixtures import FlowSpec, RunSpec, make_run, make_sweep
 
 
 def _real_runs() -> list[Path]:
     """Run dirs recorded by the engine: tests/fixtures/runs/ plus any dirs in $CCTEST_REPORT_RUNS
     (os.pathsep-separated), searched at any depth."""
-    roots = [HERE / "fixtures" / "runs"] + [Path(p) for p in os.environ.get("CCTEST_REPORT_RUNS", "").split(
+    roots = [REPO / "tests" / "fixtures" / "runs"] + [Path(p) for p in os.environ.get("CCTEST_REPORT_RUNS", "").split(
         os.pathsep) if p]
     return sorted({m.parent for r in roots if r.is_dir() for m in r.rglob("meta.json")})
 

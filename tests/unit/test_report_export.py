@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -13,8 +12,9 @@ from click.testing import CliRunner
 from cctest.cli.report import report_command
 from cctest.report import export
 from cctest.report.colors import FIXED
+from tests import REPO
 
-DEMO = Path(__file__).parent / "fixtures" / "runs" / "demo-cubic-bbr-20261122-232527-base-r0"
+DEMO = REPO / "tests" / "fixtures" / "runs" / "demo-cubic-bbr-20261122-232527-base-r0"
 HAVE_BROWSER = export._browser() is not None
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from pathlib import Path
 
 import pandas as pd
 import yaml
@@ -15,8 +14,8 @@ from click.testing import CliRunner
 from cctest.analysis.summary import FLOW_METRICS
 from cctest.cli.report import report_command
 from cctest.model.metric_table import RUN_METRICS
+from tests import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 DOC = (REPO / "docs" / "run-directory.md").read_text()
 FIXTURES = REPO / "tests" / "fixtures" / "runs"
 

@@ -14,9 +14,10 @@ import yaml
 from click.testing import CliRunner
 
 from cctest.cli.report import report_command
-from report_fixtures import FlowSpec, RunSpec, make_run, make_sweep
+from tests import REPO
+from tests.report_fixtures import FlowSpec, RunSpec, make_run, make_sweep
 
-FIXTURES = Path(__file__).parent / "fixtures" / "runs"
+FIXTURES = REPO / "tests" / "fixtures" / "runs"
 DEMO = FIXTURES / "demo-cubic-bbr-20261122-232527-base-r0"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = "/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else shutil.which("chromedriver")

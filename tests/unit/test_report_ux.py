@@ -16,9 +16,10 @@ from click.testing import CliRunner
 from cctest.cli.report import report_command
 from cctest.report.colors import FIXED, CCColors, shade
 from cctest.report.html import fmt_ci
-from report_fixtures import FlowSpec, RunSpec, make_run
+from tests import REPO
+from tests.report_fixtures import FlowSpec, RunSpec, make_run
 
-FIXTURES = Path(__file__).parent / "fixtures" / "runs"
+FIXTURES = REPO / "tests" / "fixtures" / "runs"
 WALL = FIXTURES / "wallclock-three-v-three-20261122-232144-ratembps-20.0-r0"
 DEMO = FIXTURES / "demo-cubic-bbr-20261122-232527-base-r0"
 

@@ -2,13 +2,11 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from cctest.model.scenario import ScenarioError, load_experiments, parse_experiments
-
-REPO = Path(__file__).resolve().parent.parent
+from tests import REPO
 
 GOOD = """
 defaults:

@@ -4,8 +4,6 @@ that cite the paper and can be judged on the runs the suite makes."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from click.testing import CliRunner
 
@@ -13,8 +11,8 @@ from cctest.analysis.claims import parse
 from cctest.cli.main import main
 from cctest.model.plan import estimated_wall_s, expand
 from cctest.model.scenario import load_experiments
+from tests import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = load_experiments(REPO / "experiments.yaml")  # loading parses every claim and checks its ccs run
 PAPERS = [f"00{k}" for k in range(5)]
 # What the quick suites are sized for (docs/papers.md, "The suites"): the estimate `cctest list` shows for

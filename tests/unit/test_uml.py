@@ -21,9 +21,9 @@ from cctest.host.captures.tcp_probe import (
     parse_tracefs_probe,
     tracefs_events,
 )
+from tests import REPO
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures" / "tracefs"
+FIXTURES = REPO / "tests" / "fixtures" / "tracefs"
 
 
 # -- the kernel cache -------------------------------------------------------------------------------

@@ -16,9 +16,9 @@ from cctest.model.scenario import load_experiments
 from cctest.validation import gains, heatmap, page, runs, testbed
 from cctest.validation.gains import RunRow
 from cctest.validation.testbed import Cell
-from report_fixtures import FlowSpec, RunSpec, make_run
+from tests import REPO
+from tests.report_fixtures import FlowSpec, RunSpec, make_run
 
-REPO = Path(__file__).resolve().parents[1]
 SHALLOW, DEEP = 102_400, 10_240_000
 TABLE = testbed.read_table()
 # two cells of the stored table, with the testbed's gains

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from cctest.emulation import vm
-
-REPO = Path(__file__).resolve().parent.parent
+from tests import REPO
 
 
 def test_virtual_clock_is_the_default_and_runs_one_vcpu_on_the_instruction_counter(monkeypatch):

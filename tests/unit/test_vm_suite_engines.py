@@ -1,4 +1,4 @@
-"""Which engine each VM-suite job runs on (tests/conftest.py): UML by default, a small QEMU
+"""Which engine each VM-suite job runs on (tests/vm/harness.py): UML by default, a small QEMU
 cross-check, CCTEST_ENGINE to choose; a misspelt job name would silently move a test's job."""
 
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 import yaml
 
-import conftest
-from conftest import GUEST, QEMU_CROSS_CHECK, QEMU_ONLY, engine_of_job
+from tests.vm import harness
+from tests.vm.harness import GUEST, QEMU_CROSS_CHECK, QEMU_ONLY, engine_of_job
 
 SCENARIOS = yaml.safe_load((GUEST.parent / "scenarios.yaml").read_text())["scenarios"]
 
 
 def test_every_job_kept_on_qemu_is_a_job_of_the_suite():
-    vm_tests = "".join(path.read_text() for path in GUEST.parent.parent.glob("test_vm_*.py"))
+    vm_tests = "".join(path.read_text() for path in GUEST.parent.glob("test_*.py"))
     for job in {**QEMU_ONLY, **QEMU_CROSS_CHECK}:
         if ":" in job:  # a special job of guest.py, named as its test marks it
             assert f'"{job}"' in vm_tests, job
@@ -45,6 +45,6 @@ def test_the_qemu_cross_check_is_small():
 def test_an_unknown_engine_is_a_usage_error(monkeypatch):
     monkeypatch.setenv("CCTEST_ENGINE", "kvm")
     with pytest.raises(pytest.UsageError, match="CCTEST_ENGINE=kvm: allowed values are qemu, uml"):
-        conftest.engine_choice()
+        harness.engine_choice()
     monkeypatch.setenv("CCTEST_ENGINE", "")
-    assert conftest.engine_choice() is None
+    assert harness.engine_choice() is None

@@ -1,34 +1,26 @@
-"""Shared fixtures. VM tests: one VM boot runs every job the selected tests need (tests/vm/guest.py)."""
+"""The VM suite's harness: one boot of guests runs every job the selected tests need (guest.py runs
+them inside), on the engine each job is given, and the host ingests and merges what they ran.
+vm/conftest.py hands the result to the tests as the `vm_results` fixture.
+
+Environment: CCTEST_ENGINE=qemu|uml chooses the engine (unset: UML with a QEMU cross-check),
+CCTEST_VM_JOBS the guests per engine (default the host's cores), CCTEST_KERNEL the QEMU guest's
+kernel, CCTEST_REQUIRE_VM=1 fails where the engine is missing instead of skipping, and
+CCTEST_VM_RESULTS=build/vm-tests/<stamp> re-checks the assertions on that earlier output.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
-from cctest.emulation.uml import dmesg_problems  # noqa: F401 - one check of a guest's kernel log: the UML engine's and the VM tests'
+from tests import REPO
 
-REPO = Path(__file__).resolve().parent.parent
-GUEST = REPO / "tests" / "vm" / "guest.py"
-
-
-def build_c_harness(tmp_path_factory, source: str, what: str) -> Path:
-    """tests/c/<source>.c compiled against modules/bbr1's and bbr3's headers into a fresh tmp directory."""
-    import shutil
-    import subprocess
-
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.fail(f"no C compiler (cc/gcc): needed to build the {what} harness")
-    binary = tmp_path_factory.mktemp(source) / source
-    includes = [f"-I{REPO / 'modules' / tree}" for tree in ("bbr1", "bbr3")]
-    subprocess.run([cc, "-Wall", "-Werror", "-O1", *includes, "-o", str(binary),
-                    str(REPO / "tests" / "c" / f"{source}.c")], check=True)
-    return binary
+GUEST = Path(__file__).resolve().parent / "guest.py"
 
 
 def require_uml_kernel() -> None:
@@ -40,11 +32,8 @@ def require_uml_kernel() -> None:
         pytest.skip(reason)
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "vm_jobs(*jobs): jobs of tests/vm/guest.py this test asserts on")
-
-
-def _jobs_of(items) -> list[str]:
+def _jobs_of(items: Iterable[pytest.Item]) -> list[str]:
+    """The jobs of guest.py the tests' `vm_jobs` marks name, each once, in the order first named."""
     jobs: list[str] = []
     for item in items:
         for marker in item.iter_markers("vm_jobs"):
@@ -100,6 +89,7 @@ def engine_choice() -> str | None:
 
 
 def _engine_unavailable(name: str) -> str | None:
+    """Why the engine `name` cannot boot a guest here, or None."""
     if name == "uml":
         from cctest.emulation import umlkernel
 
@@ -122,10 +112,9 @@ def _engine(name: str):
     return engines.choose("qemu", os.environ.get("CCTEST_KERNEL"), vm.VMClock())
 
 
-@pytest.fixture(scope="session")
-def vm_results(request):
-    """Boot guests (CCTEST_VM_JOBS per engine, default the host's cores) that run every needed job
-    between them, on the engine each job is given (engine_of_job), one engine after the other;
+def run_vm_jobs(items: Iterable[pytest.Item]) -> dict:
+    """Boot guests (CCTEST_VM_JOBS per engine, default the host's cores) that run every job `items`
+    need between them, on the engine each job is given (engine_of_job), one engine after the other;
     ingest the run dirs on the host; return the merged results.json.
 
     CCTEST_VM_RESULTS=build/vm-tests/<stamp> re-checks the assertions on that earlier output instead.
@@ -138,7 +127,7 @@ def vm_results(request):
         results["_out"] = reuse
         return results
     choice = engine_choice()
-    jobs = _jobs_of(request.session.items)
+    jobs = _jobs_of(items)
     by_engine = {name: [job for job in jobs if engine_of_job(job, choice) == name] for name in ENGINES}
     by_engine = {name: engine_jobs for name, engine_jobs in by_engine.items() if engine_jobs}
     reasons = [reason for name in by_engine if (reason := _engine_unavailable(name))]

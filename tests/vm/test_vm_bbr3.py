@@ -7,9 +7,9 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import dmesg_problems
-from test_vm_engine import bottleneck_utilisation
-from test_vm_modules import find, flows, runs_of, wide_state
+from cctest.emulation.uml import dmesg_problems
+from tests.vm.test_vm_engine import bottleneck_utilisation
+from tests.vm.test_vm_modules import find, flows, runs_of, wide_state
 
 pytestmark = pytest.mark.vm
 

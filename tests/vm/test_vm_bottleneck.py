@@ -19,7 +19,7 @@ from cctest.analysis.derived import (
     link_rate_mbps_at,
 )
 from cctest.model.bottleneck import ECN_SYSCTL
-from test_vm_modules import find, meta_of, runs_of
+from tests.vm.test_vm_modules import find, meta_of, runs_of
 
 pytestmark = pytest.mark.vm
 

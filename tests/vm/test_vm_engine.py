@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from cctest.analysis.derived import payload_fraction
-from conftest import dmesg_problems
-from test_vm_modules import find
+from cctest.emulation.uml import dmesg_problems
+from tests.vm.test_vm_modules import find
 
 pytestmark = pytest.mark.vm
 

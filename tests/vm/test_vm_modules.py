@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from cctest.analysis.bbr_model import bbr_model_figures
+from cctest.emulation.uml import dmesg_problems
 from cctest.kernel.projectccs import project_ccs, tree_modules
-from conftest import dmesg_problems
 
 pytestmark = pytest.mark.vm
 

@@ -16,8 +16,8 @@ import pytest
 
 from cctest.analysis.derived import acked_within, payload_fraction
 from cctest.analysis.stats import jain_index
-from test_vm_engine import run_dir
-from test_vm_modules import find, flows, runs_of
+from tests.vm.test_vm_engine import run_dir
+from tests.vm.test_vm_modules import find, flows, runs_of
 
 pytestmark = pytest.mark.vm
 
@@ -87,7 +87,7 @@ def test_the_guest_cpu_had_slack(vm_results):
             # On UML's time-travel clock CPU work takes no guest time (infinite CPU): the busy share
             # is near zero by construction (0.0068 measured on cubic-fills-the-link at 20 Mbit/s),
             # so the sampler's lower bound holds only on QEMU, where make test keeps
-            # cubic-fills-the-link and cubic-bbr-shallow (tests/conftest.py QEMU_CROSS_CHECK).
+            # cubic-fills-the-link and cubic-bbr-shallow (tests/vm/harness.py QEMU_CROSS_CHECK).
             if meta.get("engine", {"name": "qemu"})["name"] == "qemu":  # runs from before engines were QEMU
                 on_qemu += 1
                 assert cpu["ok"] and 0.02 < cpu["measured"] < 0.95, (path, cpu)

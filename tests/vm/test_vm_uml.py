@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,11 +15,11 @@ from cctest.emulation import umlkernel
 from cctest.emulation.uml import dmesg_problems
 from cctest.host.net import rootsysctl
 from cctest.model import dumbbell
-from conftest import require_uml_kernel
+from tests import REPO
+from tests.vm.harness import require_uml_kernel
 
 pytestmark = pytest.mark.vm
 
-REPO = Path(__file__).resolve().parent.parent
 SCENARIOS = REPO / "tests" / "vm" / "uml.yaml"
 
 

@@ -20,11 +20,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import require_uml_kernel
+from tests import REPO
+from tests.vm.harness import require_uml_kernel
 
 pytestmark = pytest.mark.vm
 
-REPO = Path(__file__).resolve().parent.parent
 SEED = 11
 EXPERIMENTS = {
     "defaults": {"link": {"rate_mbps": 20, "rtt_ms": 20, "buffer_bdp": 2}, "duration_s": 6, "seed": SEED,

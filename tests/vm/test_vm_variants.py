@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import dmesg_problems
-from test_vm_modules import find, meta_of, runs_of, wide_state
+from cctest.emulation.uml import dmesg_problems
+from tests.vm.test_vm_modules import find, meta_of, runs_of, wide_state
 
 pytestmark = pytest.mark.vm
 
