@@ -15,13 +15,13 @@ demo: setup-demo
 	@echo "report: reports/demo.html"
 
 # Unit tests, the Dockerfile built and run (podman), then the real stack in User-Mode Linux guests
-# with a cross-check in stock-kernel QEMU VMs (tests/conftest.py; CCTEST_ENGINE=qemu|uml chooses;
+# with a cross-check in stock-kernel QEMU VMs (tests/vm/harness.py; CCTEST_ENGINE=qemu|uml chooses;
 # CCTEST_REQUIRE_VM=1, CCTEST_REQUIRE_CONTAINER=1: no silent skips).
 test: setup
 	CCTEST_REQUIRE_VM=1 CCTEST_REQUIRE_CONTAINER=1 .venv/bin/pytest -v -rs
 
 # The inner loop: ruff and mypy, then the fast tests (no VM, no container; the test tooling as
-# `make test` installs it). tests/test_lint.py runs both in `make test` too.
+# `make test` installs it). tests/repo/test_lint.py runs both in `make test` too.
 check:
 	.venv/bin/ruff check cctest tests bench
 	.venv/bin/mypy

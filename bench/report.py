@@ -17,14 +17,14 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))  # tests.report_fixtures
 
 TARGET_S = 5.0
 TARGET_MB = 10.0
 
 
 def synthesize(parent: Path) -> Path:
-    from report_fixtures import FlowSpec, RunSpec, make_run
+    from tests.report_fixtures import FlowSpec, RunSpec, make_run
     flows = [FlowSpec("bbr_cws", 40) for _ in range(3)] + [FlowSpec("cubic", 40) for _ in range(3)]
     return make_run(parent, RunSpec(scenario="bench-3v3", flows=flows, rate_mbps=50, buffer_bdp=1,
                                     duration_s=150, ss_interval_ms=10, qdisc_interval_ms=10,

@@ -26,9 +26,9 @@ if [ "$profile" = all ]; then
   packages+=(
     # the report's browser tests and figure export; the workflow and example scripts' linters
     chromium chromium-driver shellcheck
-    # the container test (tests/test_container.py): podman with runc, and debootstrap for its base image
+    # the container test (tests/container/test_container.py): podman with runc, and debootstrap for its base image
     podman runc debootstrap
-    # the Slurm test (tests/test_slurm.py): a single-node cluster it starts itself
+    # the Slurm test (tests/cluster/test_slurm.py): a single-node cluster it starts itself
     slurm-wlm munge
   )
 fi

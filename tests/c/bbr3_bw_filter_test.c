@@ -1,4 +1,4 @@
-/* Drives modules/bbr3/bbr3_bw_filter.h outside the kernel (tests/test_bbr3_bw_filter.py).
+/* Drives modules/bbr3/bbr3_bw_filter.h outside the kernel (tests/c/test_bbr3_bw_filter.py).
  * Reads lines "u <bw>" (a rate sample), "a" (advance the window) and prints max_bw after each. */
 #include <stdio.h>
 #include "kshim.h"

@@ -1,4 +1,4 @@
-/* Drives modules/bbr3/bbr3_pacing.h outside the kernel (tests/test_bbr3_pacing.py). Reads lines
+/* Drives modules/bbr3/bbr3_pacing.h outside the kernel (tests/c/test_bbr3_pacing.py). Reads lines
  *   g <bw> <rate> <in_force> <full_bw_reached>    SetPacingRateWithGain on an ACK
  *   i <bw> <rate> <in_force> <full_bw_reached>    the restart from idle in ProbeBW
  * (rate: what bw x gain gives, in_force: the socket's rate) and prints the rate set after each. */

@@ -1,4 +1,4 @@
-/* Drives modules/bbr3/bbr3_send_history.h outside the kernel (tests/test_bbr3_send_history.py).
+/* Drives modules/bbr3/bbr3_send_history.h outside the kernel (tests/c/test_bbr3_send_history.py).
  * Reads lines
  *   r <delivered> <lost>                              reset the ring
  *   a <prior_in_flight> <delivered> <lost> <step>     one ACK (after the stack's update)

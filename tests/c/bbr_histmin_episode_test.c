@@ -1,4 +1,4 @@
-/* Drives modules/bbr1/bbr_histmin_episode.h outside the kernel (tests/test_bbr_histmin_episode.py),
+/* Drives modules/bbr1/bbr_histmin_episode.h outside the kernel (tests/c/test_bbr_histmin_episode.py),
  * with the calls bbr_histmin.c's hooks make. Reads lines
  *   x <sample_us>    the RTprop filter expired on a fresh, undelayed sample above RTprop
  *   b                ProbeRTT begins

@@ -1,4 +1,4 @@
-/* Drives modules/bbr1/bbr_modest_search.h outside the kernel (tests/test_bbr_modest_search.py).
+/* Drives modules/bbr1/bbr_modest_search.h outside the kernel (tests/c/test_bbr_modest_search.py).
  * Reads lines
  *   p <delivered> <snd_nxt>        ProbeBW begins
  *   t <target>                     BBR computed a cwnd target

@@ -1,5 +1,5 @@
 /* The kernel types and helpers the modules' pure headers use, so that they compile in userspace
- * (the tests/c/<name>_test.c harnesses, built by build_c_harness in tests/conftest.py). Include
+ * (the tests/c/<name>_test.c harnesses, built by build_c_harness in tests/c/build.py). Include
  * it before the header under test. Plain C: min() does not type-check its arguments as the
  * kernel's does. */
 #ifndef KSHIM_H

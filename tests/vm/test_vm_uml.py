@@ -1,0 +1,89 @@
+"""The UML engine for real: `cctest run --vm --engine uml` of bbr_cws against CUBIC, its tables
+(per-ACK cwnd/srtt and the module's state from tracefs), its meta.json and the guest's dmesg."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from cctest.emulation import umlkernel
+from cctest.emulation.uml import dmesg_problems
+from cctest.host.net import rootsysctl
+from cctest.model import dumbbell
+from tests import REPO
+from tests.vm.harness import require_uml_kernel
+
+pytestmark = pytest.mark.vm
+
+SCENARIOS = REPO / "tests" / "vm" / "uml.yaml"
+
+
+@pytest.fixture(scope="module")
+def uml_run():
+    require_uml_kernel()
+    out = REPO / "build" / "vm-tests-uml" / time.strftime("%Y%m%d-%H%M%S")
+    out.mkdir(parents=True)
+    result = subprocess.run([sys.executable, "-m", "cctest", "run", "uml-cws-vs-cubic", "-f", str(SCENARIOS),
+                             "--vm", "--engine", "uml", "--out", str(out)], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (run_dir,) = [p.parent for p in out.rglob("meta.json")]
+    return out, run_dir
+
+
+def test_the_run_went_through_uml_with_this_checkouts_kernel(uml_run):
+    _, run_dir = uml_run
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["status"] == "ok", meta["error"]
+    assert meta["engine"]["name"] == "uml" and meta["engine"]["time_travel"] == "inf-cpu"
+    assert meta["engine"]["kernel"]["inputs_sha256"] == umlkernel.inputs_sha256()
+    assert meta["vm"]["clock"] == "virtual" and meta["vm"]["vcpus"] == 1
+    assert [m["name"] for m in meta["modules"]] == ["bbr_cws", "cubic"]
+    assert not any("trace" in w for w in meta["warnings"]), meta["warnings"]
+
+
+def test_the_hosts_tcp_buffers_and_the_root_backlog_are_set_and_recorded(uml_run):
+    """cctest sets them itself (Mininet's start-up would have, unrecorded): the buffers read back
+    from a host's namespace, the backlog raised from the guest kernel's default."""
+    _, run_dir = uml_run
+    sysctls = json.loads((run_dir / "meta.json").read_text())["sysctls"]
+    for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"):
+        assert sysctls[key]["new"] == dumbbell.HOST_TCP_BUFFERS, sysctls
+    assert sysctls["net.core.netdev_max_backlog"] == {"old": "1000", "new": "5000", "scope": rootsysctl.SCOPE}
+
+
+def test_per_ack_cwnd_and_srtt_come_from_tracefs(uml_run):
+    _, run_dir = uml_run
+    assert (run_dir / "raw" / "tracefs.log").exists() and not (run_dir / "raw" / "bpftrace.log").exists()
+    probe = pd.read_parquet(run_dir / "tcp_probe.parquet")
+    assert set(probe["flow"]) == {0, 1}
+    for _, flow in probe.groupby("flow"):
+        assert len(flow) > 100  # 10 s at up to one event per 10 ms
+        assert flow["srtt_ms"].min() >= 20 * 0.95  # never below the path's RTT
+        assert (flow["snd_cwnd"] > 0).all()
+        assert (flow["t_s"].diff().dropna() >= 0.01 - 1e-6).all()  # thinned per socket
+
+
+def test_the_modules_state_comes_from_tracefs(uml_run):
+    _, run_dir = uml_run
+    state = pd.read_parquet(run_dir / "cc_state.parquet")
+    assert set(state["cc"]) == {"bbr_cws"} and set(state["flow"]) == {0}
+    modes = state[state["key"] == "mode"]["value"]
+    assert {0, 2} <= set(modes)  # STARTUP, then PROBE_BW
+    bw = state[state["key"] == "bw_bps"]["value"]
+    assert bw.max() <= 20e6 * 1.1  # BtlBw estimate no higher than the link (plus pacing noise)
+
+
+def test_the_link_is_filled_and_the_guest_kernel_log_is_clean(uml_run):
+    out, run_dir = uml_run
+    flows = pd.read_parquet(run_dir / "flows.parquet")
+    goodput = (flows["bytes_received"].astype(float) * 8 / flows["duration_s"]).sum()
+    assert goodput > 0.9 * 20e6 * 1448 / 1514
+    (dmesg,) = out.glob(".uml-dmesg-*.txt")
+    text = dmesg.read_text()
+    assert "Linux version" in text  # the whole log, from boot
+    assert dmesg_problems(text) == []
