@@ -11,7 +11,9 @@ import http.server
 import json
 import os
 import shutil
+import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -289,6 +291,38 @@ def test_an_interrupted_fetch_leaves_nothing_of_the_run(packed, tmp_path, monkey
     with pytest.raises(KeyboardInterrupt):
         fetching.fetch(packed / "manifest.json", dest, (), None, say=print)
     assert not dest.exists()
+
+
+def _sigterm() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)  # the handler interrupts the sleep
+
+
+def _ctrl_c() -> None:
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("interrupt", [_sigterm, _ctrl_c])
+def test_fetch_interrupted_mid_download_keeps_the_runs_fetched_and_nothing_of_the_one_cut(
+        packed, src, tmp_path, monkeypatch, interrupt):
+    real = fetching._download
+
+    def download(url, into, run):
+        if run.scenario == "demo":  # the second run, after cubic-bbr-shallow
+            into.write(b"half")
+            interrupt()
+        real(url, into, run)
+
+    monkeypatch.setattr(fetching, "_download", download)
+    handler = signal.getsignal(signal.SIGTERM)
+    dest = tmp_path / "fetched"
+    result = invoke("fetch", packed / "manifest.json", dest)
+    assert result.exit_code == 130, result.output
+    assert result.output.strip().splitlines()[-1] == ("interrupted: the runs fetched so far are kept, nothing of "
+                                                      "the run being fetched")
+    assert sorted(p.name for p in dest.iterdir()) == ["cubic-bbr-shallow"]  # no demo/, no hidden download
+    assert tree(dest) == {k: v for k, v in tree(src).items() if k.startswith("cubic-bbr-shallow")}
+    assert signal.getsignal(signal.SIGTERM) == handler
 
 
 def test_an_interrupted_archive_leaves_no_archive_half_written_and_no_manifest(src, tmp_path, monkeypatch):
