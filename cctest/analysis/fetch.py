@@ -5,9 +5,10 @@ A run is downloaded into a hidden folder beside its destination, its archive's s
 compared with the manifest's before it is opened, then every member's as it is unpacked; only
 when all match is the folder renamed into place. Any difference is bad input (exit 2) naming the
 run and what differs, and nothing of the run is left: no archive, no folder (those made for it
-removed too). A download that fails (no connection, an HTTP error) is a failure (exit 1), with the
-same cleanup. A run already in DEST is checked file by file against the manifest and skipped; one
-that differs is refused before anything is downloaded, and left as it is.
+removed too). A download that fails (no connection, an HTTP error) is a failure (exit 1), and an
+interrupt ends the command; both clean up the same way. A run already in DEST is checked file by
+file against the manifest and skipped; one that differs is refused before anything is downloaded,
+and left as it is.
 
 Nothing is downloaded but what `cctest fetch` is asked for: file://, http:// and https:// URLs,
 through urllib (its proxies from the environment, redirects followed as a release's download
