@@ -7,9 +7,11 @@ commands that need them, so `cctest --help` and shell completion start in a frac
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -626,6 +628,65 @@ def record(src: Path, dest: Path, skip_s: float) -> None:
     planned = records.plan(src, dest, skip_s)  # every run measured before the first record is written
     size = records.write(planned)
     click.echo(f"wrote {len(planned)} record(s) into {dest} ({size / 1e3:.0f} kB)")
+
+
+@contextlib.contextmanager
+def interruptible(kept: str) -> Iterator[None]:
+    """Ctrl-C or SIGTERM: what is being written is removed as it unwinds, then one line saying
+    what is `kept`, and exit 130."""
+    import signal
+
+    def as_interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, as_interrupt)
+    try:
+        yield
+    except KeyboardInterrupt:
+        click.echo(f"interrupted: {kept}", err=True)
+        sys.exit(errors.INTERRUPTED)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@main.command("archive")
+@click.argument("src", type=click.Path(path_type=Path))
+@click.argument("dest", type=click.Path(path_type=Path))
+@click.option("--base-url", metavar="URL", help="where the archives will be published (https://..., file:///...), "
+              "recorded in the manifest; without it `fetch` looks beside the manifest")
+def archive(src: Path, dest: Path, base_url: str | None) -> None:
+    """Pack every run directory under SRC into DEST, one archive each (the same bytes each time a run
+    is packed), and write DEST/manifest.json: per run its scenario, run id, archive, size and sha256,
+    and every file's sha256. Publish the archives at the base URL; `cctest fetch` downloads and
+    checks them."""
+    from ..analysis import archive as packing
+    from ..analysis.fetch import shown_size
+    from ..model.archive import MANIFEST_FILE
+
+    planned = packing.plan(src, dest, base_url)  # every run read and every output checked first
+    with interruptible("the archives written are whole; no manifest was written"):
+        manifest = packing.write(planned, dest, base_url)
+    size = sum(run.size for run in manifest.runs)
+    click.echo(f"archived {len(manifest.runs)} run(s) into {dest} ({shown_size(size)}); their manifest: "
+               f"{dest / MANIFEST_FILE}")
+
+
+@main.command("fetch")
+@click.argument("manifest", type=click.Path(path_type=Path))
+@click.argument("dest", type=click.Path(path_type=Path))
+@click.option("--only", multiple=True, metavar="SCENARIO|RUN_ID",
+              help="only the runs of this scenario, run id or scenario/run_id (repeatable)")
+@click.option("--base-url", metavar="URL", help="download from here instead of the manifest's base URL (a mirror)")
+def fetch(manifest: Path, dest: Path, only: tuple[str, ...], base_url: str | None) -> None:
+    """Download the runs MANIFEST lists (`cctest archive` wrote it), check each archive's sha256 and
+    every file's against it, and unpack each run into DEST/<scenario>/<run_id>/, whole or not at
+    all. A run already there with every file as listed is skipped; a difference is refused (exit 2)."""
+    from ..analysis import fetch as fetching
+
+    with interruptible("the runs fetched so far are kept, nothing of the run being fetched"):
+        done = fetching.fetch(manifest, dest, only, base_url, say=click.echo)
+    click.echo(f"fetched {done.fetched} run(s) into {dest} ({fetching.shown_size(done.bytes)}); {done.present} "
+               "already there")
 
 
 main.add_command(report_command)
