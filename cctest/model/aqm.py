@@ -7,7 +7,7 @@ statistics the kernel reports for it (its ECN marks and its drops at the hard li
 values `link.aqm` accepts), the doctor's probes and the queue-holding qdisc kinds are derived from
 `REGISTRY`.
 
-Adding an AQM (cake, say) is one class here plus its tests (tests/test_bottleneck.py, and a
+Adding an AQM (cake, say) is one class here plus its tests (tests/unit/test_bottleneck.py, and a
 `tests/vm/scenarios.yaml` point for the VM test that runs it): `cctest/model/bottleneck.py` puts any
 AQM behind the same shaper, and `experiments.yaml`, the doctor and the qdisc capture read this list.
 """

@@ -2,7 +2,7 @@
 
 REGISTRY drives everything that depends on which captures exist: the runner starts each in its
 phase (run/runner.py), ingest parses each (analysis/ingest.py), the report loads their tables (analysis/load.py),
-and docs/run-directory.md is checked against it (tests/test_captures.py).
+and docs/run-directory.md is checked against it (tests/unit/test_captures.py).
 
 Adding a capture touches two source files: its class (a Capture in its own module: raw files,
 start, parse, tables with their columns) and its line in REGISTRY; then its tables and raw files

@@ -24,8 +24,9 @@ from cctest.analysis import fetch as fetching
 from cctest.base.errors import BAD_INPUT, FAILED
 from cctest.cli.main import main
 from cctest.model import archive
+from tests import REPO
 
-RUNS = Path(__file__).parent / "fixtures" / "runs"
+RUNS = REPO / "tests" / "fixtures" / "runs"
 FIXTURES = {  # scenario/run_id: the fixture run directory
     "demo/20261122-232527-base-r0": RUNS / "demo-cubic-bbr-20261122-232527-base-r0",
     "cubic-bbr-shallow/20261121-231855-base-r0": RUNS / "cubic-bbr-shallow-20261121-231855-base-r0",
