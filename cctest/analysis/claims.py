@@ -70,6 +70,8 @@ from .stats import jain_index, mean_ci95
 if TYPE_CHECKING:  # imported where used: experiments.yaml's claims are parsed without pandas
     import pandas as pd
 
+    from ..model.measured import RunMetrics
+
 # Why a claim fails, exactly one of: our code does not do what the specification says; the
 # specification's reading of the paper; a setting the paper leaves unstated and we chose; the paper
 # itself (only after its faithful readings and the calibrated baseline ran at its scale). A
@@ -314,11 +316,10 @@ class RunSeries:
     windows: Any = None  # compact.SteadyWindows: per-flow window means from each whole second
 
     @classmethod
-    def of(cls, result: dict) -> RunSeries:
+    def of(cls, result: RunMetrics) -> RunSeries:
         import pandas as pd
 
-        series = result.get("series", {})
-        return cls(series.get("binned", pd.DataFrame()), list(result.get("flows") or []), series.get("windows"))
+        return cls(result.series.get("binned", pd.DataFrame()), list(result.flows), result.windows)
 
 
 def window_means(series: RunSeries | None, t0: float) -> pd.Series | None:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..base.jsonsafe import json_safe
+from ..model.measured import RunMetrics
 from ..model.metric_table import COMPARED, RUN_METRICS
 from ..model.record import LINK_SETTINGS
 from . import stats
@@ -95,13 +96,13 @@ def failing_checks(checks: dict | None) -> str:
     return ", ".join(dict.fromkeys(parts))
 
 
-def summarize(runs: list[Run], results: list[dict]) -> Summary:
+def summarize(runs: list[Run], results: list[RunMetrics]) -> Summary:
     run_rows, flow_rows, group_rows = [], [], []
     for run, res in zip(runs, results, strict=True):
         ident = identity(run)
         row = dict(ident)
-        row.update(res["run"])
-        fl = res["flows"]
+        row.update(res.run.as_dict())
+        fl = res.flows
         run_rows.append(row)
         for f in fl:
             r = {k: ident[k] for k in ("run_id", "scenario", "repetition", "group", "group_label",
@@ -109,10 +110,10 @@ def summarize(runs: list[Run], results: list[dict]) -> Summary:
             r.update({k: f.get(k) for k in ["flow", "cc", "rtt_ms", "t_start", "t_end", "active_s"]
                       + FLOW_METRICS})
             flow_rows.append(r)
-        for g in res["groups"]:
+        for g in res.groups:
             r = {k: ident[k] for k in ("run_id", "scenario", "repetition", "group", "group_label",
                                        "algos", *LINK_SETTINGS)}
-            r.update(g)
+            r.update(g.as_dict())
             group_rows.append(r)
     runs_df = pd.DataFrame(run_rows)
     flows_df = pd.DataFrame(flow_rows)

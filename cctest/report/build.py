@@ -25,6 +25,7 @@ from ..analysis.summary import (
     unmatched_groups,
 )
 from ..base import atomic, jsonsafe
+from ..model.measured import RunMetrics
 from ..model.metric_table import COMPARED
 from ..model.record import LINK_SETTINGS
 from .claims_view import claims_section
@@ -103,7 +104,7 @@ def page_colors(runs: list[Run]) -> CCColors:
     return CCColors(cc for run in runs for cc in flow_ccs(run.meta))
 
 
-def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, index: int = 0,
+def _run_section(page: Page, run: Run, res: RunMetrics, opts: Options, open_: bool, index: int = 0,
                  colors: CCColors | None = None) -> None:
     """One run's folding section: its head line, facts, provenance, notes, health, metrics and figures."""
     side = f"[{esc(run.side)}] " if run.side else ""
@@ -117,15 +118,15 @@ def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, in
     page.add("<div class='grid'>" + "".join(page.fig_html(f) for f in figs) + "</div></details>")
 
 
-def _run_head(run: Run, res: dict) -> str:
+def _run_head(run: Run, res: RunMetrics) -> str:
     """The section's summary line: run, scenario, matrix point, repetition, health, Jain and utilisation."""
-    meta, r = run.meta, res["run"]
+    meta, r = run.meta, res.run
     matrix = ", ".join(f"{k}={v}" for k, v in (meta.get("matrix") or {}).items())
     return (f"{esc(run.run_id)} — {esc(meta.get('scenario', '?'))}"
             f"{' [' + esc(matrix) + ']' if matrix else ''} rep {esc(meta.get('repetition', '?'))} "
             f"{_verdict_badge(run.checks)}{' ' + WALL_BADGE if is_wall_clock(meta) else ''} "
-            f"<span class='kv'>J={fmt(r.get('jain'))}, "
-            f"util={fmt(100 * r.get('utilisation', float('nan')), 1)} %</span>")
+            f"<span class='kv'>J={fmt(r.jain)}, "
+            f"util={fmt(100 * r.utilisation, 1)} %</span>")
 
 
 def _run_facts(run: Run) -> str:
@@ -140,9 +141,9 @@ def _run_facts(run: Run) -> str:
             f"<b>{fmt(meta.get('duration_s'))} s</b> · started {esc(meta.get('start_time'))}</p>")
 
 
-def _run_notes_html(run: Run, res: dict) -> str:
+def _run_notes_html(run: Run, res: RunMetrics) -> str:
     notes = list(run.notes)
-    if "qdisc" in run.tables and "queue" not in res["series"]:
+    if "qdisc" in run.tables and "queue" not in res.series:
         notes.append(NO_BOTTLENECK_NOTE)
     return "<ul class='notes'>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>" if notes else ""
 
@@ -157,11 +158,11 @@ def _health_html(run: Run) -> str:
             + table(ch, left={"name", "detail"}, cls_rows=["" if ok else "reg" for ok in ch["ok"]]))
 
 
-def _metrics_html(res: dict, opts: Options) -> str:
-    r = res["run"]
-    rm = pd.DataFrame([{"metric": m.label, "value": r.get(m.column), "unit": m.unit} for m in COMPARED])
+def _metrics_html(res: RunMetrics, opts: Options) -> str:
+    r = res.run
+    rm = pd.DataFrame([{"metric": m.label, "value": getattr(r, m.column), "unit": m.unit} for m in COMPARED])
     return ("<h3>Run metrics</h3>"
-            f"<p class='note'>Steady-state window {fmt(r.get('steady_t0_s'))}–{fmt(r.get('steady_t1_s'))} s "
+            f"<p class='note'>Steady-state window {fmt(r.steady_t0_s)}–{fmt(r.steady_t1_s)} s "
             f"(skip {opts.skip_s:g} s, until the first flow ends).</p>" + table(rm, left={"metric", "unit"}))
 
 
@@ -173,11 +174,11 @@ FLOW_HEADERS = {"rtt_ms": "RTT ms", "bytes": "bytes (receiver)", "mean_mbps": "m
                 "min_rtt_ms": "min RTT ms", "mean_qdelay_ms": "srtt − min RTT ms"}
 
 
-def _flow_tables(res: dict) -> str:
+def _flow_tables(res: RunMetrics) -> str:
     """Per flow two tables, so that each fits a 1280 px window: what each flow got, then its window
     and delays; per cc group, when there are several."""
     out = []
-    fl = pd.DataFrame(res["flows"])
+    fl = pd.DataFrame(res.flows)
     if not fl.empty:
         out.append("<h3>Per flow</h3>")
         out.append(table(fl.reindex(columns=["flow", "cc", "rtt_ms", "bytes", "mean_mbps", "steady_mbps", "share",
@@ -185,9 +186,9 @@ def _flow_tables(res: dict) -> str:
                                              "avg_mbps_1s"]), left={"cc"}, headers=FLOW_HEADERS))
         out.append(table(fl.reindex(columns=["flow", "cc", "t_start", "t_end", "mean_cwnd_pkts", "mean_srtt_ms",
                                              "min_rtt_ms", "mean_qdelay_ms"]), left={"cc"}, headers=FLOW_HEADERS))
-    if res["groups"] and len(res["groups"]) > 1:
+    if len(res.groups) > 1:
         out.append("<h3>Per CC group</h3>")
-        out.append(table(pd.DataFrame(res["groups"]), left={"cc"}))
+        out.append(table(pd.DataFrame([g.as_dict() for g in res.groups]), left={"cc"}))
     return "".join(out)
 
 
@@ -267,7 +268,7 @@ def _runs_table(page: Page, s: Summary) -> None:
 class _Analysis:
     """Everything the page shows: the runs, their metrics, the summary and the judgements."""
     runs: list[Run]
-    results: list[dict]
+    results: list[RunMetrics]
     summary: Summary
     cmp: pd.DataFrame | None
     verdicts: list[Verdict]
@@ -411,7 +412,7 @@ def _overview_section(page: Page, summary: Summary, runs: list[Run]) -> None:
         page.add("</details>")
 
 
-def _per_run_sections(page: Page, runs: list[Run], results: list[dict], opts: Options) -> None:
+def _per_run_sections(page: Page, runs: list[Run], results: list[RunMetrics], opts: Options) -> None:
     page.h2("Per run", "runs")
     # Many runs: fewer display points per trace so the page stays small (metrics are unaffected).
     per_run = opts

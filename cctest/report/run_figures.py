@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..analysis import derived, metrics
 from ..analysis.defaults import DEFAULT_BIN_MS, DEFAULT_JAIN_WINDOW_S, DEFAULT_MAX_POINTS
+from ..model.measured import RunMetrics
 from .colors import CCColors, flow_ccs
 from .figure import DFig, Fig, decimate, layout, lines
 from .state_figure import cc_state_figure
@@ -41,7 +42,7 @@ def flow_colors(meta: dict, colors: CCColors) -> dict[int, str]:
     return out
 
 
-def run_figures(run, res: dict, *, max_points: int = DEFAULT_MAX_POINTS,
+def run_figures(run, res: RunMetrics, *, max_points: int = DEFAULT_MAX_POINTS,
                 jain_window_s: float = DEFAULT_JAIN_WINDOW_S, colors: CCColors | None = None) -> list[Fig]:
     """The figures of one run, in page order; each step returns its figures (none when its data
     is missing). `colors`: the page's cc colours (default: this run's own). Every time axis spans the
@@ -72,17 +73,17 @@ def schedule_range(meta: dict) -> tuple[float, float] | None:
 class _RunView:
     """What the figure steps share: the run, its metrics, flow names, the bin and steady window."""
 
-    def __init__(self, run, res: dict, max_points: int, jain_window_s: float, colors: CCColors):
+    def __init__(self, run, res: RunMetrics, max_points: int, jain_window_s: float, colors: CCColors):
         self.run, self.res, self.meta = run, res, run.meta
         self.colors = colors
         self.flow_colors = flow_colors(self.meta, colors)
         self.time_range = schedule_range(self.meta)
         self.link = self.meta.get("link") or {}
         self.names = flow_names(self.meta)
-        self.s, self.r = res["series"], res["run"]
+        self.s, self.r = res.series, res.run
         self.max_points, self.jain_window_s = max_points, jain_window_s
-        self.bin_s = float(self.r.get("bin_s") or DEFAULT_BIN_MS / 1000)
-        self.t0, self.t1 = self.r.get("steady_t0_s"), self.r.get("steady_t1_s")
+        self.bin_s = float(self.r.bin_s or DEFAULT_BIN_MS / 1000)
+        self.t0, self.t1 = self.r.steady_t0_s, self.r.steady_t1_s
 
     def name(self, fl) -> str:
         return self.names.get(fl, f"flow {fl}")
@@ -134,7 +135,7 @@ def _throughput_fig(v: _RunView) -> list[Fig]:
     fig = DFig(lines(tr, v.max_points))
     v.link_rate_line(fig)
     v.steady_band(fig)
-    source = v.r.get("throughput_source", "")
+    source = v.r.throughput_source
     per_flow = ("what each receiver got in order (growth of the sender's bytes_acked, ss); right after "
                 "a loss a flow's bin can exceed its share: the retransmission releases what the receiver "
                 "held" if source == "ss bytes_acked" else
@@ -154,11 +155,11 @@ def _jain_fig(v: _RunView) -> list[Fig]:
         return []
     fig = DFig(lines([dict(x=js["t_s"].to_numpy(), y=js["jain"].to_numpy(),
                            name=f"Jain ({v.jain_window_s:g} s window)", color="#333")], v.max_points))
-    fig.add_hline(y=r["jain"], line=dict(color="#666", dash="dash", width=1),
-                  annotation_text=f"whole run {r['jain']:.3f}", annotation_position="bottom left")
-    if pd.notna(r.get("jain_steady")):
-        fig.add_hline(y=r["jain_steady"], line=dict(color="#222", dash="dot", width=1),
-                      annotation_text=f"steady {r['jain_steady']:.3f}", annotation_position="bottom right")
+    fig.add_hline(y=r.jain, line=dict(color="#666", dash="dash", width=1),
+                  annotation_text=f"whole run {r.jain:.3f}", annotation_position="bottom left")
+    if pd.notna(r.jain_steady):
+        fig.add_hline(y=r.jain_steady, line=dict(color="#222", dash="dot", width=1),
+                      annotation_text=f"steady {r.jain_steady:.3f}", annotation_position="bottom right")
     v.steady_band(fig)
     fig.update_yaxes(range=[0, 1.02])
     v.outage_bands(fig)
@@ -179,7 +180,7 @@ def _group_share_fig(v: _RunView) -> list[Fig]:
                            line=dict(width=0.5, color=v.colors.of(cc)), fillcolor=v.colors.of(cc)))
     v.steady_band(fig)
     fig.update_yaxes(range=[0, 100])
-    shares = ", ".join(f"{g['cc']} {100 * g['share']:.1f} %" for g in v.res["groups"])
+    shares = ", ".join(f"{g.cc} {100 * g.share:.1f} %" for g in v.res.groups)
     v.outage_bands(fig)
     return [Fig("Throughput share per congestion control", layout(fig, "% of delivered bytes"),
                 f"{metrics.SHARE_BIN_S:g} s intervals. Whole run: {shares}.", "group_share")]
@@ -204,9 +205,9 @@ def _retrans_drops_fig(v: _RunView) -> list[Fig]:
     layout(fig, height=400, xtitle="")
     fig.update_xaxes(title_text="time (s)", row=2, col=1)
     return [Fig("Retransmissions and bottleneck drops", fig,
-                f"Total: {r.get('retransmits', float('nan')):.0f} retransmitted segments "
-                f"(iperf3), {r.get('bottleneck_drops', float('nan')):.0f} bottleneck drops (whole recording, "
-                f"as in checks.json), loss rate {100 * r.get('bottleneck_loss_rate', float('nan')):.3f} %.",
+                f"Total: {r.retransmits:.0f} retransmitted segments "
+                f"(iperf3), {r.bottleneck_drops:.0f} bottleneck drops (whole recording, "
+                f"as in checks.json), loss rate {100 * r.bottleneck_loss_rate:.3f} %.",
                 "retrans")]
 
 
@@ -223,7 +224,7 @@ def _utilisation_fig(v: _RunView) -> list[Fig]:
     return [Fig("Link utilisation", layout(fig, "% of link rate"),
                 f"{v.bin_s * 1000:g} ms bins of the bytes (frames) the bottleneck sent ÷ the link's rate. "
                 f"Whole run, payload delivered while a flow was active ÷ the payload the link carries "
-                f"(as the goodput health check): {100 * v.r.get('utilisation', float('nan')):.1f} %. From"
+                f"(as the goodput health check): {100 * v.r.utilisation:.1f} %. From"
                 + _bottleneck_sampling(v),
                 "utilisation")]
 
@@ -305,8 +306,8 @@ def _queue_fig(v: _RunView) -> list[Fig]:
     fig.update_yaxes(rangemode="tozero")
     v.outage_bands(fig)
     return [Fig("Bottleneck queue occupancy", layout(fig, "× BDP"),
-                f"BDP = {v.link.get('bdp_bytes')} bytes; mean {r.get('mean_queue_bdp', float('nan')):.2f}, "
-                f"max {r.get('max_queue_bdp', float('nan')):.2f} BDP."
+                f"BDP = {v.link.get('bdp_bytes')} bytes; mean {r.mean_queue_bdp:.2f}, "
+                f"max {r.max_queue_bdp:.2f} BDP."
                 + _sampling_note(q["t_s"].to_numpy(), _qdisc_interval_s(v)), "queue")]
 
 
