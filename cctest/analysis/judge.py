@@ -9,10 +9,11 @@ from pathlib import Path
 
 from ..model.measured import RunMetrics
 from . import metrics
-from .claims import RunSeries, Verdict, expectations_of_experiments, judge_all
+from .claims import Verdict, expectations_of_experiments, judge_all
 from .defaults import DEFAULT_JAIN_WINDOW_S, DEFAULT_SKIP_S
 from .load import ReportInputError, Run, find_run_dirs, shown
 from .run_claims import expectations_of_runs
+from .run_point import points_of
 from .summary import Summary, summarize
 
 
@@ -91,15 +92,15 @@ class Claims:
         return [e for e in claims if self.every_scenario or e.scenario in ran], []
 
 
-def judge_claims(runs: list[Run], summary: Summary, results: list[RunMetrics] | None = None,
-                 expectations: list | None = None, claims: Claims | None = None) -> tuple[list[Verdict], list[str]]:
+def judge_claims(runs: list[Run], results: list[RunMetrics], expectations: list | None = None,
+                 claims: Claims | None = None) -> tuple[list[Verdict], list[str]]:
     """The claims (`claims`, default: the recorded ones; or the given expectations), judged on the
-    runs' metrics; `results` (run_metrics of each run) lets a claim re-measure its steady window."""
+    runs' metrics (`results`: run_metrics of each run, whose series let a claim re-measure its
+    steady window)."""
     notes: list[str] = []
     if expectations is None:
         expectations, notes = (claims or Claims(None)).expectations(runs)
-    series = {run.run_id: RunSeries.of(res) for run, res in zip(runs, results or [], strict=False)}
-    return judge_all(expectations, summary.runs, summary.groups, series), notes
+    return judge_all(expectations, points_of(runs, results)), notes
 
 
 

@@ -15,8 +15,8 @@ def of_run(run: Run, skip_s: float) -> CompactRecord:
     with the default bin and the steady state from `skip_s`."""
     from ..base.jsonsafe import json_safe
     from . import metrics
-    from .claims import RunSeries, window_means
     from .provenance import scenario_yaml
+    from .run_point import RunSeries, window_means
 
     result = metrics.run_metrics(run.meta, run.tables, skip_s=skip_s)
     series = RunSeries.of(result)

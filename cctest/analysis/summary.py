@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -79,8 +80,13 @@ def identity(run: Run) -> dict:
     out["tags"] = ", ".join(scenario_tags(run))
     out["rtt_ratio"] = max(rtts) / min(rtts) if rtts and min(rtts) > 0 else np.nan
     for k, v in (meta.get("matrix") or {}).items():
-        out[f"matrix.{k}"] = v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)
+        out[f"matrix.{k}"] = matrix_value(v)
     return out
+
+
+def matrix_value(value: Any) -> Any:
+    """A matrix point's value as a table cell holds it: a scalar as is, anything else as JSON."""
+    return value if isinstance(value, (int, float, str, bool)) or value is None else json.dumps(value)
 
 
 def failing_checks(checks: dict | None) -> str:

@@ -202,7 +202,7 @@ def check_command(paths, output, skip_s, markdown, readme, no_fail, as_json, exp
     else:
         loaded = load_runs(paths, skipped)
     runs, res, summary = analyse(loaded, Measure(skip_s=skip_s), skipped)
-    verdicts, notes = judge_claims(runs, summary, res, expectations, claims)
+    verdicts, notes = judge_claims(runs, res, expectations, claims)
     notes = skipped + notes
     if verdicts:  # first, once judged: an error stays one line
         click.echo(printable(claims.describe()), err=as_json)

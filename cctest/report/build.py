@@ -332,7 +332,7 @@ def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skip
     judged on the candidate (it must bear them out)."""
     if not compare_paths:
         runs, results, summary = analyse(load_runs(paths, skipped), opts, skipped)
-        verdicts, notes = judge_claims(runs, summary, results, claims=claims)
+        verdicts, notes = judge_claims(runs, results, claims=claims)
         return _Analysis(runs, results, summary, None, verdicts, notes)
     base_runs, cand_runs = load_runs([compare_paths[0]], skipped), load_runs([compare_paths[1]], skipped)
     base_runs, base_res, base_s = analyse(base_runs, opts, skipped)
@@ -342,7 +342,7 @@ def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skip
     for r in cand_runs:
         r.side = "candidate"
     runs, results = base_runs + cand_runs, base_res + cand_res
-    verdicts, notes = judge_claims(cand_runs, cand_s, cand_res, claims=claims)
+    verdicts, notes = judge_claims(cand_runs, cand_res, claims=claims)
     return _Analysis(runs, results, summarize(runs, results), compare(base_s, cand_s, threshold_pct),
                      verdicts, notes, (base_s, cand_s))
 
