@@ -87,7 +87,7 @@ class Claims:
             return expectations_of_runs(runs)
         from ..model.scenario import load_experiments
 
-        ran = {run.meta.get("scenario") for run in runs}
+        ran = {run.record.scenario for run in runs}
         claims = expectations_of_experiments(load_experiments(self.file))
         return [e for e in claims if self.every_scenario or e.scenario in ran], []
 

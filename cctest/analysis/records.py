@@ -38,7 +38,7 @@ def of_run(run: Run, skip_s: float) -> CompactRecord:
 def _goodput(run: Run) -> float | None:
     from .metrics import goodput_mbps
 
-    if len(run.meta.get("flows") or []) != 1:
+    if len(run.record.flows or []) != 1:
         return None
     value = goodput_mbps(run)
     return value if math.isfinite(value) else None

@@ -79,11 +79,10 @@ def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
     matrices: dict[str, dict[str, list]] = {}  # scenario -> matrix key -> the values its runs record
     problems: list[str] = []
     for run in runs:
-        name = run.meta.get("scenario")
-        if not isinstance(name, str):
+        name = run.record.scenario
+        if name is None:
             continue
-        point = run.meta.get("matrix") if isinstance(run.meta.get("matrix"), dict) else {}
-        for key, value in point.items():
+        for key, value in (run.record.matrix or {}).items():
             matrices.setdefault(name, {}).setdefault(key, []).append(value)
         if name in files:
             continue

@@ -61,11 +61,11 @@ class RunPoint:
         record = run.record
         side = run.side
         return cls(run.run_id, record.scenario, tuple(scenario_tags(run)),
-                   (f"{side} | " if side else "") + group_key(run.meta),
-                   (f"[{side}] " if side else "") + group_label(run.meta),
+                   (f"{side} | " if side else "") + group_key(record),
+                   (f"[{side}] " if side else "") + group_label(record),
                    {k: matrix_value(v) for k, v in (record.matrix or {}).items()}, record.repetition,
-                   (run.checks or {}).get("verdict"), failing_checks(run.checks), module_builds(run.meta),
-                   engine_build(run.meta), result.run, {g.cc: g for g in result.groups},
+                   (run.checks or {}).get("verdict"), failing_checks(run.checks), module_builds(record),
+                   engine_build(record), result.run, {g.cc: g for g in result.groups},
                    RunSeries.of(result) if with_series else None)
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 from ..base.jsonsafe import json_safe
 from ..model.measured import RunMetrics
 from ..model.metric_table import COMPARED, RUN_METRICS
-from ..model.record import LINK_SETTINGS
+from ..model.record import LINK_SETTINGS, Link, RunRecord
 from . import stats
 from .load import Run, shown
 from .provenance import provenance, scenario_tags
@@ -24,9 +24,9 @@ FLOW_METRICS = ["bytes", "bytes_sent", "bytes_received", "bytes_intervals", "mea
                 "avg_mbps_1s", "mean_cwnd_pkts", "mean_srtt_ms", "min_rtt_ms", "mean_qdelay_ms"]
 
 
-def algo_label(meta: dict) -> str:
+def algo_label(record: RunRecord) -> str:
     """The algorithm mix of a run: 'bbr vs cubic', '3 bbr_cws vs 3 cubic', 'bbr'."""
-    ccs = [f.get("cc") for f in meta.get("flows") or [] if isinstance(f, dict)]
+    ccs = [f.cc for f in record.flows or []]
     order = list(dict.fromkeys(ccs))
     parts = []
     for cc in order:
@@ -35,15 +35,14 @@ def algo_label(meta: dict) -> str:
     return " vs ".join(parts) if parts else "?"
 
 
-def group_key(meta: dict) -> str:
+def group_key(record: RunRecord) -> str:
     """Runs identical except `repetition` share this key."""
-    return f"{meta.get('scenario', '?')} {json.dumps(meta.get('matrix') or {}, sort_keys=True)}"
+    return f"{record.given('scenario', '?')} {json.dumps(record.matrix or {}, sort_keys=True)}"
 
 
-def group_label(meta: dict) -> str:
-    m = meta.get("matrix") or {}
-    inner = ", ".join(f"{k}={v}" for k, v in m.items())
-    return f"{meta.get('scenario', '?')}" + (f" [{inner}]" if inner else "")
+def group_label(record: RunRecord) -> str:
+    inner = ", ".join(f"{k}={v}" for k, v in (record.matrix or {}).items())
+    return f"{record.given('scenario', '?')}" + (f" [{inner}]" if inner else "")
 
 
 @dataclass
@@ -60,26 +59,25 @@ class Summary:
 FLOW_ROW_LINK = tuple(key for key in LINK_SETTINGS if key != "rtt_ms")
 
 
-def identity(run: Run) -> dict:
-    meta = run.meta
-    link = meta.get("link") or {}
-    flows = [f for f in meta.get("flows") or [] if isinstance(f, dict)]
-    rtts = [float(f["rtt_ms"]) for f in flows if isinstance(f.get("rtt_ms"), (int, float))]
+def identity(run: Run) -> dict[str, Any]:
+    record = run.record
+    link = record.link or Link()
+    rtts = [float(f.rtt_ms) for f in record.flows or [] if f.rtt_ms is not None]
     out = {
-        "run_id": run.run_id, "scenario": meta.get("scenario"), "repetition": meta.get("repetition"),
-        "group": (f"{run.side} | " if run.side else "") + group_key(meta),
-        "group_label": (f"[{run.side}] " if run.side else "") + group_label(meta), "algos": algo_label(meta),
-        "status": meta.get("status"), "verdict": (run.checks or {}).get("verdict"),
+        "run_id": run.run_id, "scenario": record.scenario, "repetition": record.repetition,
+        "group": (f"{run.side} | " if run.side else "") + group_key(record),
+        "group_label": (f"[{run.side}] " if run.side else "") + group_label(record), "algos": algo_label(record),
+        "status": record.status, "verdict": (run.checks or {}).get("verdict"),
         "health_failed": failing_checks(run.checks),
-        **{key: link.get(key) for key in LINK_SETTINGS},
+        **{key: getattr(link, key) for key in LINK_SETTINGS},
         "flow_rtt_min_ms": min(rtts) if rtts else np.nan,
         "flow_rtt_max_ms": max(rtts) if rtts else np.nan,
         "path": shown(run.path),
     }
-    out.update(provenance(meta))
+    out.update(provenance(record))
     out["tags"] = ", ".join(scenario_tags(run))
     out["rtt_ratio"] = max(rtts) / min(rtts) if rtts and min(rtts) > 0 else np.nan
-    for k, v in (meta.get("matrix") or {}).items():
+    for k, v in (record.matrix or {}).items():
         out[f"matrix.{k}"] = matrix_value(v)
     return out
 

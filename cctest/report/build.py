@@ -27,7 +27,7 @@ from ..analysis.summary import (
 from ..base import atomic, jsonsafe
 from ..model.measured import RunMetrics
 from ..model.metric_table import COMPARED
-from ..model.record import LINK_SETTINGS
+from ..model.record import LINK_SETTINGS, Link
 from .claims_view import claims_section
 from .colors import CCColors, flow_ccs
 from .html import Page, esc, fmt, fmt_ci, table
@@ -90,9 +90,9 @@ WALL_BADGE = ("<span class='badge wall' title='a VM on the host&#39;s clock: sof
 
 def _provenance_html(run: Run) -> str:
     """Where this run's numbers came from: clock, code, seed, bottleneck, and its scenario as run."""
-    meta = run.meta
-    out = (f"<p class='kv'>clock <b>{esc(clock_text(meta))}</b> · code <b>{esc(code_text(meta))}</b> · seed "
-           f"<b>{esc(meta.get('seed'))}</b> · bottleneck <b>{esc(bottleneck_text(meta))}</b></p>")
+    record = run.record
+    out = (f"<p class='kv'>clock <b>{esc(clock_text(record))}</b> · code <b>{esc(code_text(record))}</b> · seed "
+           f"<b>{esc(record.seed)}</b> · bottleneck <b>{esc(bottleneck_text(record))}</b></p>")
     text = scenario_yaml(run)
     if text is not None:
         out += (f"<details class='yaml'><summary>scenario.yaml (as run)</summary><pre>{esc(text)}</pre></details>")
@@ -101,7 +101,7 @@ def _provenance_html(run: Run) -> str:
 
 def page_colors(runs: list[Run]) -> CCColors:
     """One colour per congestion control for the whole page, in the order the runs name them."""
-    return CCColors(cc for run in runs for cc in flow_ccs(run.meta))
+    return CCColors(cc for run in runs for cc in flow_ccs(run.record))
 
 
 def _run_section(page: Page, run: Run, res: RunMetrics, opts: Options, open_: bool, index: int = 0,
@@ -120,25 +120,26 @@ def _run_section(page: Page, run: Run, res: RunMetrics, opts: Options, open_: bo
 
 def _run_head(run: Run, res: RunMetrics) -> str:
     """The section's summary line: run, scenario, matrix point, repetition, health, Jain and utilisation."""
-    meta, r = run.meta, res.run
-    matrix = ", ".join(f"{k}={v}" for k, v in (meta.get("matrix") or {}).items())
-    return (f"{esc(run.run_id)} — {esc(meta.get('scenario', '?'))}"
-            f"{' [' + esc(matrix) + ']' if matrix else ''} rep {esc(meta.get('repetition', '?'))} "
-            f"{_verdict_badge(run.checks)}{' ' + WALL_BADGE if is_wall_clock(meta) else ''} "
+    record, r = run.record, res.run
+    matrix = ", ".join(f"{k}={v}" for k, v in (record.matrix or {}).items())
+    return (f"{esc(run.run_id)} — {esc(record.given('scenario', '?'))}"
+            f"{' [' + esc(matrix) + ']' if matrix else ''} rep {esc(record.given('repetition', '?'))} "
+            f"{_verdict_badge(run.checks)}{' ' + WALL_BADGE if is_wall_clock(run.record) else ''} "
             f"<span class='kv'>J={fmt(r.jain)}, "
             f"util={fmt(100 * r.utilisation, 1)} %</span>")
 
 
 def _run_facts(run: Run) -> str:
     """Where the run is, how it ended, its kernel and its link."""
-    meta = run.meta
-    link = meta.get("link") or {}
-    return (f"<p class='kv'>path <b>{esc(shown(run.path))}</b> · status <b>{esc(meta.get('status'))}</b> · "
-            f"mode <b>{esc(meta.get('mode'))}</b> · kernel <b>{esc((meta.get('kernel') or {}).get('release'))}</b>"
-            f" · link <b>{fmt(link.get('rate_mbps'))} Mbit/s</b>, RTT <b>{fmt(link.get('rtt_ms'))} ms</b>, "
-            f"buffer <b>{fmt(link.get('buffer_bdp'))} BDP</b> ({fmt(link.get('buffer_bytes'))} B; BDP "
-            f"{fmt(link.get('bdp_bytes'))} B), loss <b>{fmt(link.get('loss_pct'))} %</b> · duration "
-            f"<b>{fmt(meta.get('duration_s'))} s</b> · started {esc(meta.get('start_time'))}</p>")
+    record = run.record
+    link = record.link or Link()
+    kernel = record.kernel.release if record.kernel else None
+    return (f"<p class='kv'>path <b>{esc(shown(run.path))}</b> · status <b>{esc(record.status)}</b> · "
+            f"mode <b>{esc(record.mode)}</b> · kernel <b>{esc(kernel)}</b>"
+            f" · link <b>{fmt(link.rate_mbps)} Mbit/s</b>, RTT <b>{fmt(link.rtt_ms)} ms</b>, "
+            f"buffer <b>{fmt(link.buffer_bdp)} BDP</b> ({fmt(link.buffer_bytes)} B; BDP "
+            f"{fmt(link.bdp_bytes)} B), loss <b>{fmt(link.loss_pct)} %</b> · duration "
+            f"<b>{fmt(record.duration_s)} s</b> · started {esc(record.start_time)}</p>")
 
 
 def _run_notes_html(run: Run, res: RunMetrics) -> str:
@@ -350,7 +351,7 @@ def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skip
 def _new_page(a: _Analysis, opts: Options) -> Page:
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     title = opts.title or ("cctest comparison" if a.cmp is not None else "cctest report")
-    scen = sorted({str(r.meta.get("scenario")) for r in a.runs})
+    scen = sorted({str(r.record.scenario) for r in a.runs})
     return Page(title, f"{len(a.runs)} run(s) of {', '.join(scen)} · generated {now} · bin {_bin_text(opts)} · "
                        f"steady state after {opts.skip_s:g} s · Jain window {opts.jain_window_s:g} s")
 

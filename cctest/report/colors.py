@@ -5,6 +5,10 @@ scale that no cc uses, so a line's colour never means two things on one page."""
 from __future__ import annotations
 
 import colorsys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..model.record import RunRecord
 
 # Fixed where known, so that pages side by side agree too; colour-blind-safe first (Okabe-Ito-like).
 FIXED = {
@@ -60,5 +64,5 @@ def sequential(k: int, n: int) -> str:
     return SEQUENTIAL[round(k * (len(SEQUENTIAL) - 1) / (n - 1))]
 
 
-def flow_ccs(meta: dict) -> list[str]:
-    return [str(f.get("cc")) for f in meta.get("flows") or [] if isinstance(f, dict)]
+def flow_ccs(record: RunRecord) -> list[str]:
+    return [str(f.cc) for f in record.flows or []]
