@@ -68,6 +68,7 @@ from ..model.metric_table import (
 from .stats import mean_ci95
 
 if TYPE_CHECKING:  # imported where used: experiments.yaml's claims are parsed without pandas
+    from ..model.scenario import Experiments
     from .run_point import RunPoint
 
 # Why a claim fails, exactly one of: our code does not do what the specification says; the
@@ -511,7 +512,7 @@ def _race_verdict(e: Expectation, runs: list[tuple[Any, dict[str, float], bool]]
     return "incomplete"
 
 
-def expectations_of_experiments(experiments) -> list[Expectation]:
+def expectations_of_experiments(experiments: Experiments) -> list[Expectation]:
     """Every claim of an experiments file (cctest.model.scenario.Experiments), with its scenario's tags and
     declared repetitions (the n every point is judged on)."""
     out = []

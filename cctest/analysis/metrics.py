@@ -288,12 +288,12 @@ def drops_series(bq: pd.DataFrame, bin_s: float) -> pd.DataFrame:
     return (pd.DataFrame({"t_s": slot, "drops": inc}).groupby("t_s", as_index=False)["drops"].sum())
 
 
-def queue_delay_ms(backlog_bytes, rate_mbps: float):
+def queue_delay_ms(backlog_bytes: Any, rate_mbps: Any) -> np.ndarray:
     """Queueing delay implied by a backlog drained at the link rate: backlog * 8 / rate (ms)."""
     return np.asarray(backlog_bytes, dtype=float) * 8 / (rate_mbps * 1e6) * 1e3
 
 
-def queue_bdp(backlog_bytes, bdp_bytes: float):
+def queue_bdp(backlog_bytes: Any, bdp_bytes: float) -> np.ndarray:
     """Queue occupancy in multiples of the bandwidth-delay product."""
     return np.asarray(backlog_bytes, dtype=float) / float(bdp_bytes)
 
@@ -440,7 +440,7 @@ def _run_totals(rd: _RunData, totals: pd.DataFrame, out: RunMetrics) -> None:
     out.series["jain"] = jain_series(rd.binned)
 
 
-def short_rtt_flow(rtts: pd.Series):
+def short_rtt_flow(rtts: pd.Series) -> Any:
     """The index of the flow with the smallest configured RTT (001 Fig. 7); None unless there are
     two flows or more and their RTTs differ."""
     rtts = pd.to_numeric(rtts, errors="coerce")

@@ -5,9 +5,13 @@ outages). Everything is read from meta.json; nothing is guessed beyond saying wh
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..model.record import Code, Engine, EngineKernel, Link, Outage, RunRecord, Vm
+
+if TYPE_CHECKING:
+    from .load import Run
 
 MAX_SCENARIO_BYTES = 200_000  # a resolved scenario.yaml is a few kB; more is not shown on the page
 
@@ -103,7 +107,7 @@ def bottleneck_text(record: RunRecord) -> str:
     return ", ".join(parts)
 
 
-def scenario_yaml(run) -> str | None:
+def scenario_yaml(run: Run | Path | str) -> str | None:
     """The run's resolved scenario.yaml as text, or None when absent or unreadable. `run`: a
     analysis.load.Run (a compact record carries the text) or a run directory's path."""
     from ..base.safeload import Refused
@@ -112,7 +116,7 @@ def scenario_yaml(run) -> str | None:
     recorded = getattr(run, "recorded", None)
     if recorded is not None:
         return recorded.scenario_yaml
-    run_path = getattr(run, "path", run)
+    run_path = run if isinstance(run, (Path, str)) else run.path
     try:  # the one reader of run directories: a link to a secret never reaches a shared page
         data = runfiles.read_bytes(run_path, "scenario.yaml", MAX_SCENARIO_BYTES, "a scenario.yaml")
     except Refused:
@@ -120,7 +124,7 @@ def scenario_yaml(run) -> str | None:
     return None if data is None else data.decode("utf-8", errors="replace")
 
 
-def scenario_tags(run) -> list[str]:
+def scenario_tags(run: Run | Path | str) -> list[str]:
     """The tags of the scenario as run (its scenario.yaml; `run` as scenario_yaml takes it), or none
     when it cannot be read. Read with the bounded loader: a run directory may come from anywhere (an
     alias bomb stays harmless)."""

@@ -192,7 +192,7 @@ def spreadsheet_safe(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_json(s: Summary, options: dict) -> dict:
-    def recs(df):
+    def recs(df: pd.DataFrame) -> list[dict[str, Any]]:
         return [{k: json_safe(v) for k, v in r.items()} for r in df.to_dict("records")]
 
     reps = []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..analysis.claims import ClaimResult, status_counts
@@ -35,7 +36,7 @@ STATUS_TEXT = {"pass": "pass", "fail": "**fail**", "known-fail": "known fail", "
                "inconclusive": "inconclusive", "incomplete": "incomplete", "not-run": "not run"}
 
 
-def paper_of(tags) -> str | None:
+def paper_of(tags: Iterable[str]) -> str | None:
     """The paper a suite scenario reproduces, as its paper-00N tag (a quick-00N copy's too)."""
     tag = next((t for t in tags if PAPER_TAG.fullmatch(t)), None)
     return tag.replace("quick-", "paper-") if tag else None
