@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -65,7 +66,7 @@ PASS, WARN, FAIL = "pass", "warn", "fail"
 INFO = "info"  # severity of a check that never affects the verdict
 
 
-def _check(name: str, ok: bool | None, measured, expected, detail: str) -> dict:
+def _check(name: str, ok: bool | None, measured: Any, expected: Any, detail: str) -> dict:
     return {"name": name, "ok": ok, "measured": measured, "expected": expected,
             "detail": detail}
 

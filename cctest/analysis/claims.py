@@ -65,10 +65,11 @@ from ..model.metric_table import (
     STEADY_CC_TERMS,
     STEADY_RUN_TERMS,
 )
-from .stats import jain_index, mean_ci95
+from .stats import mean_ci95
 
 if TYPE_CHECKING:  # imported where used: experiments.yaml's claims are parsed without pandas
-    import pandas as pd
+    from ..model.scenario import Experiments
+    from .run_point import RunPoint
 
 # Why a claim fails, exactly one of: our code does not do what the specification says; the
 # specification's reading of the paper; a setting the paper leaves unstated and we chose; the paper
@@ -293,178 +294,99 @@ def _matches(value: Any, wanted: list[Any]) -> bool:
     return False
 
 
-def _cc_values(groups: pd.DataFrame) -> dict[tuple[str, str], dict]:
-    """(run_id, cc) -> that cc's row of the report's per-run x cc table, with its flows' goodput
-    summed (the table has their mean)."""
-    out: dict[tuple[str, str], dict] = {}
-    for row in groups.to_dict("records"):
-        row["throughput_mbps"] = float(row.get("mean_mbps", math.nan)) * (row.get("flows") or 0)
-        out[(row["run_id"], row["cc"])] = row
-    return out
-
-
-@dataclass
-class RunSeries:
-    """What re-measuring a run's steady state needs: its binned per-flow throughput (metrics'
-    `series["binned"]`) and its flows (flow, cc, rtt_ms, t_start, t_end); for a compact record
-    (cctest/model/compact.py), which keeps no series, the window means it recorded instead."""
-
-    binned: pd.DataFrame
-    flows: list[dict]
-    windows: Any = None  # compact.SteadyWindows: per-flow window means from each whole second
-
-    @classmethod
-    def of(cls, result: dict) -> RunSeries:
-        import pandas as pd
-
-        series = result.get("series", {})
-        return cls(series.get("binned", pd.DataFrame()), list(result.get("flows") or []), series.get("windows"))
-
-
-def window_means(series: RunSeries | None, t0: float) -> pd.Series | None:
-    """Each flow's mean throughput over the steady window from t0 (metrics.steady_window with skip
-    t0), by flow; None when the run has no series (or its record no window from t0)."""
-    import pandas as pd
-
-    from .metrics import steady_window, window_mean_mbps
-
-    if series is None or not series.flows:
-        return None
-    if series.windows is not None:
-        return series.windows.means(t0)
-    if series.binned is None or series.binned.empty:
-        return None
-    flows = pd.DataFrame(series.flows)
-    s0, s1 = steady_window(flows[["flow", "t_start", "t_end"]], t0)
-    return window_mean_mbps(series.binned, s0, s1)
-
-
-def steady_from(series: RunSeries | None, t0: float) -> dict:
-    """jain_steady, short_rtt_flow_share and each cc's steady_share over [t0, the report's steady
-    end): metrics.steady_window with skip t0. Empty when the run has no series."""
-    import pandas as pd
-
-    from .metrics import short_rtt_flow
-
-    means = window_means(series, t0)
-    if means is None or series is None:
-        return {}
-    per_flow = pd.DataFrame(series.flows).set_index("flow")
-    mbps = pd.Series([means.get(f, math.nan) for f in per_flow.index], index=per_flow.index).fillna(0.0)
-    total = float(mbps.sum())
-    out: dict = {"jain_steady": jain_index(means.to_numpy()) if len(means) else math.nan,
-                 "short_rtt_flow_share": math.nan, "steady_share": {}}
-    for cc, group in per_flow.groupby("cc"):
-        out["steady_share"][cc] = float(mbps[group.index].sum()) / total if total > 0 else math.nan
-    short = short_rtt_flow(per_flow.get("rtt_ms", pd.Series(dtype=float)))
-    if short is not None and total > 0:
-        out["short_rtt_flow_share"] = float(mbps[short]) / total
-    return out
-
-
-def _term_value(node: ast.expr, run: dict, cc_values: dict, steady: dict | None = None) -> float:
+def _term_value(node: ast.expr, run: RunPoint, steady: dict[str, Any] | None = None) -> float:
+    value: Any
     if isinstance(node, ast.Name):
         column = RUN_TERMS[node.id].column
         value = steady.get(column, math.nan) if steady is not None and node.id in STEADY_RUN_TERMS \
-            else run.get(column)
+            else getattr(run.values, column)
     elif not isinstance(node, ast.Call):
         raise TypeError(f"not a metric: {ast.unparse(node)}")
     elif steady is not None and term_name(node) in STEADY_CC_TERMS:
         value = steady.get(CC_TERMS[term_name(node)].column, {}).get(cc_of_call(node), math.nan)
     else:
-        entry = cc_values.get((run["run_id"], cc_of_call(node)))
-        value = None if entry is None else entry.get(CC_TERMS[term_name(node)].column)
+        entry = run.ccs.get(cc_of_call(node))
+        value = None if entry is None else getattr(entry, CC_TERMS[term_name(node)].column)
     try:
         return float(value) if value is not None else math.nan
     except (TypeError, ValueError):
         return math.nan
 
 
-def _unhealthy(run: dict) -> str | None:
+def _unhealthy(run: RunPoint) -> str | None:
     """"run_id (failing checks)" for a run whose health verdict is fail, else None."""
-    if run.get("verdict") != "fail":
+    if run.health != "fail":
         return None
-    checks = run.get("health_failed") or "checks.json verdict fail"
-    return f"{run['run_id']} ({checks})"
+    checks = run.health_failed or "checks.json verdict fail"
+    return f"{run.run_id} ({checks})"
 
 
-def _repetition(run: dict) -> int | None:
-    try:
-        rep = float(run.get("repetition", math.nan))
-    except (TypeError, ValueError):
-        return None
-    return int(rep) if math.isfinite(rep) else None
-
-
-def declared_runs(e: Expectation, label: str, records: list[dict]) -> tuple[list[dict], str]:
+def declared_runs(e: Expectation, label: str, records: list[RunPoint]) -> tuple[list[RunPoint], str]:
     """The runs a point is judged on: repetition indices 0 to n-1 of the scenario's declared n (all
     runs when none is declared), and a note naming those ignored. Two runs of one index are refused:
     which of them is the point's is not the data's to choose."""
     n = e.repetitions
-    chosen = records if n is None else [r for r in records if (rep := _repetition(r)) is not None
-                                         and 0 <= rep < n]
+    chosen = records if n is None else [r for r in records if (rep := r.repetition) is not None and 0 <= rep < n]
     seen: dict[int | None, str] = {}
     for run in chosen:
-        rep = _repetition(run)
+        rep = run.repetition
         if rep in seen:
-            raise MixedRuns(f"{e.scenario} {label}: two runs of repetition {rep} ({seen[rep]} and {run['run_id']}); "
+            raise MixedRuns(f"{e.scenario} {label}: two runs of repetition {rep} ({seen[rep]} and {run.run_id}); "
                             "a point is judged on one run per repetition: give one set of runs")
-        seen[rep] = str(run["run_id"])
-    extra = sorted({_repetition(r) for r in records if r not in chosen}, key=lambda x: (x is None, x or 0))
+        seen[rep] = run.run_id
+    extra = sorted({r.repetition for r in records if r not in chosen}, key=lambda x: (x is None, x or 0))
     note = (f"runs of repetition {', '.join(map(str, extra))} ignored: the scenario declares n = {n}" if extra else "")
     return chosen, note
 
 
-def one_build(e: Expectation, label: str, records: list[dict]) -> None:
+def one_build(e: Expectation, label: str, records: list[RunPoint]) -> None:
     """Refuse runs that loaded two builds of one module, or ran on two engines or kernels."""
     modules: dict[str, tuple[str, str]] = {}  # module -> (its first build, the run that had it)
     engines: dict[str, str] = {}
     for run in records:
-        for entry in str(run.get("module_builds") or "").split():
+        for entry in run.module_builds.split():
             name, _, build = entry.partition("=")
-            first = modules.setdefault(name, (build, str(run["run_id"])))
+            first = modules.setdefault(name, (build, run.run_id))
             if first[0] != build:
                 raise MixedRuns(f"{e.scenario} {label}: runs of two builds of {name}: {first[0]} ({first[1]}) and "
-                                f"{build} ({run['run_id']}); a verdict pools one build: judge each build's runs apart")
-        engine = run.get("engine_build")
-        if isinstance(engine, str) and engine:
-            engines.setdefault(engine, str(run["run_id"]))
+                                f"{build} ({run.run_id}); a verdict pools one build: judge each build's runs apart")
+        if run.engine_build:
+            engines.setdefault(run.engine_build, run.run_id)
         if len(engines) > 1:
             (a, ra), (b, rb) = list(engines.items())[:2]
             raise MixedRuns(f"{e.scenario} {label}: runs on two engines: {a} ({ra}) and {b} ({rb}); a verdict "
                             "pools one engine and kernel: judge each engine's runs apart")
 
 
-def check_expectation(e: Expectation, runs: pd.DataFrame, groups: pd.DataFrame,
-                      series: dict[str, RunSeries] | None = None) -> list[Verdict]:
-    """Judge one expectation on the per-run table and the per-run x cc table of a report (and, for
-    `steady_from_s`, the runs' series by run_id). Only runs of the expectation's suite count: a
-    scenario tagged paper-00N or quick-00N judges the runs that record that tag."""
-    mine = runs[runs["scenario"] == e.scenario] if len(runs) else runs
+def check_expectation(e: Expectation, runs: list[RunPoint]) -> list[Verdict]:
+    """Judge one expectation on the runs (and, for `steady_from_s`, on their series). Only runs of
+    the expectation's suite count: a scenario tagged paper-00N or quick-00N judges the runs that
+    record that tag."""
+    mine = [run for run in runs if run.scenario == e.scenario]
     suite = [t for t in e.tags if t.startswith(("paper-", "quick-"))]
-    if suite and len(mine) and "tags" in mine:
-        mine = mine[mine["tags"].fillna("").astype(str).map(lambda t: any(x in t.split(", ") for x in suite))]
+    if suite:
+        mine = [run for run in mine if any(t in run.tags for t in suite)]
     for key, wanted in e.where.items():
-        column = f"matrix.{key}"
-        if column not in mine:
-            mine = mine.iloc[0:0]
-            continue
-        mine = mine[mine[column].map(lambda v, wanted=wanted: _matches(v, wanted))]
-    if mine.empty:
+        mine = [run for run in mine if key in run.matrix and _matches(run.matrix[key], wanted)]
+    if not mine:
         return [Verdict(e, "-", "not run", (math.nan, math.nan, 0), {},
                         f"no runs of {e.scenario}" + (f" where {e.where}" if e.where else ""))]
-    cc_values = _cc_values(groups[groups["run_id"].isin(mine["run_id"])]) if len(groups) else {}
-    points = [(str(d["group_label"].iloc[0]), d) for _, d in mine.groupby("group", sort=False)]
-    chosen = {label: declared_runs(e, label, d.to_dict("records")) for label, d in points}
-    steady: dict[str, dict] = {}
+    grouped: dict[str, list[RunPoint]] = {}
+    for run in mine:
+        grouped.setdefault(run.group, []).append(run)
+    points = [(d[0].label, d) for d in grouped.values()]
+    chosen = {label: declared_runs(e, label, d) for label, d in points}
+    steady: dict[int, dict[str, Any]] = {}
     if e.steady_from_s is not None:
-        steady = {run_id: steady_from((series or {}).get(run_id), e.steady_from_s) for run_id in mine["run_id"]}
+        from .run_point import steady_from
 
-    def in_point(d: pd.DataFrame) -> bool:
-        return all(any((r, cc) in cc_values for r in d["run_id"]) for cc in e.claim.ccs)
+        steady = {id(run): steady_from(run.series, e.steady_from_s) for run in mine}
 
-    def of_run(run: dict) -> Callable[[ast.expr], float]:
-        return lambda node: _term_value(node, run, cc_values, steady.get(run["run_id"]) if steady else None)
+    def in_point(d: list[RunPoint]) -> bool:
+        return all(any(cc in r.ccs for r in d) for cc in e.claim.ccs)
+
+    def of_run(run: RunPoint) -> Callable[[ast.expr], float]:
+        return lambda node: _term_value(node, run, steady.get(id(run)) if steady else None)
 
     if all(in_point(d) for _, d in points):
         verdicts = []
@@ -472,20 +394,20 @@ def check_expectation(e: Expectation, runs: pd.DataFrame, groups: pd.DataFrame,
             records, note = chosen[label]
             one_build(e, label, records)
             sick = [s for s in map(_unhealthy, records) if s]
-            healthy = [(_repetition(run), of_run(run)) for run in records if not _unhealthy(run)]
+            healthy = [(run.repetition, of_run(run)) for run in records if not _unhealthy(run)]
             verdicts.append(_judged(e, label, healthy, "not measured", sick, len(records), note))
         return verdicts
     # Across points: each term averaged, per repetition index, over the points where it was measured.
     records = [run for label, _ in points for run in chosen[label][0]]
     one_build(e, "across points", records)
     notes = "; ".join(f"{label}: {note}" for label, (_, note) in chosen.items() if note)
-    by_rep: dict[Any, list[dict]] = {}
+    by_rep: dict[Any, list[RunPoint]] = {}
     sick = [s for s in map(_unhealthy, records) if s]
     for run in records:
         if not _unhealthy(run):
-            by_rep.setdefault(_repetition(run), []).append(run)
+            by_rep.setdefault(run.repetition, []).append(run)
 
-    def of_repetition(runs: list[dict]) -> Callable[[ast.expr], float]:
+    def of_repetition(runs: list[RunPoint]) -> Callable[[ast.expr], float]:
         def lookup(node: ast.expr) -> float:
             import numpy as np
 
@@ -590,7 +512,7 @@ def _race_verdict(e: Expectation, runs: list[tuple[Any, dict[str, float], bool]]
     return "incomplete"
 
 
-def expectations_of_experiments(experiments) -> list[Expectation]:
+def expectations_of_experiments(experiments: Experiments) -> list[Expectation]:
     """Every claim of an experiments file (cctest.model.scenario.Experiments), with its scenario's tags and
     declared repetitions (the n every point is judged on)."""
     out = []
@@ -601,9 +523,8 @@ def expectations_of_experiments(experiments) -> list[Expectation]:
     return out
 
 
-def judge_all(expectations: list[Expectation], runs: pd.DataFrame, groups: pd.DataFrame,
-              series: dict[str, RunSeries] | None = None) -> list[Verdict]:
-    return [v for e in expectations for v in check_expectation(e, runs, groups, series)]
+def judge_all(expectations: list[Expectation], runs: list[RunPoint]) -> list[Verdict]:
+    return [v for e in expectations for v in check_expectation(e, runs)]
 
 
 def failed(verdicts: list[Verdict]) -> list[Verdict]:

@@ -7,11 +7,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..model.measured import RunMetrics
 from . import metrics
-from .claims import RunSeries, Verdict, expectations_of_experiments, judge_all
+from .claims import Verdict, expectations_of_experiments, judge_all
 from .defaults import DEFAULT_JAIN_WINDOW_S, DEFAULT_SKIP_S
 from .load import ReportInputError, Run, find_run_dirs, shown
 from .run_claims import expectations_of_runs
+from .run_point import points_of
 from .summary import Summary, summarize
 
 
@@ -24,10 +26,11 @@ class Measure:
     jain_window_s: float = DEFAULT_JAIN_WINDOW_S
 
 
-def analyse(runs: list[Run], opts: Measure, skipped: list[str]) -> tuple[list[Run], list[dict], Summary]:
+def analyse(runs: list[Run], opts: Measure, skipped: list[str]) -> tuple[list[Run], list[RunMetrics], Summary]:
     """Metrics of every run; a run whose data the metrics cannot use is named in `skipped` and left
     out, so that one malformed run never sinks the report of the others."""
-    kept, results = [], []
+    kept: list[Run] = []
+    results: list[RunMetrics] = []
     for run in runs:
         if run.recorded is not None:
             kept.append(run)
@@ -36,8 +39,8 @@ def analyse(runs: list[Run], opts: Measure, skipped: list[str]) -> tuple[list[Ru
         try:
             res = metrics.run_metrics(run.meta, run.tables, bin_s=opts.bin_ms / 1000.0 if opts.bin_ms else None,
                                 skip_s=opts.skip_s)
-            if opts.jain_window_s != DEFAULT_JAIN_WINDOW_S and len(res["series"].get("binned", [])):
-                res["series"]["jain"] = metrics.jain_series(res["series"]["binned"], opts.jain_window_s)
+            if opts.jain_window_s != DEFAULT_JAIN_WINDOW_S and len(res.series.get("binned", [])):
+                res.series["jain"] = metrics.jain_series(res.series["binned"], opts.jain_window_s)
         except Exception as e:  # noqa: BLE001 - named in the report and on stderr instead
             skipped.append(f"{shown(run.path)}: could not be analysed ({type(e).__name__}: {e}); run skipped")
             continue
@@ -48,7 +51,7 @@ def analyse(runs: list[Run], opts: Measure, skipped: list[str]) -> tuple[list[Ru
     return kept, results, summarize(kept, results)
 
 
-def recorded_metrics(run: Run, opts: Measure) -> dict:
+def recorded_metrics(run: Run, opts: Measure) -> RunMetrics:
     """A compact record's metrics; bad input when the options ask for another bin or steady start
     than it was measured with (only the run directory can answer those)."""
     recorded = run.recorded
@@ -84,20 +87,20 @@ class Claims:
             return expectations_of_runs(runs)
         from ..model.scenario import load_experiments
 
-        ran = {run.meta.get("scenario") for run in runs}
+        ran = {run.record.scenario for run in runs}
         claims = expectations_of_experiments(load_experiments(self.file))
         return [e for e in claims if self.every_scenario or e.scenario in ran], []
 
 
-def judge_claims(runs: list[Run], summary: Summary, results: list[dict] | None = None,
-                 expectations: list | None = None, claims: Claims | None = None) -> tuple[list[Verdict], list[str]]:
+def judge_claims(runs: list[Run], results: list[RunMetrics], expectations: list | None = None,
+                 claims: Claims | None = None) -> tuple[list[Verdict], list[str]]:
     """The claims (`claims`, default: the recorded ones; or the given expectations), judged on the
-    runs' metrics; `results` (run_metrics of each run) lets a claim re-measure its steady window."""
+    runs' metrics (`results`: run_metrics of each run, whose series let a claim re-measure its
+    steady window)."""
     notes: list[str] = []
     if expectations is None:
         expectations, notes = (claims or Claims(None)).expectations(runs)
-    series = {run.run_id: RunSeries.of(res) for run, res in zip(runs, results or [], strict=False)}
-    return judge_all(expectations, summary.runs, summary.groups, series), notes
+    return judge_all(expectations, points_of(runs, results)), notes
 
 
 

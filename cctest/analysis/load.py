@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,7 +69,7 @@ def shown(path: Path | str) -> str:
     return os.fsencode(path).decode("utf-8", errors="replace")
 
 
-def is_run(names) -> bool:
+def is_run(names: Collection[str]) -> bool:
     """Whether a directory holding `names` is a run: a run directory (meta.json) or its compact
     record (record.json)."""
     return "meta.json" in names or RECORD_FILE in names
@@ -99,7 +100,7 @@ def find_run_dirs(path: Path | str, skipped: list[str] | None = None) -> list[Pa
     return found
 
 
-def walk_dirs(top: Path):
+def walk_dirs(top: Path) -> Iterator[tuple[Path, set[str]]]:
     """(directory, names in it) below `top`, depth first in name order, without following links,
     without descending into a run directory (a run's raw/ holds no runs) nor into a hidden one (a
     UML guest's home under --out holds its run while the run is still being made; .git and caches
@@ -280,7 +281,7 @@ def load_record(path: Path) -> Run:
     return Run(path, record, checks, notes=list(recorded.notes), recorded=recorded)
 
 
-def load_runs(paths, skipped: list[str] | None = None) -> list[Run]:
+def load_runs(paths: Iterable[Path | str], skipped: list[str] | None = None) -> list[Run]:
     """Every run under `paths`. With `skipped` given, a run that cannot be read is named there and
     left out (the report shows the rest); without, or when no run at all can be read, it is an error."""
     dirs: dict[Path, Path] = {}  # resolved -> as found: a run named twice (by two paths) is read once

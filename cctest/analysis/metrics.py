@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..model.measured import CcValues, RunMetrics, RunValues
 from . import derived
 from .defaults import DEFAULT_BIN_MS, DEFAULT_JAIN_WINDOW_S, DEFAULT_SKIP_S
 from .stats import jain_index
@@ -287,12 +288,12 @@ def drops_series(bq: pd.DataFrame, bin_s: float) -> pd.DataFrame:
     return (pd.DataFrame({"t_s": slot, "drops": inc}).groupby("t_s", as_index=False)["drops"].sum())
 
 
-def queue_delay_ms(backlog_bytes, rate_mbps: float):
+def queue_delay_ms(backlog_bytes: Any, rate_mbps: Any) -> np.ndarray:
     """Queueing delay implied by a backlog drained at the link rate: backlog * 8 / rate (ms)."""
     return np.asarray(backlog_bytes, dtype=float) * 8 / (rate_mbps * 1e6) * 1e3
 
 
-def queue_bdp(backlog_bytes, bdp_bytes: float):
+def queue_bdp(backlog_bytes: Any, bdp_bytes: float) -> np.ndarray:
     """Queue occupancy in multiples of the bandwidth-delay product."""
     return np.asarray(backlog_bytes, dtype=float) / float(bdp_bytes)
 
@@ -319,22 +320,19 @@ def srtt_queueing_delay(ss: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_metrics(meta: dict, tables: dict[str, pd.DataFrame], *, bin_s: float | None = None,
-                skip_s: float = DEFAULT_SKIP_S) -> dict:
-    """All metrics of one run, step by step.
-
-    `bin_s` defaults to derived.default_bin_s (one RTT, at least 100 ms). Returns {"run": {...},
-    "flows": [{...} per flow], "groups": [{...} per CC group], "series": {...}} where "series"
-    holds the tidy time series the report plots.
-    """
+                skip_s: float = DEFAULT_SKIP_S) -> RunMetrics:
+    """All metrics of one run, step by step: the per-run row, one row per flow and per CC group,
+    and the tidy time series the report plots. `bin_s` defaults to derived.default_bin_s (one RTT,
+    at least 100 ms)."""
     rd = _RunData.of(meta, tables, bin_s or derived.default_bin_s(meta))
-    out: dict = {"run": {"bin_s": rd.bin_s}, "flows": [], "groups": [], "series": {}}
+    out = RunMetrics(RunValues(bin_s=rd.bin_s))
     totals = _flow_throughput(rd, skip_s, out)
     _flow_tcp_state(rd, totals, out)
     _run_totals(rd, totals, out)
     _retransmissions(rd, out)
     _bottleneck(rd, out)
     _cc_groups(rd, totals, out)
-    out["flows"] = totals.to_dict("records")
+    out.flows = totals.to_dict("records")
     return out
 
 
@@ -376,15 +374,15 @@ class _RunData:
         return rd
 
 
-def _flow_throughput(rd: _RunData, skip_s: float, out: dict) -> pd.DataFrame:
+def _flow_throughput(rd: _RunData, skip_s: float, out: RunMetrics) -> pd.DataFrame:
     """Per-flow throughput over time (what the receivers got), totals, steady-state means, shares
     and 003 Table 1's 1 s max/min/avg."""
-    run, series = out["run"], out["series"]
+    run, series = out.run, out.series
     binned, source = received_throughput(rd.meta, rd.tables, rd.bin_s, rd.spans)
-    series["binned"], run["throughput_source"] = binned, source
+    series["binned"], run.throughput_source = binned, source
     rd.binned = binned
     s0, s1 = steady_window(rd.spans, skip_s)
-    run["steady_t0_s"], run["steady_t1_s"] = s0, s1
+    run.steady_t0_s, run.steady_t1_s = s0, s1
     rd.steady = window_mean_mbps(binned, s0, s1) if len(binned) else pd.Series(dtype=float)
     totals = flow_totals(rd.tp, rd.tables.get("flows"), rd.spans)
     totals["cc"] = totals["flow"].map(rd.flow_cc)
@@ -406,43 +404,43 @@ def _flow_throughput(rd: _RunData, skip_s: float, out: dict) -> pd.DataFrame:
     return totals
 
 
-def _flow_tcp_state(rd: _RunData, totals: pd.DataFrame, out: dict) -> None:
+def _flow_tcp_state(rd: _RunData, totals: pd.DataFrame, out: RunMetrics) -> None:
     """Per flow from ss: mean cwnd, srtt, min RTT and queueing delay (srtt - min RTT)."""
     ss = rd.tables.get("ss")
     if ss is None or ss.empty:
         for c in ("mean_cwnd_pkts", "mean_srtt_ms", "min_rtt_ms", "mean_qdelay_ms"):
             totals[c] = np.nan
-        out["run"]["mean_srtt_qdelay_ms"] = float("nan")
+        out.run.mean_srtt_qdelay_ms = float("nan")
         return
     qd_flow = srtt_queueing_delay(ss)
-    out["series"]["qdelay_srtt"] = qd_flow
+    out.series["qdelay_srtt"] = qd_flow
     g = ss.groupby("flow")
     totals["mean_cwnd_pkts"] = totals["flow"].map(g["cwnd"].mean())
     totals["mean_srtt_ms"] = totals["flow"].map(g["srtt_ms"].mean())
     totals["min_rtt_ms"] = totals["flow"].map(g["min_rtt_ms"].min())
     totals["mean_qdelay_ms"] = totals["flow"].map(qd_flow.groupby("flow")["qdelay_ms"].mean())
-    out["run"]["mean_srtt_qdelay_ms"] = float(qd_flow["qdelay_ms"].mean()) if len(qd_flow) else float("nan")
+    out.run.mean_srtt_qdelay_ms = float(qd_flow["qdelay_ms"].mean()) if len(qd_flow) else float("nan")
 
 
-def _run_totals(rd: _RunData, totals: pd.DataFrame, out: dict) -> None:
+def _run_totals(rd: _RunData, totals: pd.DataFrame, out: RunMetrics) -> None:
     """Run level: bytes, duration, mean throughput, fairness, how full the link was, retransmits."""
-    run = out["run"]
+    run = out.run
     total_bytes = float(totals["bytes"].sum()) if len(totals) else float("nan")
     duration = rd.t_last - rd.t_first
-    run["flows"] = int(len(totals))
-    run["bytes"] = total_bytes
-    run["duration_s"] = duration
-    run["throughput_mbps"] = total_bytes * 8 / duration / 1e6 if duration > 0 else float("nan")
-    run["jain"] = jain_index(totals["mean_mbps"]) if len(totals) else float("nan")
-    run["jain_steady"] = jain_index(rd.steady.to_numpy()) if len(rd.steady) else float("nan")
-    run["utilisation"] = derived.link_fullness(rd.meta, rd.tables)["fraction"]
-    run["retransmits"] = float(totals["retransmits"].sum()) if len(totals) else float("nan")
-    run["retransmits_per_mb"] = run["retransmits"] / (total_bytes / 1e6) if total_bytes else float("nan")
-    run["short_rtt_flow_share"] = short_rtt_flow_share(totals)
-    out["series"]["jain"] = jain_series(rd.binned)
+    run.flows = int(len(totals))
+    run.bytes = total_bytes
+    run.duration_s = duration
+    run.throughput_mbps = total_bytes * 8 / duration / 1e6 if duration > 0 else float("nan")
+    run.jain = jain_index(totals["mean_mbps"]) if len(totals) else float("nan")
+    run.jain_steady = jain_index(rd.steady.to_numpy()) if len(rd.steady) else float("nan")
+    run.utilisation = derived.link_fullness(rd.meta, rd.tables)["fraction"]
+    run.retransmits = float(totals["retransmits"].sum()) if len(totals) else float("nan")
+    run.retransmits_per_mb = run.retransmits / (total_bytes / 1e6) if total_bytes else float("nan")
+    run.short_rtt_flow_share = short_rtt_flow_share(totals)
+    out.series["jain"] = jain_series(rd.binned)
 
 
-def short_rtt_flow(rtts: pd.Series):
+def short_rtt_flow(rtts: pd.Series) -> Any:
     """The index of the flow with the smallest configured RTT (001 Fig. 7); None unless there are
     two flows or more and their RTTs differ."""
     rtts = pd.to_numeric(rtts, errors="coerce")
@@ -455,26 +453,23 @@ def short_rtt_flow_share(totals: pd.DataFrame) -> float:
     return float("nan") if flow is None else float(totals.loc[flow, "steady_share"])
 
 
-def _retransmissions(rd: _RunData, out: dict) -> None:
+def _retransmissions(rd: _RunData, out: RunMetrics) -> None:
     """Retransmissions over time (iperf3 sender intervals), in the run's bins."""
     if len(rd.tp):
         r = rd.tp[["t_s", "retransmits", "flow"]].copy()
         r["t_s"] = np.floor((r["t_s"] - 1e-9) / rd.bin_s) * rd.bin_s
-        out["series"]["retrans"] = r.groupby(["flow", "t_s"], as_index=False)["retransmits"].sum()
+        out.series["retrans"] = r.groupby(["flow", "t_s"], as_index=False)["retransmits"].sum()
 
 
-def _bottleneck(rd: _RunData, out: dict) -> None:
+def _bottleneck(rd: _RunData, out: RunMetrics) -> None:
     """At the bottleneck: drops and loss rate (whole recording), what it sent per bin (the
     aggregate), and its queue while the flows ran."""
-    run, series = out["run"], out["series"]
+    run, series = out.run, out.series
     bq = derived.bottleneck_samples(rd.tables.get("qdisc"))
-    names = ("bottleneck_drops", "bottleneck_loss_rate", "mean_queue_delay_ms", "p95_queue_delay_ms",
-             "mean_queue_bdp", "max_queue_bdp")
-    run.update({k: float("nan") for k in names})
     if bq.empty or rd.t_last != rd.t_last:
         return
     ds = drop_stats(bq)
-    run["bottleneck_drops"], run["bottleneck_loss_rate"] = ds["drops"], ds["loss_rate"]
+    run.bottleneck_drops, run.bottleneck_loss_rate = ds["drops"], ds["loss_rate"]
     series["drops"] = drops_series(bq, rd.bin_s)
     series["aggregate"] = link_aggregate(rd.meta, bq, rd.bin_s, rd.t_last)
     # The queue while the flows ran (samplers start before time zero and stop after the flows).
@@ -488,37 +483,37 @@ def _bottleneck(rd: _RunData, out: dict) -> None:
                                     "backlog_bytes": q["backlog_bytes"].to_numpy(float),
                                     "qdelay_ms": qdel, "queue_bdp": qbdp})
     if np.isfinite(qdel).any():
-        run["mean_queue_delay_ms"] = float(np.nanmean(qdel))
-        run["p95_queue_delay_ms"] = float(np.nanpercentile(qdel, 95))
+        run.mean_queue_delay_ms = float(np.nanmean(qdel))
+        run.p95_queue_delay_ms = float(np.nanpercentile(qdel, 95))
     if np.isfinite(qbdp).any():
-        run["mean_queue_bdp"] = float(np.nanmean(qbdp))
-        run["max_queue_bdp"] = float(np.nanmax(qbdp))
+        run.mean_queue_bdp = float(np.nanmean(qbdp))
+        run.max_queue_bdp = float(np.nanmax(qbdp))
 
 
-def _cc_groups(rd: _RunData, totals: pd.DataFrame, out: dict) -> None:
+def _cc_groups(rd: _RunData, totals: pd.DataFrame, out: RunMetrics) -> None:
     """Per CC group: share of bytes, retransmissions, percentile band of the 0.5 s shares."""
     if not len(totals):
         return
-    s0, s1 = out["run"]["steady_t0_s"], out["run"]["steady_t1_s"]
-    total_bytes = out["run"]["bytes"]
+    s0, s1 = out.run.steady_t0_s, out.run.steady_t1_s
+    total_bytes = out.run.bytes
     gshare = group_share_series(rd.binned, rd.flow_cc, SHARE_BIN_S, s0, s1)
-    out["series"]["group_share"] = group_share_series(rd.binned, rd.flow_cc, SHARE_BIN_S)
+    out.series["group_share"] = group_share_series(rd.binned, rd.flow_cc, SHARE_BIN_S)
     for cc, g in totals.groupby("cc", sort=False):
         gs = gshare[gshare["cc"] == cc]["share"] if len(gshare) else pd.Series(dtype=float)
-        out["groups"].append({
-            "cc": cc, "flows": int(len(g)), "bytes": float(g["bytes"].sum()),
-            "share": float(g["bytes"].sum()) / total_bytes if total_bytes else float("nan"),
-            "steady_share": float(g["steady_share"].sum()),
-            "steady_share_p25": float(gs.quantile(0.25)) if len(gs) else float("nan"),
-            "steady_share_p75": float(gs.quantile(0.75)) if len(gs) else float("nan"),
-            "retransmits": float(g["retransmits"].sum()),
-            "retransmits_per_mb": (float(g["retransmits"].sum()) / (float(g["bytes"].sum()) / 1e6)
-                                   if float(g["bytes"].sum()) > 0 else float("nan")),
-            "mean_mbps": float(g["mean_mbps"].mean()),
-            "startup_exit_s": float(g["startup_exit_s"].mean()),  # NaN without a mode trace
+        out.groups.append(CcValues(
+            cc=cc, flows=int(len(g)), bytes=float(g["bytes"].sum()),
+            share=float(g["bytes"].sum()) / total_bytes if total_bytes else float("nan"),
+            steady_share=float(g["steady_share"].sum()),
+            steady_share_p25=float(gs.quantile(0.25)) if len(gs) else float("nan"),
+            steady_share_p75=float(gs.quantile(0.75)) if len(gs) else float("nan"),
+            retransmits=float(g["retransmits"].sum()),
+            retransmits_per_mb=(float(g["retransmits"].sum()) / (float(g["bytes"].sum()) / 1e6)
+                                if float(g["bytes"].sum()) > 0 else float("nan")),
+            mean_mbps=float(g["mean_mbps"].mean()),
+            startup_exit_s=float(g["startup_exit_s"].mean()),  # NaN without a mode trace
             # srtt - min RTT averaged over cc's flows (NaN without ss): the claim term qdelay(cc)
-            "mean_qdelay_ms": float(g["mean_qdelay_ms"].mean()) if "mean_qdelay_ms" in g else float("nan"),
-        })
+            mean_qdelay_ms=float(g["mean_qdelay_ms"].mean()) if "mean_qdelay_ms" in g else float("nan"),
+        ))
 
 
 def goodput_mbps(run: Run) -> float:

@@ -15,13 +15,13 @@ def of_run(run: Run, skip_s: float) -> CompactRecord:
     with the default bin and the steady state from `skip_s`."""
     from ..base.jsonsafe import json_safe
     from . import metrics
-    from .claims import RunSeries, window_means
     from .provenance import scenario_yaml
+    from .run_point import RunSeries, window_means
 
     result = metrics.run_metrics(run.meta, run.tables, skip_s=skip_s)
     series = RunSeries.of(result)
-    flows = [int(f["flow"]) for f in result["flows"]]
-    ends = [f["t_end"] for f in result["flows"] if isinstance(f.get("t_end"), float) and math.isfinite(f["t_end"])]
+    flows = [int(f["flow"]) for f in result.flows]
+    ends = [f["t_end"] for f in result.flows if isinstance(f.get("t_end"), float) and math.isfinite(f["t_end"])]
     rows = []
     for t0 in range(math.ceil(max(ends)) + 1 if ends else 0):
         means = window_means(series, t0)
@@ -29,15 +29,16 @@ def of_run(run: Run, skip_s: float) -> CompactRecord:
             break
         rows.append([float(means[f]) if f in means.index else None for f in flows])
     return CompactRecord(meta=run.meta, scenario_yaml=scenario_yaml(run), checks=run.checks, notes=run.notes,
-                         metrics=Metrics(skip_s=skip_s, run=json_safe(result["run"]),
-                                         flows=json_safe(result["flows"]), groups=json_safe(result["groups"])),
+                         metrics=Metrics(skip_s=skip_s, run=json_safe(result.run.as_dict()),
+                                         flows=json_safe(result.flows),
+                                         groups=json_safe([g.as_dict() for g in result.groups])),
                          steady=SteadyWindows(flows=flows, mbps=rows), goodput_mbps=_goodput(run))
 
 
 def _goodput(run: Run) -> float | None:
     from .metrics import goodput_mbps
 
-    if len(run.meta.get("flows") or []) != 1:
+    if len(run.record.flows or []) != 1:
         return None
     value = goodput_mbps(run)
     return value if math.isfinite(value) else None

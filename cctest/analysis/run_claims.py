@@ -8,7 +8,7 @@ claim on the way: a scenario.yaml that cannot be read, an entry that is not a cl
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -20,13 +20,16 @@ from ..model.claim_language import ClaimError
 from ..model.scenario import Expect, _describe, unknown_key_message
 from .claims import Expectation, _is_bool
 
+if TYPE_CHECKING:
+    from .load import Run
+
 
 class UnjudgeableClaims(BadInput):
     """A claim carried by run directories that cannot be judged: it fails the gate (exit 2) rather
     than dropping out of it with a warning."""
 
 
-def _scenario_file(run) -> dict:
+def _scenario_file(run: Run) -> dict:
     """The run's scenario.yaml as run (absent: no claims), by the one reader of run directories and
     the bounded loader of experiments files (a run directory may come from anywhere: a CI artifact)."""
     if run.recorded is not None:  # a compact record carries the text, read by the same loader
@@ -71,7 +74,7 @@ def validated_entry(name: str, k: int, entry: Any, matrix: dict[str, list], tags
     return Expectation.from_entry(name, checked.model_dump(exclude_none=True), tags, repetitions)
 
 
-def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
+def expectations_of_runs(runs: list[Run]) -> tuple[list[Expectation], list[str]]:
     """The expectations recorded with each scenario's runs (their scenario.yaml), once per scenario,
     and notes for the report. A claim that cannot be read or judged is UnjudgeableClaims: the
     first named, and how many more."""
@@ -79,11 +82,10 @@ def expectations_of_runs(runs) -> tuple[list[Expectation], list[str]]:
     matrices: dict[str, dict[str, list]] = {}  # scenario -> matrix key -> the values its runs record
     problems: list[str] = []
     for run in runs:
-        name = run.meta.get("scenario")
-        if not isinstance(name, str):
+        name = run.record.scenario
+        if name is None:
             continue
-        point = run.meta.get("matrix") if isinstance(run.meta.get("matrix"), dict) else {}
-        for key, value in point.items():
+        for key, value in (run.record.matrix or {}).items():
             matrices.setdefault(name, {}).setdefault(key, []).append(value)
         if name in files:
             continue

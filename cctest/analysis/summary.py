@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..base.jsonsafe import json_safe
+from ..model.measured import RunMetrics
 from ..model.metric_table import COMPARED, RUN_METRICS
-from ..model.record import LINK_SETTINGS
+from ..model.record import LINK_SETTINGS, Link, RunRecord
 from . import stats
 from .load import Run, shown
 from .provenance import provenance, scenario_tags
@@ -22,9 +24,9 @@ FLOW_METRICS = ["bytes", "bytes_sent", "bytes_received", "bytes_intervals", "mea
                 "avg_mbps_1s", "mean_cwnd_pkts", "mean_srtt_ms", "min_rtt_ms", "mean_qdelay_ms"]
 
 
-def algo_label(meta: dict) -> str:
+def algo_label(record: RunRecord) -> str:
     """The algorithm mix of a run: 'bbr vs cubic', '3 bbr_cws vs 3 cubic', 'bbr'."""
-    ccs = [f.get("cc") for f in meta.get("flows") or [] if isinstance(f, dict)]
+    ccs = [f.cc for f in record.flows or []]
     order = list(dict.fromkeys(ccs))
     parts = []
     for cc in order:
@@ -33,15 +35,14 @@ def algo_label(meta: dict) -> str:
     return " vs ".join(parts) if parts else "?"
 
 
-def group_key(meta: dict) -> str:
+def group_key(record: RunRecord) -> str:
     """Runs identical except `repetition` share this key."""
-    return f"{meta.get('scenario', '?')} {json.dumps(meta.get('matrix') or {}, sort_keys=True)}"
+    return f"{record.given('scenario', '?')} {json.dumps(record.matrix or {}, sort_keys=True)}"
 
 
-def group_label(meta: dict) -> str:
-    m = meta.get("matrix") or {}
-    inner = ", ".join(f"{k}={v}" for k, v in m.items())
-    return f"{meta.get('scenario', '?')}" + (f" [{inner}]" if inner else "")
+def group_label(record: RunRecord) -> str:
+    inner = ", ".join(f"{k}={v}" for k, v in (record.matrix or {}).items())
+    return f"{record.given('scenario', '?')}" + (f" [{inner}]" if inner else "")
 
 
 @dataclass
@@ -58,28 +59,32 @@ class Summary:
 FLOW_ROW_LINK = tuple(key for key in LINK_SETTINGS if key != "rtt_ms")
 
 
-def identity(run: Run) -> dict:
-    meta = run.meta
-    link = meta.get("link") or {}
-    flows = [f for f in meta.get("flows") or [] if isinstance(f, dict)]
-    rtts = [float(f["rtt_ms"]) for f in flows if isinstance(f.get("rtt_ms"), (int, float))]
+def identity(run: Run) -> dict[str, Any]:
+    record = run.record
+    link = record.link or Link()
+    rtts = [float(f.rtt_ms) for f in record.flows or [] if f.rtt_ms is not None]
     out = {
-        "run_id": run.run_id, "scenario": meta.get("scenario"), "repetition": meta.get("repetition"),
-        "group": (f"{run.side} | " if run.side else "") + group_key(meta),
-        "group_label": (f"[{run.side}] " if run.side else "") + group_label(meta), "algos": algo_label(meta),
-        "status": meta.get("status"), "verdict": (run.checks or {}).get("verdict"),
+        "run_id": run.run_id, "scenario": record.scenario, "repetition": record.repetition,
+        "group": (f"{run.side} | " if run.side else "") + group_key(record),
+        "group_label": (f"[{run.side}] " if run.side else "") + group_label(record), "algos": algo_label(record),
+        "status": record.status, "verdict": (run.checks or {}).get("verdict"),
         "health_failed": failing_checks(run.checks),
-        **{key: link.get(key) for key in LINK_SETTINGS},
+        **{key: getattr(link, key) for key in LINK_SETTINGS},
         "flow_rtt_min_ms": min(rtts) if rtts else np.nan,
         "flow_rtt_max_ms": max(rtts) if rtts else np.nan,
         "path": shown(run.path),
     }
-    out.update(provenance(meta))
+    out.update(provenance(record))
     out["tags"] = ", ".join(scenario_tags(run))
     out["rtt_ratio"] = max(rtts) / min(rtts) if rtts and min(rtts) > 0 else np.nan
-    for k, v in (meta.get("matrix") or {}).items():
-        out[f"matrix.{k}"] = v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)
+    for k, v in (record.matrix or {}).items():
+        out[f"matrix.{k}"] = matrix_value(v)
     return out
+
+
+def matrix_value(value: Any) -> Any:
+    """A matrix point's value as a table cell holds it: a scalar as is, anything else as JSON."""
+    return value if isinstance(value, (int, float, str, bool)) or value is None else json.dumps(value)
 
 
 def failing_checks(checks: dict | None) -> str:
@@ -95,13 +100,13 @@ def failing_checks(checks: dict | None) -> str:
     return ", ".join(dict.fromkeys(parts))
 
 
-def summarize(runs: list[Run], results: list[dict]) -> Summary:
+def summarize(runs: list[Run], results: list[RunMetrics]) -> Summary:
     run_rows, flow_rows, group_rows = [], [], []
     for run, res in zip(runs, results, strict=True):
         ident = identity(run)
         row = dict(ident)
-        row.update(res["run"])
-        fl = res["flows"]
+        row.update(res.run.as_dict())
+        fl = res.flows
         run_rows.append(row)
         for f in fl:
             r = {k: ident[k] for k in ("run_id", "scenario", "repetition", "group", "group_label",
@@ -109,10 +114,10 @@ def summarize(runs: list[Run], results: list[dict]) -> Summary:
             r.update({k: f.get(k) for k in ["flow", "cc", "rtt_ms", "t_start", "t_end", "active_s"]
                       + FLOW_METRICS})
             flow_rows.append(r)
-        for g in res["groups"]:
+        for g in res.groups:
             r = {k: ident[k] for k in ("run_id", "scenario", "repetition", "group", "group_label",
                                        "algos", *LINK_SETTINGS)}
-            r.update(g)
+            r.update(g.as_dict())
             group_rows.append(r)
     runs_df = pd.DataFrame(run_rows)
     flows_df = pd.DataFrame(flow_rows)
@@ -187,7 +192,7 @@ def spreadsheet_safe(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_json(s: Summary, options: dict) -> dict:
-    def recs(df):
+    def recs(df: pd.DataFrame) -> list[dict[str, Any]]:
         return [{k: json_safe(v) for k, v in r.items()} for r in df.to_dict("records")]
 
     reps = []

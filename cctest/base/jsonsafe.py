@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 
-def json_safe(o):
+def json_safe(o: Any) -> Any:
     """A copy of `o` that json.dumps(..., allow_nan=False) can write: NaN/inf -> None, numpy
     scalars -> Python numbers, dict keys -> str; anything else with an .item() that fails (an
     array of several values) -> its text."""
@@ -26,6 +27,6 @@ def json_safe(o):
     return o
 
 
-def dumps(o, **kwargs) -> str:
+def dumps(o: Any, **kwargs: Any) -> str:
     """json.dumps of json_safe(o); a value it cannot make safe raises instead of writing NaN."""
     return json.dumps(json_safe(o), allow_nan=False, **kwargs)

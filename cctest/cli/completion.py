@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
+
 DEFAULT_EXPERIMENTS = "experiments.yaml"
 
 
-def _scenarios(ctx) -> dict:
+def _scenarios(ctx: click.Context) -> dict:
     path = Path((ctx.params or {}).get("experiments_file") or DEFAULT_EXPERIMENTS)
     from ..base.limits import MAX_EXPERIMENTS_BYTES
     from ..base.safeload import load_yaml_file
@@ -23,11 +25,11 @@ def _scenarios(ctx) -> dict:
     return scenarios if isinstance(scenarios, dict) else {}
 
 
-def complete_scenarios(ctx, param, incomplete: str) -> list[str]:
+def complete_scenarios(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     return [str(name) for name in _scenarios(ctx) if str(name).startswith(incomplete)]
 
 
-def complete_tags(ctx, param, incomplete: str) -> list[str]:
+def complete_tags(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     tags: dict[str, None] = {}
     for body in _scenarios(ctx).values():
         for tag in (body.get("tags") or []) if isinstance(body, dict) else []:

@@ -202,7 +202,7 @@ def check_command(paths, output, skip_s, markdown, readme, no_fail, as_json, exp
     else:
         loaded = load_runs(paths, skipped)
     runs, res, summary = analyse(loaded, Measure(skip_s=skip_s), skipped)
-    verdicts, notes = judge_claims(runs, summary, res, expectations, claims)
+    verdicts, notes = judge_claims(runs, res, expectations, claims)
     notes = skipped + notes
     if verdicts:  # first, once judged: an error stays one line
         click.echo(printable(claims.describe()), err=as_json)
@@ -259,9 +259,9 @@ def _paper_suite_runs(paths, experiments_file: str, skipped: list[str]) -> tuple
     # only runs of a paper suite: a targeted or ad-hoc run that shares a suite scenario's name
     # (results/targeted/) is not that suite's run
     loaded = [run for run in found if paper_of(scenario_tags(run))]
-    stray = next((run for run in loaded if run.meta.get("scenario") not in experiments.scenarios), None)
+    stray = next((run for run in loaded if run.record.scenario not in experiments.scenarios), None)
     if stray is not None:  # its claims would silently drop out of the page and the gate
-        raise BadInput(f"{stray.path}: a paper-suite run of scenario {stray.meta.get('scenario')!r}, which "
+        raise BadInput(f"{stray.path}: a paper-suite run of scenario {stray.record.scenario!r}, which "
                        f"{experiments_file} lacks; its claims cannot be judged: add the scenario to the file or "
                        "leave the run out of PATHS")
     if len(loaded) < len(found):
@@ -286,9 +286,9 @@ def _write_reproduction(markdown: Path, readme: Path | None, paths, verdicts, lo
     for run in loaded:
         paper = reproduction.paper_of(scenario_tags(run))
         if paper is not None:  # the engines are named per paper reproduced
-            engines.setdefault(paper, set()).add(reproduction.engine_of(run.meta))
-        build = "; ".join(x for x in (engine_build(run.meta), module_builds(run.meta)) if x)
-        builds.setdefault(str(run.meta.get("scenario")), set()).add(build)
+            engines.setdefault(paper, set()).add(reproduction.engine_of(run.record))
+        build = "; ".join(x for x in (engine_build(run.record), module_builds(run.record)) if x)
+        builds.setdefault(str(run.record.scenario), set()).add(build)
     reproduction.write(markdown, reproduction.render(per_claim, n_runs, shown_paths, command, engines, builds))
     click.echo(f"wrote {markdown}: {reproduction.score(per_claim)}", err=as_json)
     if readme and not reproduction.update_readme(readme, markdown, per_claim):

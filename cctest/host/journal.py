@@ -17,7 +17,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..base import atomic
 from ..base.errors import BadInput
@@ -291,7 +291,7 @@ def read_journal(path: Path) -> dict:
     return data
 
 
-def _shape_problem(data) -> str | None:
+def _shape_problem(data: Any) -> str | None:
     if not isinstance(data, dict):
         return f"a JSON object expected, got {type(data).__name__}"
     processes = data.get("processes", [])

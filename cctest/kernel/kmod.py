@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,7 +108,8 @@ def build(release: str, verbose: bool = False, kdir: Path | None = None,
 
 
 @contextlib.contextmanager
-def using_build(release: str, verbose: bool = False, kdir: Path | None = None, make_vars: tuple[str, ...] = ()):
+def using_build(release: str, verbose: bool = False, kdir: Path | None = None,
+                make_vars: tuple[str, ...] = ()) -> Iterator[dict[str, Path]]:
     """Build (if a source changed) and keep the build for `release` from being rebuilt while the
     caller uses it (a --vm session's guests load the .ko files from it): a shared lock, exclusive
     while building. So two cctest processes never build into one directory at once, and a rebuild
@@ -276,7 +278,8 @@ def read_params(name: str) -> dict[str, str]:
     return {p.name: p.read_text().strip() for p in sorted(pdir.iterdir())}
 
 
-def load(cc: str, params: dict[str, int], release: str, on_loaded=None, where: str = "") -> LoadedModule:
+def load(cc: str, params: dict[str, int], release: str, on_loaded: Callable[[str], object] | None = None,
+         where: str = "") -> LoadedModule:
     """Make `cc` available with `params`. on_loaded(name) is called before insmod (for the journal);
     `where` (scenario and flow key) prefixes a bad-parameter message."""
     if cc in PROJECT_CCS:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError, model_validator
 
 from ..base.errors import BadInput
+from .measured import CcValues, RunMetrics, RunValues
 from .record import Int, Number, Text, _shown
 
 if TYPE_CHECKING:
@@ -71,13 +72,13 @@ class Metrics(Strict):
     flows: list[dict[str, Value]]
     groups: list[dict[str, Value]]
 
-    def result(self, windows: SteadyWindows) -> dict:
+    def result(self, windows: SteadyWindows) -> RunMetrics:
         """The run_metrics result the report and the claims read, NaN where the record has null."""
-        def nan(row: dict) -> dict:
+        def nan(row: dict[str, Any]) -> dict[str, Any]:
             return {k: math.nan if v is None else v for k, v in row.items()}
 
-        return {"run": nan(self.run), "flows": [nan(f) for f in self.flows], "groups": [nan(g) for g in self.groups],
-                "series": {"windows": windows}}
+        return RunMetrics(RunValues(**RunValues.known(nan(self.run))), [nan(f) for f in self.flows],
+                          [CcValues(**CcValues.known(nan(g))) for g in self.groups], windows=windows)
 
 
 class SteadyWindows(Strict):

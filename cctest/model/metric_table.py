@@ -1,6 +1,7 @@
-"""The one table of what a run is measured by: each metric's column (as `metrics.run_metrics`
-computes it and the report's tables carry it), its label and unit, which way is better, and its
-name in a claim (docs/experiments.md, "Claims"). The report, the summary and the claims read it."""
+"""The one table of what a run is measured by: each metric's column (its field in the typed rows of
+model/measured.py, which `metrics.run_metrics` fills and the report's tables carry), its label and
+unit, which way is better, and its name in a claim (docs/experiments.md, "Claims"). The report,
+the summary and the claims read it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Metric:
-    column: str  # the key metrics.run_metrics gives it (per run, or per cc group)
+    column: str  # its field in model/measured.py's rows (per run, or per cc group)
     label: str  # for tables and axes
     unit: str
     better: int  # +1 higher is better, -1 lower, 0 neither (a share)

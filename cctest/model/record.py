@@ -253,6 +253,10 @@ class RunRecord(Section):
     outages_applied: list[AppliedOutage] | None = None
     fallback_sockets: Int | None = None
 
+    def given(self, name: str, default: Any) -> Any:
+        """A field as meta.json gave it (a null stays None); `default` where it has no such key."""
+        return getattr(self, name) if name in self.model_fields_set else default
+
     def dump(self) -> dict:
         """The record as plain data, with exactly the keys it was given."""
         return self.model_dump(exclude_unset=True)

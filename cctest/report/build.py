@@ -25,8 +25,9 @@ from ..analysis.summary import (
     unmatched_groups,
 )
 from ..base import atomic, jsonsafe
+from ..model.measured import RunMetrics
 from ..model.metric_table import COMPARED
-from ..model.record import LINK_SETTINGS
+from ..model.record import LINK_SETTINGS, Link
 from .claims_view import claims_section
 from .colors import CCColors, flow_ccs
 from .html import Page, esc, fmt, fmt_ci, table
@@ -89,9 +90,9 @@ WALL_BADGE = ("<span class='badge wall' title='a VM on the host&#39;s clock: sof
 
 def _provenance_html(run: Run) -> str:
     """Where this run's numbers came from: clock, code, seed, bottleneck, and its scenario as run."""
-    meta = run.meta
-    out = (f"<p class='kv'>clock <b>{esc(clock_text(meta))}</b> · code <b>{esc(code_text(meta))}</b> · seed "
-           f"<b>{esc(meta.get('seed'))}</b> · bottleneck <b>{esc(bottleneck_text(meta))}</b></p>")
+    record = run.record
+    out = (f"<p class='kv'>clock <b>{esc(clock_text(record))}</b> · code <b>{esc(code_text(record))}</b> · seed "
+           f"<b>{esc(record.seed)}</b> · bottleneck <b>{esc(bottleneck_text(record))}</b></p>")
     text = scenario_yaml(run)
     if text is not None:
         out += (f"<details class='yaml'><summary>scenario.yaml (as run)</summary><pre>{esc(text)}</pre></details>")
@@ -100,10 +101,10 @@ def _provenance_html(run: Run) -> str:
 
 def page_colors(runs: list[Run]) -> CCColors:
     """One colour per congestion control for the whole page, in the order the runs name them."""
-    return CCColors(cc for run in runs for cc in flow_ccs(run.meta))
+    return CCColors(cc for run in runs for cc in flow_ccs(run.record))
 
 
-def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, index: int = 0,
+def _run_section(page: Page, run: Run, res: RunMetrics, opts: Options, open_: bool, index: int = 0,
                  colors: CCColors | None = None) -> None:
     """One run's folding section: its head line, facts, provenance, notes, health, metrics and figures."""
     side = f"[{esc(run.side)}] " if run.side else ""
@@ -117,32 +118,33 @@ def _run_section(page: Page, run: Run, res: dict, opts: Options, open_: bool, in
     page.add("<div class='grid'>" + "".join(page.fig_html(f) for f in figs) + "</div></details>")
 
 
-def _run_head(run: Run, res: dict) -> str:
+def _run_head(run: Run, res: RunMetrics) -> str:
     """The section's summary line: run, scenario, matrix point, repetition, health, Jain and utilisation."""
-    meta, r = run.meta, res["run"]
-    matrix = ", ".join(f"{k}={v}" for k, v in (meta.get("matrix") or {}).items())
-    return (f"{esc(run.run_id)} — {esc(meta.get('scenario', '?'))}"
-            f"{' [' + esc(matrix) + ']' if matrix else ''} rep {esc(meta.get('repetition', '?'))} "
-            f"{_verdict_badge(run.checks)}{' ' + WALL_BADGE if is_wall_clock(meta) else ''} "
-            f"<span class='kv'>J={fmt(r.get('jain'))}, "
-            f"util={fmt(100 * r.get('utilisation', float('nan')), 1)} %</span>")
+    record, r = run.record, res.run
+    matrix = ", ".join(f"{k}={v}" for k, v in (record.matrix or {}).items())
+    return (f"{esc(run.run_id)} — {esc(record.given('scenario', '?'))}"
+            f"{' [' + esc(matrix) + ']' if matrix else ''} rep {esc(record.given('repetition', '?'))} "
+            f"{_verdict_badge(run.checks)}{' ' + WALL_BADGE if is_wall_clock(run.record) else ''} "
+            f"<span class='kv'>J={fmt(r.jain)}, "
+            f"util={fmt(100 * r.utilisation, 1)} %</span>")
 
 
 def _run_facts(run: Run) -> str:
     """Where the run is, how it ended, its kernel and its link."""
-    meta = run.meta
-    link = meta.get("link") or {}
-    return (f"<p class='kv'>path <b>{esc(shown(run.path))}</b> · status <b>{esc(meta.get('status'))}</b> · "
-            f"mode <b>{esc(meta.get('mode'))}</b> · kernel <b>{esc((meta.get('kernel') or {}).get('release'))}</b>"
-            f" · link <b>{fmt(link.get('rate_mbps'))} Mbit/s</b>, RTT <b>{fmt(link.get('rtt_ms'))} ms</b>, "
-            f"buffer <b>{fmt(link.get('buffer_bdp'))} BDP</b> ({fmt(link.get('buffer_bytes'))} B; BDP "
-            f"{fmt(link.get('bdp_bytes'))} B), loss <b>{fmt(link.get('loss_pct'))} %</b> · duration "
-            f"<b>{fmt(meta.get('duration_s'))} s</b> · started {esc(meta.get('start_time'))}</p>")
+    record = run.record
+    link = record.link or Link()
+    kernel = record.kernel.release if record.kernel else None
+    return (f"<p class='kv'>path <b>{esc(shown(run.path))}</b> · status <b>{esc(record.status)}</b> · "
+            f"mode <b>{esc(record.mode)}</b> · kernel <b>{esc(kernel)}</b>"
+            f" · link <b>{fmt(link.rate_mbps)} Mbit/s</b>, RTT <b>{fmt(link.rtt_ms)} ms</b>, "
+            f"buffer <b>{fmt(link.buffer_bdp)} BDP</b> ({fmt(link.buffer_bytes)} B; BDP "
+            f"{fmt(link.bdp_bytes)} B), loss <b>{fmt(link.loss_pct)} %</b> · duration "
+            f"<b>{fmt(record.duration_s)} s</b> · started {esc(record.start_time)}</p>")
 
 
-def _run_notes_html(run: Run, res: dict) -> str:
+def _run_notes_html(run: Run, res: RunMetrics) -> str:
     notes = list(run.notes)
-    if "qdisc" in run.tables and "queue" not in res["series"]:
+    if "qdisc" in run.tables and "queue" not in res.series:
         notes.append(NO_BOTTLENECK_NOTE)
     return "<ul class='notes'>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>" if notes else ""
 
@@ -157,11 +159,11 @@ def _health_html(run: Run) -> str:
             + table(ch, left={"name", "detail"}, cls_rows=["" if ok else "reg" for ok in ch["ok"]]))
 
 
-def _metrics_html(res: dict, opts: Options) -> str:
-    r = res["run"]
-    rm = pd.DataFrame([{"metric": m.label, "value": r.get(m.column), "unit": m.unit} for m in COMPARED])
+def _metrics_html(res: RunMetrics, opts: Options) -> str:
+    r = res.run
+    rm = pd.DataFrame([{"metric": m.label, "value": getattr(r, m.column), "unit": m.unit} for m in COMPARED])
     return ("<h3>Run metrics</h3>"
-            f"<p class='note'>Steady-state window {fmt(r.get('steady_t0_s'))}–{fmt(r.get('steady_t1_s'))} s "
+            f"<p class='note'>Steady-state window {fmt(r.steady_t0_s)}–{fmt(r.steady_t1_s)} s "
             f"(skip {opts.skip_s:g} s, until the first flow ends).</p>" + table(rm, left={"metric", "unit"}))
 
 
@@ -173,11 +175,11 @@ FLOW_HEADERS = {"rtt_ms": "RTT ms", "bytes": "bytes (receiver)", "mean_mbps": "m
                 "min_rtt_ms": "min RTT ms", "mean_qdelay_ms": "srtt − min RTT ms"}
 
 
-def _flow_tables(res: dict) -> str:
+def _flow_tables(res: RunMetrics) -> str:
     """Per flow two tables, so that each fits a 1280 px window: what each flow got, then its window
     and delays; per cc group, when there are several."""
     out = []
-    fl = pd.DataFrame(res["flows"])
+    fl = pd.DataFrame(res.flows)
     if not fl.empty:
         out.append("<h3>Per flow</h3>")
         out.append(table(fl.reindex(columns=["flow", "cc", "rtt_ms", "bytes", "mean_mbps", "steady_mbps", "share",
@@ -185,9 +187,9 @@ def _flow_tables(res: dict) -> str:
                                              "avg_mbps_1s"]), left={"cc"}, headers=FLOW_HEADERS))
         out.append(table(fl.reindex(columns=["flow", "cc", "t_start", "t_end", "mean_cwnd_pkts", "mean_srtt_ms",
                                              "min_rtt_ms", "mean_qdelay_ms"]), left={"cc"}, headers=FLOW_HEADERS))
-    if res["groups"] and len(res["groups"]) > 1:
+    if len(res.groups) > 1:
         out.append("<h3>Per CC group</h3>")
-        out.append(table(pd.DataFrame(res["groups"]), left={"cc"}))
+        out.append(table(pd.DataFrame([g.as_dict() for g in res.groups]), left={"cc"}))
     return "".join(out)
 
 
@@ -267,7 +269,7 @@ def _runs_table(page: Page, s: Summary) -> None:
 class _Analysis:
     """Everything the page shows: the runs, their metrics, the summary and the judgements."""
     runs: list[Run]
-    results: list[dict]
+    results: list[RunMetrics]
     summary: Summary
     cmp: pd.DataFrame | None
     verdicts: list[Verdict]
@@ -331,7 +333,7 @@ def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skip
     judged on the candidate (it must bear them out)."""
     if not compare_paths:
         runs, results, summary = analyse(load_runs(paths, skipped), opts, skipped)
-        verdicts, notes = judge_claims(runs, summary, results, claims=claims)
+        verdicts, notes = judge_claims(runs, results, claims=claims)
         return _Analysis(runs, results, summary, None, verdicts, notes)
     base_runs, cand_runs = load_runs([compare_paths[0]], skipped), load_runs([compare_paths[1]], skipped)
     base_runs, base_res, base_s = analyse(base_runs, opts, skipped)
@@ -341,7 +343,7 @@ def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skip
     for r in cand_runs:
         r.side = "candidate"
     runs, results = base_runs + cand_runs, base_res + cand_res
-    verdicts, notes = judge_claims(cand_runs, cand_s, cand_res, claims=claims)
+    verdicts, notes = judge_claims(cand_runs, cand_res, claims=claims)
     return _Analysis(runs, results, summarize(runs, results), compare(base_s, cand_s, threshold_pct),
                      verdicts, notes, (base_s, cand_s))
 
@@ -349,7 +351,7 @@ def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skip
 def _new_page(a: _Analysis, opts: Options) -> Page:
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     title = opts.title or ("cctest comparison" if a.cmp is not None else "cctest report")
-    scen = sorted({str(r.meta.get("scenario")) for r in a.runs})
+    scen = sorted({str(r.record.scenario) for r in a.runs})
     return Page(title, f"{len(a.runs)} run(s) of {', '.join(scen)} · generated {now} · bin {_bin_text(opts)} · "
                        f"steady state after {opts.skip_s:g} s · Jain window {opts.jain_window_s:g} s")
 
@@ -411,7 +413,7 @@ def _overview_section(page: Page, summary: Summary, runs: list[Run]) -> None:
         page.add("</details>")
 
 
-def _per_run_sections(page: Page, runs: list[Run], results: list[dict], opts: Options) -> None:
+def _per_run_sections(page: Page, runs: list[Run], results: list[RunMetrics], opts: Options) -> None:
     page.h2("Per run", "runs")
     # Many runs: fewer display points per trace so the page stays small (metrics are unaffected).
     per_run = opts

@@ -5,6 +5,11 @@ scale that no cc uses, so a line's colour never means two things on one page."""
 from __future__ import annotations
 
 import colorsys
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..model.record import RunRecord
 
 # Fixed where known, so that pages side by side agree too; colour-blind-safe first (Okabe-Ito-like).
 FIXED = {
@@ -21,12 +26,12 @@ SEQUENTIAL = ["#9fb3c8", "#7c94ae", "#5f7894", "#455e7a", "#2f4660", "#1c3047", 
 class CCColors:
     """cc -> colour for one page; a cc the table does not know gets a spare colour, in first-seen order."""
 
-    def __init__(self, ccs=()):
+    def __init__(self, ccs: Iterable[str] = ()) -> None:
         self.colors: dict[str, str] = {}
         for cc in ccs:
             self.of(cc)
 
-    def of(self, cc) -> str:
+    def of(self, cc: str) -> str:
         cc = str(cc)
         if cc not in self.colors:
             used = set(self.colors.values())
@@ -34,10 +39,10 @@ class CCColors:
             self.colors[cc] = FIXED.get(cc) or (spare[0] if spare else SPARE[len(self.colors) % len(SPARE)])
         return self.colors[cc]
 
-    def knows(self, cc) -> bool:
+    def knows(self, cc: str) -> bool:
         return str(cc) in self.colors or str(cc) in FIXED
 
-    def shade(self, cc, k: int, n: int) -> str:
+    def shade(self, cc: str, k: int, n: int) -> str:
         """The k-th (0-based) of n flows of `cc`: the cc's colour, lighter or darker by flow."""
         return shade(self.of(cc), k, n)
 
@@ -60,5 +65,5 @@ def sequential(k: int, n: int) -> str:
     return SEQUENTIAL[round(k * (len(SEQUENTIAL) - 1) / (n - 1))]
 
 
-def flow_ccs(meta: dict) -> list[str]:
-    return [str(f.get("cc")) for f in meta.get("flows") or [] if isinstance(f, dict)]
+def flow_ccs(record: RunRecord) -> list[str]:
+    return [str(f.cc) for f in record.flows or []]

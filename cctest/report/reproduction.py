@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..analysis.claims import ClaimResult, status_counts
 from ..base import atomic
 from ..base.safeload import Refused, decode_utf8, read_bounded
+from ..model.record import RunRecord
 
 PAPERS = {
     "paper-000": "000: BBR-CWS (Song, Kim, Cho; Electronics 2020)",
@@ -34,7 +36,7 @@ STATUS_TEXT = {"pass": "pass", "fail": "**fail**", "known-fail": "known fail", "
                "inconclusive": "inconclusive", "incomplete": "incomplete", "not-run": "not run"}
 
 
-def paper_of(tags) -> str | None:
+def paper_of(tags: Iterable[str]) -> str | None:
     """The paper a suite scenario reproduces, as its paper-00N tag (a quick-00N copy's too)."""
     tag = next((t for t in tags if PAPER_TAG.fullmatch(t)), None)
     return tag.replace("quick-", "paper-") if tag else None
@@ -93,13 +95,12 @@ def _reason(r: ClaimResult) -> str:
     return r.reason
 
 
-def engine_of(meta: dict) -> str:
+def engine_of(record: RunRecord) -> str:
     """How a run was measured, as the page names it: the emulator (and its clock), or the host."""
-    engine = (meta.get("engine") or {}).get("name")
-    if engine:
-        return engine
-    vm = meta.get("vm")
-    return "qemu" if vm else "native"
+    if record.engine is not None and record.engine.name:
+        return record.engine.name
+    vm = record.vm  # an empty object names no VM
+    return "qemu" if vm is not None and vm.model_dump(exclude_unset=True) else "native"
 
 
 def run_command(tag: str, engines: set[str]) -> str:

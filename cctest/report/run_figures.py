@@ -12,41 +12,44 @@ import pandas as pd
 
 from ..analysis import derived, metrics
 from ..analysis.defaults import DEFAULT_BIN_MS, DEFAULT_JAIN_WINDOW_S, DEFAULT_MAX_POINTS
+from ..model.measured import RunMetrics
+from ..model.record import Flow, Link, RunRecord
 from .colors import CCColors, flow_ccs
 from .figure import DFig, Fig, decimate, layout, lines
 from .state_figure import cc_state_figure
 
 
-def flow_names(meta: dict) -> dict[int, str]:
+def _number(flow: Flow, i: int) -> int:
+    """A flow's number, its place in the list where the record has none."""
+    return flow.flow if flow.flow is not None else i
+
+
+def flow_names(record: RunRecord) -> dict[int, str]:
     """flow -> its legend name: `flow 1 · cubic · 40 ms`."""
     out = {}
-    for i, f in enumerate(meta.get("flows") or []):
-        if not isinstance(f, dict):
-            continue
-        fl = int(f.get("flow", i))
-        rtt = f.get("rtt_ms")
-        out[fl] = f"flow {fl} · {f.get('cc')}" + (f" · {rtt:g} ms" if isinstance(rtt, (int, float)) else "")
+    for i, f in enumerate(record.flows or []):
+        fl, rtt = _number(f, i), f.rtt_ms
+        out[fl] = f"flow {fl} · {f.cc}" + (f" · {rtt:g} ms" if rtt is not None else "")
     return out
 
 
-def flow_colors(meta: dict, colors: CCColors) -> dict[int, str]:
+def flow_colors(record: RunRecord, colors: CCColors) -> dict[int, str]:
     """flow -> its cc's colour, the k-th of n flows of one cc in the k-th of n shades of it."""
-    flows = [f for f in meta.get("flows") or [] if isinstance(f, dict)]
-    ccs = flow_ccs(meta)
+    ccs = flow_ccs(record)
     out = {}
-    for i, f in enumerate(flows):
-        cc = str(f.get("cc"))
+    for i, f in enumerate(record.flows or []):
+        cc = str(f.cc)
         same = [j for j, c in enumerate(ccs) if c == cc]
-        out[int(f.get("flow", i))] = colors.shade(cc, same.index(i), len(same))
+        out[_number(f, i)] = colors.shade(cc, same.index(i), len(same))
     return out
 
 
-def run_figures(run, res: dict, *, max_points: int = DEFAULT_MAX_POINTS,
+def run_figures(run, res: RunMetrics, *, max_points: int = DEFAULT_MAX_POINTS,
                 jain_window_s: float = DEFAULT_JAIN_WINDOW_S, colors: CCColors | None = None) -> list[Fig]:
     """The figures of one run, in page order; each step returns its figures (none when its data
     is missing). `colors`: the page's cc colours (default: this run's own). Every time axis spans the
     flows' schedule, from the first flow's start (samplers that started earlier are cut off)."""
-    v = _RunView(run, res, max_points, jain_window_s, colors or CCColors(flow_ccs(run.meta)))
+    v = _RunView(run, res, max_points, jain_window_s, colors or CCColors(flow_ccs(run.record)))
     figs = [f for step in (_throughput_fig, _jain_fig, _group_share_fig, _retrans_drops_fig,
                            _utilisation_fig, _qdelay_fig, _queue_fig, _cwnd_fig, _rtprop_fig,
                            _cc_state_fig)
@@ -57,32 +60,32 @@ def run_figures(run, res: dict, *, max_points: int = DEFAULT_MAX_POINTS,
     return figs
 
 
-def schedule_range(meta: dict) -> tuple[float, float] | None:
+def schedule_range(record: RunRecord) -> tuple[float, float] | None:
     """(first flow's start, last flow's planned end) in seconds, or None without a flow schedule."""
-    flows = [f for f in meta.get("flows") or [] if isinstance(f, dict)]
-    starts = [float(f.get("start_s") or 0) for f in flows]
-    ends = [float(f.get("start_s") or 0) + float(f["duration_s"]) for f in flows
-            if isinstance(f.get("duration_s"), (int, float))]
+    flows = record.flows or []
+    starts = [float(f.start_s or 0) for f in flows]
+    ends = [float(f.start_s or 0) + float(f.duration_s) for f in flows if f.duration_s is not None]
     if not flows:
         return None
-    end = max(ends) if ends else float(meta.get("duration_s") or 0)
+    end = max(ends) if ends else float(record.duration_s or 0)
     return (min(starts), end) if end > min(starts) else None
 
 
 class _RunView:
     """What the figure steps share: the run, its metrics, flow names, the bin and steady window."""
 
-    def __init__(self, run, res: dict, max_points: int, jain_window_s: float, colors: CCColors):
+    def __init__(self, run, res: RunMetrics, max_points: int, jain_window_s: float, colors: CCColors):
         self.run, self.res, self.meta = run, res, run.meta
         self.colors = colors
-        self.flow_colors = flow_colors(self.meta, colors)
-        self.time_range = schedule_range(self.meta)
-        self.link = self.meta.get("link") or {}
-        self.names = flow_names(self.meta)
-        self.s, self.r = res["series"], res["run"]
+        self.record: RunRecord = run.record
+        self.flow_colors = flow_colors(self.record, colors)
+        self.time_range = schedule_range(self.record)
+        self.link = self.record.link or Link()
+        self.names = flow_names(self.record)
+        self.s, self.r = res.series, res.run
         self.max_points, self.jain_window_s = max_points, jain_window_s
-        self.bin_s = float(self.r.get("bin_s") or DEFAULT_BIN_MS / 1000)
-        self.t0, self.t1 = self.r.get("steady_t0_s"), self.r.get("steady_t1_s")
+        self.bin_s = float(self.r.bin_s or DEFAULT_BIN_MS / 1000)
+        self.t0, self.t1 = self.r.steady_t0_s, self.r.steady_t1_s
 
     def name(self, fl) -> str:
         return self.names.get(fl, f"flow {fl}")
@@ -102,15 +105,15 @@ class _RunView:
 
     def link_rate_line(self, fig, scale: float = 1.0, unit: str = "Mbit/s") -> None:
         """The link's rate: a line, or a step trace where link.rate_schedule changes it mid-run."""
-        rate = self.link.get("rate_mbps")
+        rate = self.link.rate_mbps
         if not rate:
             return
-        steps = sorted(float(s["at_s"]) for s in self.link.get("rate_schedule") or [])
+        steps = sorted(float(s.at_s) for s in self.link.rate_schedule or [] if s.at_s is not None)
         if not steps:
             fig.add_hline(y=rate * scale, line=dict(color="#999", dash="dash", width=1),
                           annotation_text=f"link {rate:g} Mbit/s", annotation_position="top left")
             return
-        ends = [float(f.get("start_s", 0)) + float(f.get("duration_s", 0)) for f in self.meta.get("flows") or []]
+        ends = [float(f.start_s or 0) + float(f.duration_s or 0) for f in self.record.flows or []]
         end = max([steps[-1] + 1.0, *ends])  # the last flow's planned end
         x = np.array([0.0, *steps, end])
         y = derived.link_rate_mbps_at(self.meta, x) * scale
@@ -134,7 +137,7 @@ def _throughput_fig(v: _RunView) -> list[Fig]:
     fig = DFig(lines(tr, v.max_points))
     v.link_rate_line(fig)
     v.steady_band(fig)
-    source = v.r.get("throughput_source", "")
+    source = v.r.throughput_source
     per_flow = ("what each receiver got in order (growth of the sender's bytes_acked, ss); right after "
                 "a loss a flow's bin can exceed its share: the retransmission releases what the receiver "
                 "held" if source == "ss bytes_acked" else
@@ -154,11 +157,11 @@ def _jain_fig(v: _RunView) -> list[Fig]:
         return []
     fig = DFig(lines([dict(x=js["t_s"].to_numpy(), y=js["jain"].to_numpy(),
                            name=f"Jain ({v.jain_window_s:g} s window)", color="#333")], v.max_points))
-    fig.add_hline(y=r["jain"], line=dict(color="#666", dash="dash", width=1),
-                  annotation_text=f"whole run {r['jain']:.3f}", annotation_position="bottom left")
-    if pd.notna(r.get("jain_steady")):
-        fig.add_hline(y=r["jain_steady"], line=dict(color="#222", dash="dot", width=1),
-                      annotation_text=f"steady {r['jain_steady']:.3f}", annotation_position="bottom right")
+    fig.add_hline(y=r.jain, line=dict(color="#666", dash="dash", width=1),
+                  annotation_text=f"whole run {r.jain:.3f}", annotation_position="bottom left")
+    if pd.notna(r.jain_steady):
+        fig.add_hline(y=r.jain_steady, line=dict(color="#222", dash="dot", width=1),
+                      annotation_text=f"steady {r.jain_steady:.3f}", annotation_position="bottom right")
     v.steady_band(fig)
     fig.update_yaxes(range=[0, 1.02])
     v.outage_bands(fig)
@@ -168,7 +171,7 @@ def _jain_fig(v: _RunView) -> list[Fig]:
 
 def _group_share_fig(v: _RunView) -> list[Fig]:
     gs = v.s.get("group_share")
-    ccs = {f.get("cc") for f in v.meta.get("flows") or [] if isinstance(f, dict)}
+    ccs = {f.cc for f in v.record.flows or []}
     if gs is None or not len(gs) or len(ccs) <= 1:
         return []
     fig = DFig()
@@ -179,7 +182,7 @@ def _group_share_fig(v: _RunView) -> list[Fig]:
                            line=dict(width=0.5, color=v.colors.of(cc)), fillcolor=v.colors.of(cc)))
     v.steady_band(fig)
     fig.update_yaxes(range=[0, 100])
-    shares = ", ".join(f"{g['cc']} {100 * g['share']:.1f} %" for g in v.res["groups"])
+    shares = ", ".join(f"{g.cc} {100 * g.share:.1f} %" for g in v.res.groups)
     v.outage_bands(fig)
     return [Fig("Throughput share per congestion control", layout(fig, "% of delivered bytes"),
                 f"{metrics.SHARE_BIN_S:g} s intervals. Whole run: {shares}.", "group_share")]
@@ -204,9 +207,9 @@ def _retrans_drops_fig(v: _RunView) -> list[Fig]:
     layout(fig, height=400, xtitle="")
     fig.update_xaxes(title_text="time (s)", row=2, col=1)
     return [Fig("Retransmissions and bottleneck drops", fig,
-                f"Total: {r.get('retransmits', float('nan')):.0f} retransmitted segments "
-                f"(iperf3), {r.get('bottleneck_drops', float('nan')):.0f} bottleneck drops (whole recording, "
-                f"as in checks.json), loss rate {100 * r.get('bottleneck_loss_rate', float('nan')):.3f} %.",
+                f"Total: {r.retransmits:.0f} retransmitted segments "
+                f"(iperf3), {r.bottleneck_drops:.0f} bottleneck drops (whole recording, "
+                f"as in checks.json), loss rate {100 * r.bottleneck_loss_rate:.3f} %.",
                 "retrans")]
 
 
@@ -223,7 +226,7 @@ def _utilisation_fig(v: _RunView) -> list[Fig]:
     return [Fig("Link utilisation", layout(fig, "% of link rate"),
                 f"{v.bin_s * 1000:g} ms bins of the bytes (frames) the bottleneck sent ÷ the link's rate. "
                 f"Whole run, payload delivered while a flow was active ÷ the payload the link carries "
-                f"(as the goodput health check): {100 * v.r.get('utilisation', float('nan')):.1f} %. From"
+                f"(as the goodput health check): {100 * v.r.utilisation:.1f} %. From"
                 + _bottleneck_sampling(v),
                 "utilisation")]
 
@@ -263,7 +266,7 @@ def _bottleneck_sampling(v: _RunView) -> str:
 
 
 def _qdisc_interval_s(v: _RunView) -> float | None:
-    ms = (v.meta.get("capture") or {}).get("qdisc_interval_ms")
+    ms = (v.record.capture or {}).get("qdisc_interval_ms")
     return float(ms) / 1000 if ms else None
 
 
@@ -282,7 +285,7 @@ def _qdelay_fig(v: _RunView) -> list[Fig]:
         tr.append(dict(x=x, y=y, name="bottleneck backlog ÷ rate", color="#000", width=1.6, mode=_gap_mode(x)))
         note = " Bottleneck:" + _sampling_note(q["t_s"].to_numpy(), _qdisc_interval_s(v))
     fig = DFig(lines(tr, v.max_points))
-    rate, buffer = v.link.get("rate_mbps"), v.link.get("buffer_bytes")
+    rate, buffer = v.link.rate_mbps, v.link.buffer_bytes
     if rate and buffer:  # a full buffer drained at the link rate: the most the queue can delay
         full_ms = buffer * 8 / (rate * 1e6) * 1000
         fig.add_hline(y=full_ms, line=dict(color="#999", dash="dash", width=1),
@@ -299,14 +302,14 @@ def _queue_fig(v: _RunView) -> list[Fig]:
         return []
     x, y = _with_gaps(q["t_s"].to_numpy(), q["queue_bdp"].to_numpy(), _qdisc_interval_s(v))
     fig = DFig(lines([dict(x=x, y=y, name="backlog", color="#333", mode=_gap_mode(x))], v.max_points))
-    if v.link.get("buffer_bdp"):
-        fig.add_hline(y=float(v.link["buffer_bdp"]), line=dict(color="#999", dash="dash", width=1),
-                      annotation_text=f"buffer {float(v.link['buffer_bdp']):g} BDP")
+    if v.link.buffer_bdp:
+        fig.add_hline(y=float(v.link.buffer_bdp), line=dict(color="#999", dash="dash", width=1),
+                      annotation_text=f"buffer {float(v.link.buffer_bdp):g} BDP")
     fig.update_yaxes(rangemode="tozero")
     v.outage_bands(fig)
     return [Fig("Bottleneck queue occupancy", layout(fig, "× BDP"),
-                f"BDP = {v.link.get('bdp_bytes')} bytes; mean {r.get('mean_queue_bdp', float('nan')):.2f}, "
-                f"max {r.get('max_queue_bdp', float('nan')):.2f} BDP."
+                f"BDP = {v.link.bdp_bytes} bytes; mean {r.mean_queue_bdp:.2f}, "
+                f"max {r.max_queue_bdp:.2f} BDP."
                 + _sampling_note(q["t_s"].to_numpy(), _qdisc_interval_s(v)), "queue")]
 
 

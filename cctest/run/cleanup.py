@@ -18,6 +18,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..base.errors import BadInput
 from ..host import cgroup, tracefs
@@ -81,7 +82,7 @@ class Replay:
     refused: dict = field(default_factory=lambda: {"processes": [], "modules": [], "links": [], "hosts": [],
                                                    "sysctls": {}})
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.remaining = {"processes": [], "modules": [], "links": [], "hosts": self.data.get("hosts", []),
                           "sysctls": {}, "cgroup": None, "mounts": []}
 
@@ -94,7 +95,7 @@ class Replay:
         """The journal's entries under `key` that can still exist (this boot's)."""
         return self.data.get(key, []) if self.same_boot else []
 
-    def refuse(self, key: str, entry, line: str) -> None:
+    def refuse(self, key: str, entry: Any, line: str) -> None:
         self.actions.append(f"refused {line}")
         if isinstance(self.refused[key], dict):
             self.refused[key].update(entry)

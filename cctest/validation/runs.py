@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..analysis.load import ReportInputError, Run, find_run_dirs, load_run
 from ..analysis.metrics import goodput_mbps
+from ..model.record import Link, RunRecord
 from ..report.reproduction import engine_of
 from .gains import CCS, RunRow
 from .testbed import Cell
@@ -26,23 +27,23 @@ class Found:
     unreadable: list[str] = field(default_factory=list)  # one line each
 
 
-def cell_of(meta: dict, cells: set[Cell]) -> tuple[Cell, str] | None:
+def cell_of(record: RunRecord, cells: set[Cell]) -> tuple[Cell, str] | None:
     """The run's cell and cc, or None when the run is not one of the table's."""
-    link, flows = meta.get("link") or {}, meta.get("flows") or []
-    if len(flows) != 1 or flows[0].get("cc") not in CCS:
+    link, flows = record.link or Link(), record.flows or []
+    cc = flows[0].cc if len(flows) == 1 else None
+    if cc is None or cc not in CCS:
         return None
-    if (link.get("loss_pct") or 0) != 0 or (link.get("aqm") or "fifo") != "fifo" or link.get("rate_schedule"):
+    if (link.loss_pct or 0) != 0 or (link.aqm or "fifo") != "fifo" or link.rate_schedule:
         return None
-    try:
-        cell = Cell(int(link["buffer_bytes"]), float(link["rate_mbps"]), float(link["rtt_ms"]))
-    except (KeyError, TypeError, ValueError):
+    if link.buffer_bytes is None or link.rate_mbps is None or link.rtt_ms is None:
         return None
-    return (cell, flows[0]["cc"]) if cell in cells else None
+    cell = Cell(int(link.buffer_bytes), float(link.rate_mbps), float(link.rtt_ms))
+    return (cell, cc) if cell in cells else None
 
 
 def left_out(run: Run) -> str:
-    if run.meta.get("status") not in (None, "ok"):
-        return f"status {run.meta.get('status')}"
+    if run.record.status not in (None, "ok"):
+        return f"status {run.record.status}"
     if (run.checks or {}).get("verdict") == "fail":
         return "health failed"
     return ""
@@ -62,14 +63,14 @@ def read(paths: list[Path], cells: set[Cell]) -> Found:
             except ReportInputError as error:  # one unreadable run must not hide the rest
                 found.unreadable.append(f"{run_dir}: {error}")
                 continue
-            which = cell_of(run.meta, cells)
+            record = run.record
+            which = cell_of(record, cells)
             if which is None:
                 found.other += 1
                 continue
-            meta = run.meta
             found.rows.append(RunRow(
-                run_id=run.run_id, cell=which[0], cc=which[1], engine=engine_of(meta),
-                kernel=str((meta.get("kernel") or {}).get("release") or "unknown"),
-                repetition=int(meta.get("repetition") or 0), seed=int(meta.get("seed") or 0),
+                run_id=run.run_id, cell=which[0], cc=which[1], engine=engine_of(record),
+                kernel=str((record.kernel.release if record.kernel else None) or "unknown"),
+                repetition=int(record.repetition or 0), seed=int(record.seed or 0),
                 goodput_mbps=goodput_mbps(run), left_out=left_out(run)))
     return found

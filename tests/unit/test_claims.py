@@ -126,6 +126,20 @@ def test_verdicts_follow_the_confidence_interval(margins, strict, verdict):
     assert judge(margins, strict)[0] == verdict
 
 
+def points(runs: pd.DataFrame, groups: pd.DataFrame) -> list:
+    """The rows of a per-run and a per-run x cc table as the runs a claim judges: matrix.* columns
+    give the matrix point, the other columns the terms."""
+    from cctest.analysis.run_point import RunPoint
+    from cctest.model.measured import CcValues, RunValues
+
+    cc_rows = groups.to_dict("records") if len(groups) else []
+    return [RunPoint(row["run_id"], row["scenario"], (), row["group"], row["group_label"],
+                     {k.removeprefix("matrix."): v for k, v in row.items() if k.startswith("matrix.")},
+                     row["repetition"], values=RunValues(**RunValues.known(row)),
+                     ccs={g["cc"]: CcValues(**CcValues.known(g)) for g in cc_rows if g["run_id"] == row["run_id"]})
+            for row in runs.to_dict("records")]
+
+
 def sweep_tables(jain: dict, retrans: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-run and per-run x cc tables as the report makes them, for a buffer x variant sweep."""
     runs, groups = [], []
@@ -153,32 +167,32 @@ def expectation(claim: str, **where) -> Expectation:
 
 def test_a_claim_is_judged_per_selected_point_with_repetitions():
     runs, groups = sweep_tables(JAIN, RETRANS)
-    verdicts = check_expectation(expectation("jain < 0.8", buffer_bdp=0.5), runs, groups)
+    verdicts = check_expectation(expectation("jain < 0.8", buffer_bdp=0.5), points(runs, groups))
     by_point = {v.point: v.verdict for v in verdicts}
     assert by_point == {"sweep [buffer_bdp=0.5, flows.1.cc=bbr]": "pass",
                         "sweep [buffer_bdp=0.5, flows.1.cc=bbr_cws]": "fail"}
     mean, ci, n = verdicts[0].values["jain"]
     assert mean == pytest.approx(0.6333, abs=1e-3) and n == 3 and 0 < ci < 0.05
-    deep = check_expectation(expectation("jain < 0.8", buffer_bdp=5, **{"flows.1.cc": "bbr"}), runs, groups)
+    deep = check_expectation(expectation("jain < 0.8", buffer_bdp=5, **{"flows.1.cc": "bbr"}), points(runs, groups))
     assert [v.verdict for v in deep] == ["inconclusive"]  # 0.75, 0.90, 0.81: the CI straddles 0.8
 
 
 def test_a_claim_naming_controls_of_different_points_is_judged_across_them():
     runs, groups = sweep_tables(JAIN, RETRANS)
-    [v] = check_expectation(expectation("retransmits(bbr_cws) <= 0.5 * retransmits(bbr)"), runs, groups)
+    [v] = check_expectation(expectation("retransmits(bbr_cws) <= 0.5 * retransmits(bbr)"), points(runs, groups))
     assert v.point == "across points" and v.verdict == "pass"
     assert v.values["retransmits(bbr_cws)"][0] == pytest.approx((100 + 5) / 2)  # rep 0: mean over buffers
     [shallow] = check_expectation(expectation("retransmits(bbr_cws) <= 0.1 * retransmits(bbr)", buffer_bdp=0.5),
-                                  runs, groups)
+                                  points(runs, groups))
     assert shallow.verdict == "fail"
 
 
 def test_a_claim_without_data_is_no_data_and_says_what_is_missing():
     runs, groups = sweep_tables(JAIN, RETRANS)
-    verdicts = check_expectation(Expectation.from_entry("sweep", {"claim": "queue_delay_ms < 5"}), runs, groups)
+    verdicts = check_expectation(Expectation.from_entry("sweep", {"claim": "queue_delay_ms < 5"}), points(runs, groups))
     assert len(verdicts) == 4  # one per point, none measured the queue
     assert all(v.verdict == "no data" and "queue_delay_ms" in v.reason for v in verdicts)
-    [other] = check_expectation(Expectation.from_entry("elsewhere", {"claim": "jain < 1"}), runs, groups)
+    [other] = check_expectation(Expectation.from_entry("elsewhere", {"claim": "jain < 1"}), points(runs, groups))
     # no run of the scenario at all: not run (reported, never a gate failure by itself)
     assert other.verdict == "not run" and "no runs of elsewhere" in other.reason
 
@@ -296,7 +310,7 @@ def test_the_same_claim_on_changed_results_changes_the_gate():
     assert isinstance(known.known, Known)
 
     def status(e, jain):
-        [r] = results(check_expectation(e, *sweep_tables(jain, RETRANS)))
+        [r] = results(check_expectation(e, points(*sweep_tables(jain, RETRANS))))
         return r.status, r.gates
 
     assert status(plain, before) == ("pass", False)
@@ -396,7 +410,7 @@ def test_startup_time_is_read_from_the_modules_mode_trace():
 def test_a_cc_that_delivered_nothing_has_throughput_zero_not_no_data():
     runs, groups = sweep_tables(JAIN, RETRANS)
     groups.loc[groups["cc"] == "cubic", "mean_mbps"] = 0.0  # CUBIC starved in every run
-    verdicts = check_expectation(expectation("throughput(cubic) < 1", buffer_bdp=0.5), runs, groups)
+    verdicts = check_expectation(expectation("throughput(cubic) < 1", buffer_bdp=0.5), points(runs, groups))
     assert [v.verdict for v in verdicts] == ["pass", "pass"]
     assert verdicts[0].values["throughput(cubic)"][0] == 0.0
 
@@ -410,9 +424,9 @@ def test_at_least_k_points_decides_most_cases(at_least, verdict):
     from cctest.analysis.claims import results
 
     entry = {"claim": "jain > 0.7", **({"at_least": at_least} if at_least else {})}
-    points = check_expectation(Expectation.from_entry("sweep", entry), *sweep_tables(JAIN, RETRANS))
-    assert sorted(v.verdict for v in points) == ["fail", "inconclusive", "pass", "pass"]
-    [r] = results(points)
+    verdicts = check_expectation(Expectation.from_entry("sweep", entry), points(*sweep_tables(JAIN, RETRANS)))
+    assert sorted(v.verdict for v in verdicts) == ["fail", "inconclusive", "pass", "pass"]
+    [r] = results(verdicts)
     assert r.verdict == verdict
     assert "2 of 4 points pass" in r.reason
 
@@ -433,7 +447,7 @@ def test_steady_from_s_re_measures_the_steady_window(tmp_path):
                                      {"claim": "steady_share(bbr) > 0", "steady_from_s": 10},
                                      {"claim": "jain_steady > 0"}])
     loaded, res, summary = analyse(load_runs([runs]), Options(skip_s=10), [])
-    at10, at15, share10, default = judge_claims(loaded, summary, res)[0]
+    at10, at15, share10, default = judge_claims(loaded, res)[0]
     report = summary.runs["jain_steady"].iloc[0]
     assert at10.values["jain_steady"][0] == pytest.approx(report, abs=1e-9)
     assert default.values["jain_steady"][0] == pytest.approx(report, abs=1e-9)
@@ -441,7 +455,9 @@ def test_steady_from_s_re_measures_the_steady_window(tmp_path):
         summary.groups.set_index("cc").loc["bbr", "steady_share"], abs=1e-9)
     assert at15.values["jain_steady"][0] != pytest.approx(report, abs=1e-6)
     # without the series (claims judged on tables alone) the term is missing, and says why
-    [alone] = check_expectation(at15.expectation, summary.runs, summary.groups)
+    from cctest.analysis.run_point import points_of
+
+    [alone] = check_expectation(at15.expectation, points_of(loaded, res, with_series=False))
     assert alone.verdict == "no data" and "steady_from_s" in alone.reason
 
 
@@ -454,7 +470,7 @@ def test_steady_from_s_needs_a_steady_term():
 def test_qdelay_is_the_mean_queueing_delay_of_a_ccs_flows():
     runs, groups = sweep_tables(JAIN, RETRANS)
     groups["mean_qdelay_ms"] = groups["cc"].map({"cubic": 9.0, "bbr": 30.0, "bbr_cws": 12.0})
-    [v] = check_expectation(expectation("qdelay(bbr_cws) <= 0.46 * qdelay(bbr)"), runs, groups)
+    [v] = check_expectation(expectation("qdelay(bbr_cws) <= 0.46 * qdelay(bbr)"), points(runs, groups))
     assert v.point == "across points" and v.verdict == "pass"
     assert v.values["0.46 * qdelay(bbr)"][0] == pytest.approx(0.46 * 30.0)
 
@@ -656,12 +672,12 @@ def test_a_race_is_judged_on_its_runs_and_shows_each(tmp_path):
     runs = pd.DataFrame([{"run_id": f"r{k}", "scenario": "race", "repetition": k, "group": "g", "group_label": "race"}
                          for k in shares])
     groups = pd.DataFrame([{"run_id": f"r{k}", "cc": "bbr", "share": v} for k, v in shares.items()])
-    [v] = check_expectation(e, runs, groups)
+    [v] = check_expectation(e, points(runs, groups))
     assert v.verdict == "pass" and "r0 0.9 holds; r1 0.3 fails; r2 0.95 holds (2 of 3 hold, 2 needed)" in v.measured()
-    [v] = check_expectation(e, runs[runs["repetition"] < 2], groups)
+    [v] = check_expectation(e, points(runs[runs["repetition"] < 2], groups))
     assert v.verdict == "incomplete"  # one win, one run to come: undecided
     groups.loc[2, "share"] = 0.1
-    [v] = check_expectation(e, runs, groups)
+    [v] = check_expectation(e, points(runs, groups))
     assert v.verdict == "fail"
 
 
@@ -672,7 +688,7 @@ def test_an_interval_of_a_bounded_metric_stays_in_its_range():
     e = Expectation.from_entry("s", {"claim": "jain < 1.2"}, (), 3)
     runs = pd.DataFrame([{"run_id": f"r{k}", "scenario": "s", "repetition": k, "group": "g", "group_label": "s",
                           "jain": j} for k, j in enumerate((0.671, 0.605, 0.984))])
-    [v] = check_expectation(e, runs, pd.DataFrame())
+    [v] = check_expectation(e, points(runs, pd.DataFrame()))
     assert v.verdict == "pass"  # the unclipped interval reaches 1.26 and would straddle 1.2
     assert "jain = 0.753 [0.25, 1] (n=3)" in v.measured()
 

@@ -157,22 +157,22 @@ def test_run_metrics_constant_rates(tmp_path):
     from cctest.analysis.load import load_run
     run = load_run(d)
     res = M.run_metrics(run.meta, run.tables, skip_s=2)
-    r = res["run"]
-    assert r["jain"] == pytest.approx(1.0)
-    assert r["jain_steady"] == pytest.approx(1.0)
+    r = res.run
+    assert r.jain == pytest.approx(1.0)
+    assert r.jain_steady == pytest.approx(1.0)
     # the synthetic senders see 20 Mbit/s of payload acknowledged: the payload capacity of the
     # 20 Mbit/s of frames is 1448/1514 of it (the first 0.1 s before the first ss sample is missed)
-    assert r["utilisation"] == pytest.approx(1514 / 1448, rel=0.01)
-    assert [f["share"] for f in res["flows"]] == pytest.approx([0.5, 0.5])
-    assert [f["avg_mbps_1s"] for f in res["flows"]] == pytest.approx([10, 10])
-    assert r["bottleneck_drops"] == 0
+    assert r.utilisation == pytest.approx(1514 / 1448, rel=0.01)
+    assert [f["share"] for f in res.flows] == pytest.approx([0.5, 0.5])
+    assert [f["avg_mbps_1s"] for f in res.flows] == pytest.approx([10, 10])
+    assert r.bottleneck_drops == 0
     # backlog held at half of 2 BDP = 1 BDP = 25000 bytes -> 10 ms at 20 Mbit/s
-    assert r["mean_queue_bdp"] == pytest.approx(1.0)
-    assert r["mean_queue_delay_ms"] == pytest.approx(10.0)
+    assert r.mean_queue_bdp == pytest.approx(1.0)
+    assert r.mean_queue_delay_ms == pytest.approx(10.0)
     d3 = make_run(tmp_path / "b", RunSpec(flows=[FlowSpec("bbr", 10)] * 3, duration_s=10,
                                           constant_mbps=[10, 5, 5]))
     run3 = load_run(d3)
-    assert M.run_metrics(run3.meta, run3.tables)["run"]["jain"] == pytest.approx(400 / 450)
+    assert M.run_metrics(run3.meta, run3.tables).run.jain == pytest.approx(400 / 450)
 
 
 def test_steady_jain_with_a_late_starter():
@@ -190,3 +190,14 @@ def test_steady_jain_with_a_late_starter():
     tot = M.flow_totals(tp)
     assert tot["mean_mbps"].tolist() == pytest.approx([10, 10])
     assert M.shares(tot["bytes"]).tolist() == pytest.approx([200 / 280, 80 / 280])
+
+
+def test_the_typed_rows_have_a_field_for_every_metric_of_the_table():
+    """A run's row holds every per-run metric of metric_table, a cc's row every per-cc metric."""
+    from dataclasses import fields
+
+    from cctest.model.measured import CcValues, RunValues
+    from cctest.model.metric_table import CC_METRICS, RUN_METRICS
+
+    assert {m.column for m in RUN_METRICS} <= {f.name for f in fields(RunValues)}
+    assert all(hasattr(CcValues(), m.column) for m in CC_METRICS)

@@ -126,8 +126,8 @@ def test_drops_and_fullness_have_one_answer(path, tmp_path):
     ev = checks.evaluate(run.meta, run.tables)
     by = {c["name"]: c for c in ev["checks"]}
     res = M.run_metrics(run.meta, run.tables)
-    assert res["run"]["bottleneck_drops"] == by["bottleneck_drops"]["measured"]
-    assert res["run"]["utilisation"] == pytest.approx(by["goodput"]["measured"], abs=1e-4)
+    assert res.run.bottleneck_drops == by["bottleneck_drops"]["measured"]
+    assert res.run.utilisation == pytest.approx(by["goodput"]["measured"], abs=1e-4)
     out = tmp_path / "r.html"
     write_report([path], out, Options())
     summary = pd.read_csv(out.parent / "r.summary.csv")

@@ -121,7 +121,7 @@ def test_flow_totals_match_receiver_bytes_for_real_runs():
         run = load_run(d)
         res = M.run_metrics(run.meta, run.tables)
         fl = pd.read_parquet(d / "flows.parquet").set_index("flow")
-        for f in res["flows"]:
+        for f in res.flows:
             received = fl.loc[f["flow"], "bytes_received"]
             if pd.isna(received):
                 continue

@@ -3,9 +3,10 @@ becomes tables (docs/run-directory.md is checked against the registry built from
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
     import pandas as pd
@@ -19,6 +20,12 @@ SAMPLING = "samplers"  # once the topology exists, before time zero: steady by t
 BASE_RTT = "warm-up: base RTT"  # after tracing has attached (attaching would inflate the pings)
 PHASES = (TRACING, SAMPLING, BASE_RTT)
 
+
+
+class Undo(Protocol):
+    """Where a capture registers its stops (run/runner.py's Teardown): run last in, first out."""
+
+    def callback(self, fn: Callable[..., Any], *args: Any) -> None: ...
 
 @dataclass
 class StartContext:
@@ -84,7 +91,7 @@ class Capture:
     starts: str | None = None
     warm_up_phase: str | None = None  # a phase in which the runner waits for it to be ready
 
-    def start(self, ctx: StartContext, undo) -> Any:
+    def start(self, ctx: StartContext, undo: Undo) -> Any:
         """Start capturing; register every stop with `undo` (a runner.Teardown) at once. What it
         returns (not None) is kept in ctx.running and handed to warm_up()."""
         return None
@@ -113,7 +120,7 @@ class Capture:
         return df
 
 
-def num(text) -> float:
+def num(text: Any) -> float:
     try:
         return float(text)
     except (TypeError, ValueError):
@@ -141,7 +148,7 @@ def pyroute2_installed() -> bool:
     return importlib.util.find_spec("pyroute2") is not None
 
 
-def require_pyroute2(cls):
+def require_pyroute2(cls: Any) -> Any:
     """A pyroute2 class a sampler needs, or a one-line error naming the extra that installs it."""
     if cls is None:
         from ...base.errors import CctestError

@@ -7,9 +7,9 @@ import json
 import threading
 import time
 from itertools import pairwise
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
-from .base import NS_PER_S, SAMPLING, Capture, RunView, StartContext
+from .base import NS_PER_S, SAMPLING, Capture, RunView, StartContext, Undo
 from .sampler import PeriodicSampler, start_threads
 
 if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
@@ -26,7 +26,7 @@ class CpuSampler(PeriodicSampler):
     the run was limited by the CPU rather than the link (analysis/checks.py `cpu_busy`).
     """
 
-    def __init__(self, interval_s: float, log, lock, stat_path: str = "/proc/stat"):
+    def __init__(self, interval_s: float, log: TextIO, lock: threading.Lock, stat_path: str = "/proc/stat") -> None:
         super().__init__("cpu", interval_s, log, lock)
         self.stat_path = stat_path
 
@@ -81,7 +81,7 @@ class Cpu(Capture):
     tables = {"cpu": ("run_id", "t_s", "cpu", "interval_s", "busy_frac")}
     starts = SAMPLING
 
-    def start(self, ctx: StartContext, undo) -> None:
+    def start(self, ctx: StartContext, undo: Undo) -> None:
         log = open(ctx.raw / "cpu.jsonl", "w")
         undo.callback(log.close)
         start_threads([CpuSampler(CPU_INTERVAL_S, log, threading.Lock())], undo, ctx.warnings)

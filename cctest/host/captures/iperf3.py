@@ -10,7 +10,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .base import US_PER_MS, Capture, RunView, num
 
@@ -116,7 +116,7 @@ def _salvage_json_object(text: str) -> tuple[dict, bool]:
             return out, False
 
 
-def _get(obj, *path, default=None):
+def _get(obj: Any, *path: str | int, default: Any = None) -> Any:
     for p in path:
         if isinstance(obj, dict):
             obj = obj.get(p)
@@ -177,7 +177,7 @@ def parse_iperf3_json(text: str) -> Iperf3Result:
     return res
 
 
-def _first_not_none(*values):
+def _first_not_none(*values: Any) -> Any:
     return next(v for v in values if v is not None)
 
 

@@ -4,7 +4,7 @@ with tcpdump (scenario `capture.pcap`) -> raw/<iface>.pcap, kept for people: no 
 from __future__ import annotations
 
 from ...model import dumbbell
-from .base import SAMPLING, Capture, StartContext
+from .base import SAMPLING, Capture, StartContext, Undo
 from .sampler import ProcessCapture
 
 
@@ -13,7 +13,7 @@ class Pcap(Capture):
     other_files = ("<iface>.pcap", "tcpdump-<iface>.log")
     starts = SAMPLING
 
-    def start(self, ctx: StartContext, undo) -> None:
+    def start(self, ctx: StartContext, undo: Undo) -> None:
         if not ctx.spec.scenario.capture.pcap:
             return
         ingress = [dumbbell.left_port(flow) for flow in ctx.spec.flows]

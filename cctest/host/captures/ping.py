@@ -7,7 +7,7 @@ import re
 import subprocess
 from typing import TYPE_CHECKING
 
-from .base import BASE_RTT, Capture, RunView, StartContext
+from .base import BASE_RTT, Capture, RunView, StartContext, Undo
 
 if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
     import pandas as pd
@@ -38,7 +38,7 @@ class Ping(Capture):
     number_columns = {"ping": ("flow", "rtt_ms")}
     starts = BASE_RTT
 
-    def start(self, ctx: StartContext, undo) -> None:
+    def start(self, ctx: StartContext, undo: Undo) -> None:
         """All flows' pings at once, waited for: they are over before the flows begin."""
         procs = []
         for flow in ctx.spec.flows:

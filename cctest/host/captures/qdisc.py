@@ -7,7 +7,7 @@ import json
 import re
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
     import pandas as pd
@@ -18,7 +18,7 @@ except ImportError:  # a report-only install (no `run` extra): reading tables ne
 
 from ...model import dumbbell
 from ...model.aqm import aqm_counters
-from .base import SAMPLING, Capture, RunView, StartContext, num, require_pyroute2
+from .base import SAMPLING, Capture, RunView, StartContext, Undo, num, require_pyroute2
 from .sampler import PeriodicSampler, start_threads
 
 
@@ -30,7 +30,7 @@ class QdiscSampler(PeriodicSampler):
     process per tick would cost a large share of a vCPU under emulation and perturb the run.
     """
 
-    def __init__(self, ifaces: dict[str, str], interval_s: float, log, lock):
+    def __init__(self, ifaces: dict[str, str], interval_s: float, log: TextIO, lock: threading.Lock) -> None:
         super().__init__("qdisc", interval_s, log, lock)
         self.ifaces = ifaces  # iface -> role
         self.ipr: IPRoute | None = None
@@ -69,7 +69,7 @@ def tc_handle(value: int) -> str:
     return f"{major:x}:" + (f"{minor:x}" if minor else "")
 
 
-def qdisc_as_tc_json(msg, dev: str) -> dict:
+def qdisc_as_tc_json(msg: Any, dev: str) -> dict:
     stats = msg.get_attr("TCA_STATS2")
     basic = (stats.get_attr("TCA_STATS_BASIC") if stats else None) or {}
     queue = (stats.get_attr("TCA_STATS_QUEUE") if stats else None) or {}
@@ -85,7 +85,7 @@ def qdisc_as_tc_json(msg, dev: str) -> dict:
     return entry
 
 
-def _stats_app(stats) -> bytes:
+def _stats_app(stats: Any) -> bytes:
     """The raw bytes of a qdisc's own statistics (TCA_STATS_APP): pyroute2 decodes some kinds only."""
     app = stats.nla("TCA_STATS_APP") if stats else None
     if app is None or not getattr(app, "length", 0):
@@ -145,7 +145,7 @@ class Qdisc(Capture):
     number_columns = {"qdisc": ("t_s", "backlog_bytes", "backlog_pkts", "drops", "sent_bytes", "sent_pkts")}
     starts = SAMPLING
 
-    def start(self, ctx: StartContext, undo) -> None:
+    def start(self, ctx: StartContext, undo: Undo) -> None:
         log = open(ctx.raw / "qdisc.log", "w")
         undo.callback(log.close)
         # The root namespace only: a sampler thread per sender namespace costs the flow launcher

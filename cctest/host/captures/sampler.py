@@ -14,14 +14,18 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from ..vmtime import stretch
+
+if TYPE_CHECKING:
+    from .base import Undo
 
 
 class PeriodicSampler(threading.Thread):
     """Calls sample() every interval until stopped; sample() returns text to append to the log."""
 
-    def __init__(self, name: str, interval_s: float, log, lock: threading.Lock):
+    def __init__(self, name: str, interval_s: float, log: TextIO, lock: threading.Lock) -> None:
         super().__init__(name=name, daemon=True)
         self.interval_s = interval_s
         self.log = log
@@ -123,13 +127,13 @@ class ProcessCapture:
         self._log.close()
 
 
-def start_threads(samplers: list[PeriodicSampler], undo, warnings: list[str]) -> None:
+def start_threads(samplers: list[PeriodicSampler], undo: Undo, warnings: list[str]) -> None:
     """Start the sampler threads and register their stop with `undo`: all are told to stop, then
     each is joined; one that failed says why in `warnings` (meta.json's)."""
     for sampler in samplers:
         sampler.start()
 
-    def stop_all():
+    def stop_all() -> None:
         for sampler in samplers:
             sampler.stop()
         for sampler in samplers:

@@ -8,7 +8,7 @@ import math
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
     import pandas as pd
@@ -19,7 +19,7 @@ try:
 except ImportError:  # a report-only install (no `run` extra): reading tables needs no netlink
     DiagSocket = None
 
-from .base import SAMPLING, US_PER_MS, Capture, RunView, StartContext, require_pyroute2
+from .base import SAMPLING, US_PER_MS, Capture, RunView, StartContext, Undo, require_pyroute2
 from .sampler import PeriodicSampler, enter_netns, start_threads
 
 SS_COLUMNS = ("run_id", "flow", "t_s", "cwnd", "ssthresh", "srtt_ms", "rttvar_ms", "min_rtt_ms", "mss",
@@ -38,7 +38,8 @@ class SockDiagSampler(PeriodicSampler):
     Writes one JSON line per socket per sample: the kernel's tcp_info and tcp_bbr_info fields.
     """
 
-    def __init__(self, flow_index: int, host_pid: int, server_port: int, interval_s: float, log, lock):
+    def __init__(self, flow_index: int, host_pid: int, server_port: int, interval_s: float, log: TextIO,
+                 lock: threading.Lock) -> None:
         super().__init__(f"sockdiag-{flow_index}", interval_s, log, lock)
         self.flow_index = flow_index
         self.host_pid = host_pid
@@ -94,7 +95,7 @@ _U32_MAX = 0xFFFFFFFF
 _BBR_UNIT = 256  # BBR's gain fixed point
 
 
-def _or_nan(value, invalid=()) -> float:
+def _or_nan(value: Any, invalid: tuple[Any, ...] = ()) -> float:
     return math.nan if value is None or value in invalid else float(value)
 
 
@@ -163,7 +164,7 @@ class SockDiag(Capture):
     number_columns = {"ss": ("flow", "t_s", "cwnd", "srtt_ms", "min_rtt_ms", "mss")}
     starts = SAMPLING
 
-    def start(self, ctx: StartContext, undo) -> None:
+    def start(self, ctx: StartContext, undo: Undo) -> None:
         log = open(ctx.raw / "ss.jsonl", "w")
         undo.callback(log.close)
         lock = threading.Lock()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from .. import tracefs
 from ..tools import which
 from ..vmtime import stretch
-from .base import TRACING, US_PER_MS, Capture, RunView, StartContext, map_by_ports
+from .base import TRACING, US_PER_MS, Capture, RunView, StartContext, Undo, map_by_ports
 from .cc_state import state_fields
 from .sampler import ProcessCapture
 from .sockdiag import TCP_INFINITE_SSTHRESH
@@ -148,7 +148,7 @@ class TcpProbe(Capture):
     starts = TRACING
     warm_up_phase = "warm-up: wait for the tracer"  # bpftrace attaching; tracefs records at once
 
-    def start(self, ctx: StartContext, undo) -> ProcessCapture | tracefs.Recorder | None:
+    def start(self, ctx: StartContext, undo: Undo) -> ProcessCapture | tracefs.Recorder | None:
         if not ctx.with_bpftrace:  # i.e. no tracer here (session: tcp_probe.choose_tracer)
             return None
         ports = [flow.server_port for flow in ctx.spec.flows]
@@ -162,7 +162,7 @@ class TcpProbe(Capture):
         undo.callback(tracer.stop)
         return tracer
 
-    def _start_tracefs(self, ctx: StartContext, undo, ports: list[int], state_ccs: list[str]):
+    def _start_tracefs(self, ctx: StartContext, undo: Undo, ports: list[int], state_ccs: list[str]):
         root = tracefs.mounted()
         if root is None:
             ctx.warnings.append("no tracefs mounted; no tcp_probe or module state traces")
