@@ -167,17 +167,21 @@ def test_the_link_rate_line_follows_a_rate_schedule():
     starting rate (which would make every bin after a step look under-used)."""
     import plotly.graph_objects as go
 
+    from cctest.model.record import Link, RunRecord
     from cctest.report import run_figures
 
     link = {"rate_mbps": 20, "rate_schedule": [{"at_s": 6, "rate_mbps": 10}, {"at_s": 9, "rate_mbps": 15}]}
     view = run_figures._RunView.__new__(run_figures._RunView)
-    view.link, view.meta = link, {"link": link, "flows": [{"start_s": 1, "duration_s": 12}]}
+    view.meta = {"link": link, "flows": [{"start_s": 1, "duration_s": 12}]}
+    view.record = RunRecord.model_validate(view.meta)
+    view.link = Link.model_validate(link)
     fig = go.Figure()
     view.link_rate_line(fig)
     (line,) = fig.data
     assert list(line.x) == [0, 6, 9, 13] and list(line.y) == [20, 10, 15, 15] and line.line.shape == "hv"
     steady = go.Figure()
-    view.link = view.meta["link"] = {"rate_mbps": 20}
+    view.meta["link"] = {"rate_mbps": 20}
+    view.link = Link.model_validate(view.meta["link"])
     view.link_rate_line(steady)
     assert not steady.data and steady.layout.shapes[0].y0 == 20
 
