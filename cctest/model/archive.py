@@ -27,10 +27,11 @@ from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Final, Literal
 from urllib.parse import urlsplit
 
-from pydantic import PlainValidator, ValidationError, model_validator
+from pydantic import PlainValidator, model_validator
 
 from ..base.errors import BadInput
 from ..base.strict import Strict
+from . import versioned
 from .record import Int, _shown
 
 MANIFEST_FILE = "manifest.json"
@@ -197,36 +198,11 @@ def _repeated(values: list[str]) -> str | None:
     return None
 
 
-def _problem(error: ValidationError) -> str:
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
-    prefix = f"{where} " if where else ""
-    if first["type"] == "value_error":
-        return f"{prefix}{first['ctx']['error']}"
-    if first["type"] == "extra_forbidden":
-        return f"{where}: not a field of a manifest"
-    if first["type"] == "missing":
-        return f"{where}: missing"
-    return f"{prefix}must be {first['msg'].lower().removeprefix('input should be ')}, not {_shown(first['input'])}"
-
-
 def parse(data: bytes, source: Path | str) -> Manifest:
     """The manifest in `data`, or a ManifestError naming `source` and what is wrong."""
-    try:
-        obj = json.loads(data)
-    except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise ManifestError(f"{source}: not JSON ({error.__class__.__name__}: {error}); a manifest is "
-                            "what `cctest archive` wrote") from None
-    if not isinstance(obj, dict):
-        raise ManifestError(f"{source}: not a JSON object; a manifest is one")
-    version = obj.get("manifest_version")
-    if type(version) is not int or version not in READABLE_VERSIONS:
-        raise ManifestError(f"{source}: manifest_version {_shown(version)}, which this cctest does not read "
-                            f"(it reads {', '.join(map(str, READABLE_VERSIONS))})")
-    try:
-        return Manifest.model_validate(obj)
-    except ValidationError as error:
-        raise ManifestError(f"{source}: unreadable ({_problem(error)})") from None
+    return versioned.parse(data, str(source), Manifest, version_key="manifest_version", readable=READABLE_VERSIONS,
+                           noun="a manifest", error=ManifestError, unknown_field="not a field of a manifest",
+                           not_json_hint="; a manifest is what `cctest archive` wrote")
 
 
 def read(path: Path) -> Manifest:

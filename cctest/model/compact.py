@@ -25,9 +25,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, PlainValidator, model_validator
 
 from ..base.errors import BadInput
+from . import versioned
 from .measured import CcValues, RunMetrics, RunValues
 from .record import Int, Number, Text, _shown
 
@@ -129,18 +130,6 @@ class CompactRecord(Strict):
         return "{\n" + body + "\n}\n"
 
 
-def _problem(error: ValidationError) -> str:
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
-    if first["type"] == "value_error":
-        return f"{where} {first['ctx']['error']}"
-    if first["type"] == "extra_forbidden":
-        return f"{where}: not a field of a record (it has {', '.join(CompactRecord.model_fields)})"
-    if first["type"] == "missing":
-        return f"{where}: missing"
-    return f"{where} must be {first['msg'].lower().removeprefix('input should be ')}, not {_shown(first['input'])}"
-
-
 def read(record_dir: Path) -> CompactRecord:
     """The record in `record_dir`, read by the one reader of run directories (no link followed, a
     regular file, at most MAX_RECORD_BYTES), or CompactRecordError naming the file."""
@@ -154,17 +143,7 @@ def read(record_dir: Path) -> CompactRecord:
         raise CompactRecordError(f"{shown(path)}: unreadable ({str(error).removeprefix(f'{path}: ')})") from None
     if data is None:
         raise CompactRecordError(f"{shown(path)}: no such file")
-    try:
-        obj = json.loads(data)
-    except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise CompactRecordError(f"{shown(path)}: not JSON ({error.__class__.__name__}: {error})") from None
-    if not isinstance(obj, dict):
-        raise CompactRecordError(f"{shown(path)}: not a JSON object; a record is one")
-    version = obj.get("record_version")
-    if type(version) is not int or version not in READABLE_VERSIONS:
-        raise CompactRecordError(f"{shown(path)}: record_version {_shown(version)}, which this cctest does not "
-                                 f"read (it reads {', '.join(map(str, READABLE_VERSIONS))})")
-    try:
-        return CompactRecord.model_validate(obj)
-    except ValidationError as error:
-        raise CompactRecordError(f"{shown(path)}: unreadable ({_problem(error)})") from None
+    fields = ", ".join(CompactRecord.model_fields)
+    return versioned.parse(data, shown(path), CompactRecord, version_key="record_version",
+                           readable=READABLE_VERSIONS, noun="a record", error=CompactRecordError,
+                           unknown_field=f"not a field of a record (it has {fields})")
