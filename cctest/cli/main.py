@@ -29,6 +29,8 @@ from .validate import validate_command
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ..emulation.hostcost import HostFactor
+
 DEFAULT_EXPERIMENTS = "experiments.yaml"
 
 
@@ -113,9 +115,18 @@ def vm_engine() -> str:
     return engines.resolve("auto", None, vm.VMClock())
 
 
-def scenario_plan(experiments, name: str, force: bool, cores: int, engine: str) -> dict:
+def host_scale(engine: str) -> HostFactor | None:
+    """How this host's past sessions on `engine` scale the cost model (None: it has run none)."""
+    from ..emulation import hostcost
+
+    return hostcost.host_factor(engine)
+
+
+def scenario_plan(experiments, name: str, force: bool, cores: int, engine: str,
+                  scale: HostFactor | None = None) -> dict:
     """One scenario as `list --json` and `show` give it: link, flows, matrix, claims, runs and the
-    estimated wall time natively and with --vm on `cores` single-vCPU VMs of `engine`."""
+    estimated wall time natively and with --vm on `cores` single-vCPU VMs of `engine` (the cost model
+    times this host's `scale`, a hostcost.HostFactor, where it has one)."""
     from ..kernel.modsource import check_declared_params
     from ..model.plan import estimated_wall_s, expand
 
@@ -124,6 +135,7 @@ def scenario_plan(experiments, name: str, force: bool, cores: int, engine: str) 
     check_declared_params(specs, experiments.source)  # what insmod would refuse, before anything is built
     native = sum(estimated_wall_s(spec, vm=False) for spec in specs)
     in_vm = sum(estimated_wall_s(spec, vm=True, engine=engine) for spec in specs) / min(cores, len(specs))
+    in_vm *= scale.ratio if scale else 1.0
     return {
         "name": name, "description": scenario.description, "tags": list(scenario.tags),
         "link": scenario.link.model_dump(mode="json"), "flows": [f.model_dump(mode="json") for f in scenario.flows],
@@ -132,7 +144,8 @@ def scenario_plan(experiments, name: str, force: bool, cores: int, engine: str) 
         "claims": [e.model_dump(mode="json") for e in scenario.expect],
         "runs": [{"label": spec.label, "matrix": spec.matrix, "repetition": spec.repetition, "seed": spec.seed}
                  for spec in specs],
-        "estimate_s": {"native": native, "vm": in_vm, "vm_jobs": cores, "vm_engine": engine},
+        "estimate_s": {"native": native, "vm": in_vm, "vm_jobs": cores, "vm_engine": engine,
+                       "vm_host_scale": scale.ratio if scale else None},
         "_specs": specs,
     }
 
@@ -174,13 +187,15 @@ def list_scenarios(experiments_file: str, tags: tuple[str, ...], force: bool, as
     experiments = load_experiments(experiments_file)
     names = tagged(experiments, experiments_file, tags) if tags else list(experiments.scenarios)
     cores, engine = _cores(), vm_engine()
-    plans = [scenario_plan(experiments, name, force, cores, engine) for name in dict.fromkeys(names)]
+    scale = host_scale(engine)
+    plans = [scenario_plan(experiments, name, force, cores, engine, scale) for name in dict.fromkeys(names)]
     if as_json:
         print_json([{k: v for k, v in p.items() if not k.startswith("_")} for p in plans])
         return
     table = Table("scenario", "tags", "bottleneck", "flows", "matrix", "runs", "claims", "native", f"--vm -j{cores}",
                   caption=f"native, --vm: estimated wall time (the VM's on the {engine} engine --vm would use here, "
-                          f"from its cost model, {cores} single-vCPU VMs in parallel)", caption_justify="left")
+                          f"from its cost model{_scaled(scale)}, {cores} single-vCPU VMs in parallel)",
+                  caption_justify="left")
     table.columns[0].no_wrap = True
     totals = [0, 0.0, 0.0]
     for p in plans:
@@ -193,6 +208,10 @@ def list_scenarios(experiments_file: str, tags: tuple[str, ...], force: bool, as
     if len(plans) > 1:
         table.add_row("all", "", "", "", "", str(totals[0]), "", _duration(totals[1]), _duration(totals[2]))
     _wide_console().print(table)
+
+
+def _scaled(scale: HostFactor | None) -> str:
+    return f" scaled {scale.describe()}" if scale else ""
 
 
 def _cells(*texts: str) -> list:
@@ -221,7 +240,9 @@ def show(name: str, experiments_file: str, force: bool, as_json: bool) -> None:
     claims and the estimated wall time."""
     experiments = load_experiments(experiments_file)
     experiments.get(name)  # an unknown name is bad input, with the closest names
-    p = scenario_plan(experiments, name, force, _cores(), vm_engine())
+    engine = vm_engine()
+    scale = host_scale(engine)
+    p = scenario_plan(experiments, name, force, _cores(), engine, scale)
     if as_json:
         print_json({k: v for k, v in p.items() if not k.startswith("_")})
         return
@@ -244,7 +265,7 @@ def show(name: str, experiments_file: str, force: bool, as_json: bool) -> None:
                      + (f" — {e.note}" if e.note else ""))
     est = p["estimate_s"]
     lines.append(f"estimated wall time: {_duration(est['native'])} native, {_duration(est['vm'])} with --vm "
-                 f"on {est['vm_jobs']} single-vCPU {est['vm_engine']} VMs")
+                 f"on {est['vm_jobs']} single-vCPU {est['vm_engine']} VMs (cost model{_scaled(scale)})")
     # names, descriptions, claims and notes are the file's text: never markup, never an escape
     errors.say(console, (name, "bold"), lines[0], limit=None)
     for line in lines[1:]:
@@ -428,7 +449,8 @@ def _print_dry_run(specs: list, vm_clock, as_json: bool) -> None:
 
     if as_json:
         engine = vm_engine()
-        print_json([dry_run_json(spec, vm_clock, engine) for spec in specs])
+        scale = host_scale(engine)
+        print_json([dry_run_json(spec, vm_clock, engine, scale.ratio if scale else 1.0) for spec in specs])
         return
     for spec in specs:
         click.echo(dumbbell.describe(spec))
@@ -451,9 +473,9 @@ def _execute(specs: list, opts) -> None:
         errors.say(console, f"run directory: {run_dir}")
 
 
-def dry_run_json(spec, vm_clock, engine: str) -> dict:
+def dry_run_json(spec, vm_clock, engine: str, scale: float = 1.0) -> dict:
     """One planned run as `run --dry-run --json` prints it: what it runs, on which link, its seed and
-    the estimated wall time (with --vm on `engine`)."""
+    the estimated wall time (with --vm on `engine`: the cost model times this host's `scale`)."""
     import dataclasses
 
     from ..model import dumbbell
@@ -465,7 +487,7 @@ def dry_run_json(spec, vm_clock, engine: str) -> dict:
             "modules": spec.modules, "vm_clock": {"kind": vm_clock.kind, "icount_shift": vm_clock.shift,
                                                   "kvm": vm_clock.kvm},
             "estimate_s": {"native": estimated_wall_s(spec, vm=False),
-                           "vm": estimated_wall_s(spec, vm=True, engine=engine)},
+                           "vm": estimated_wall_s(spec, vm=True, engine=engine) * scale},
             "plan": dumbbell.describe(spec)}
 
 

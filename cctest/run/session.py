@@ -19,7 +19,7 @@ from rich.console import Console
 
 from ..base import errors, filelock
 from ..base.errors import BadInput, CctestError, printable, say
-from ..emulation import engines, vm
+from ..emulation import engines, hostcost, vm
 from ..host import cgroup, vmtime
 from ..host.journal import Journal
 from ..host.rundir import write_meta
@@ -330,7 +330,7 @@ def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, e
     try:
         # every VM's console goes to out/.vm-<k>.log (kept in its run directories), one VM or many
         codes = _run_pool(engine, guests, opts, out, slots, console)
-        console.print(cost_line(specs, parts, time.monotonic() - started, engine.name, slots), highlight=False)
+        _account(specs, parts, time.monotonic() - started, engine.name, slots, console)
     finally:
         run_dirs = []
         for k, guest in enumerate(guests):
@@ -391,17 +391,38 @@ def guest_parts(specs: list[RunSpec], slots: int, engine: engines.Engine) -> lis
     return [[i] for i in order]
 
 
-def cost_line(specs: list[RunSpec], parts: list[list[int]], wall_s: float, engine: str, slots: int) -> str:
-    """What the session cost, beside what the cost model `cctest list` uses had estimated, so that a
-    user can check the estimate: host seconds per guest second of the flows, per VM slot."""
+def _account(specs: list[RunSpec], parts: list[list[int]], wall_s: float, engine: str, slots: int,
+             console: Console) -> None:
+    """Print what the session cost beside the estimates, then log it for this host's next ones."""
+    factor = hostcost.host_factor(engine)
+    console.print(cost_line(specs, parts, wall_s, engine, slots, factor), highlight=False)
+    guest_s = sum(specs[i].scenario.duration_s for part in parts for i in part)
+    hostcost.remember(engine, wall_s, session_estimate(specs, parts, engine, slots), guest_s,
+                      max(1, min(slots, len(parts))))
+
+
+def session_estimate(specs: list[RunSpec], parts: list[list[int]], engine: str, slots: int) -> float:
+    """The cost model's wall time for the session: the guests start in order, each on the slot that
+    frees first."""
+    loads = [0.0] * max(1, min(slots, len(parts)))
+    for part in parts:
+        loads[loads.index(min(loads))] += sum(estimated_wall_s(specs[i], vm=True, engine=engine) for i in part)
+    return max(loads)
+
+
+def cost_line(specs: list[RunSpec], parts: list[list[int]], wall_s: float, engine: str, slots: int,
+              factor: hostcost.HostFactor | None = None) -> str:
+    """What the session cost, beside what the cost model `cctest list` uses had estimated (and, where
+    this host has run sessions before, the model scaled by them), so that a user can check the
+    estimate: host seconds per guest second of the flows, per VM slot."""
     slots = max(1, min(slots, len(parts)))
     guest_s = sum(specs[i].scenario.duration_s for part in parts for i in part)
-    loads = [0.0] * slots
-    for part in parts:  # the guests start in order, each on the slot that frees first
-        loads[loads.index(min(loads))] += sum(estimated_wall_s(specs[i], vm=True, engine=engine) for i in part)
+    estimate = session_estimate(specs, parts, engine, slots)
     per_guest_s = wall_s * slots / guest_s if guest_s else 0.0
+    scaled = f"; {estimate * factor.ratio:.0f} scaled {factor.describe()}" if factor else ""
     return (f"cost: {wall_s:.0f} host s for {guest_s:.0f} guest s of flows in {len(parts)} {engine} VM(s), "
-            f"{slots} at a time, {per_guest_s:.2f} host s per guest s per VM (estimated {max(loads):.0f} host s)")
+            f"{slots} at a time, {per_guest_s:.2f} host s per guest s per VM (estimated {estimate:.0f} host s"
+            f"{scaled})")
 
 
 def guest_command(opts: RunOptions, part: list[int], places: engines.Places) -> list[str]:

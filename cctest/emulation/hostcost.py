@@ -1,0 +1,89 @@
+"""What `--vm` sessions have cost on this host against the cost model's estimate.
+
+The model (cctest/model/plan.py, VM_COSTS) is fitted on one host, and a guest's cost is mostly
+round trips between host processes (every guest system call is a ptrace stop under UML), whose
+price differs from host to host several times over: the same four flows at 80 Mbit/s cost 0.41 host
+s per guest s on one 2-core machine and 1.5-1.7 on another (docs/measurements.md). So each session
+appends what it measured and what the model had said to a log in the cache, and estimates made on
+this host scale the model by the median ratio of its last sessions on the same engine.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .umlkernel import cache_root
+
+# a session shorter than this is mostly boot and set-up, which the model charges per run
+MIN_GUEST_S = 60.0
+RECENT = 5
+
+
+@dataclass(frozen=True)
+class HostFactor:
+    """The model's error on this host: measured over estimated wall time, the median of `sessions`."""
+
+    ratio: float
+    sessions: int
+
+    def describe(self) -> str:
+        plural = "s" if self.sessions != 1 else ""
+        return f"x{self.ratio:.2f}, this host's last {self.sessions} session{plural} against the model"
+
+
+def log_path() -> Path:
+    return cache_root().parent / "costs.jsonl"
+
+
+def host_key() -> str:
+    """Which host a session ran on, as far as its cost goes: the CPU model and the CPU count."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                model = line.partition(":")[2].strip()
+                break
+    except OSError:
+        pass
+    return f"{model} x{os.cpu_count() or 1}"
+
+
+def remember(engine: str, wall_s: float, estimated_s: float, guest_s: float, slots: int) -> None:
+    """Add a finished session to the log; a log that cannot be written only costs the next estimate."""
+    if guest_s < MIN_GUEST_S or wall_s <= 0 or estimated_s <= 0:
+        return
+    entry = {"engine": engine, "host": host_key(), "wall_s": round(wall_s, 1),
+             "estimated_s": round(estimated_s, 1), "guest_s": guest_s, "slots": slots,
+             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    try:
+        path = log_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as log:
+            log.write(json.dumps(entry) + "\n")
+    except OSError:
+        pass
+
+
+def host_factor(engine: str) -> HostFactor | None:
+    """The median of measured/estimated over this host's last sessions on `engine`, or None when it
+    has none (a line of another shape, e.g. from another version, is passed over)."""
+    try:
+        lines = log_path().read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    key, ratios = host_key(), []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            if entry["engine"] == engine and entry["host"] == key:
+                ratios.append(float(entry["wall_s"]) / float(entry["estimated_s"]))
+        except (ValueError, KeyError, TypeError, ZeroDivisionError):
+            continue
+    recent = [r for r in ratios if 0 < r < math.inf][-RECENT:]
+    return HostFactor(statistics.median(recent), len(recent)) if recent else None
