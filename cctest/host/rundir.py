@@ -141,8 +141,8 @@ def flow_record(flow: FlowRun) -> record.Flow:
                        params=flow.params, launched_s=None, exit_code=None)
 
 
-def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
-    """The record of a run about to start, as the dict the runner fills in (write_meta checks it)."""
+def base_record(run_dir: Path, run: RunSpec, mode: str) -> record.RunRecord:
+    """The record of a run about to start, which the runner fills in."""
     uname = platform.uname()
     return record.RunRecord(
         schema_version=record.SCHEMA_VERSION, run_id=run_dir.name, scenario=run.scenario.name,
@@ -153,10 +153,10 @@ def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
         engine=record.Engine.model_validate(engine_meta(mode)), host=record.Host(cpus=os.cpu_count()),
         cctest=record.Code(version=__version__, git_commit=git_commit()), tools=dict(tool_versions()),
         sysctls={}, qdiscs={}, offloads={}, modules=[], capture=run.scenario.capture.model_dump(), warnings=[],
-    ).dump()
+    )
 
 
-def write_meta(run_dir: Path, meta: dict | record.RunRecord) -> None:
-    """meta.json from the record: a value of the wrong type, or a key without a field, is a bug here."""
-    run = meta if isinstance(meta, record.RunRecord) else record.RunRecord.model_validate(meta)
-    atomic.write_text(run_dir / "meta.json", run.to_json())
+def write_meta(run_dir: Path, run: record.RunRecord) -> None:
+    """meta.json from the record, checked anew (what the runner set is not validated when set): a
+    value of the wrong type, or a key without a field, is a bug here."""
+    atomic.write_text(run_dir / "meta.json", record.RunRecord.model_validate(run.dump()).to_json())

@@ -26,7 +26,7 @@ from ..host.rundir import write_meta
 from ..host.tools import which
 from ..kernel import kmod
 from ..model.plan import RunSpec, estimated_wall_s, split_for_vms
-from ..model.record import check_version
+from ..model.record import RunRecord, check_version
 from . import doctor
 
 
@@ -67,7 +67,7 @@ def finalize(run_dir: Path, console: Console) -> None:
     if meta.get("status") == "running":
         # The process (or VM) that ran it died without a word: whatever it measured stays.
         meta.update(status="interrupted", error=meta.get("error") or "the run's process ended before finishing")
-        write_meta(run_dir, meta)
+        write_meta(run_dir, RunRecord.model_validate(meta))
     tables = ingest_run(run_dir)
     verdict = write_checks(run_dir, meta, tables).get("verdict", "?")
     say(console, (run_dir, "bold"), f": status {meta['status']}, emulation health {verdict}")

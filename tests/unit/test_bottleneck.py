@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from cctest.analysis import derived
 from cctest.cli.main import main
 from cctest.host.net.schedule import LinkSchedule
-from cctest.host.rundir import base_meta
+from cctest.host.rundir import base_record
 from cctest.model import dumbbell
 from cctest.model.aqm import AQMS, AqmKind, aqm_counters
 from cctest.model.bottleneck import chain, rate_change, shaper_burst_bytes, timed_changes
@@ -78,7 +78,7 @@ def test_parameters_and_ecn_reach_the_aqm():
 
 def test_meta_records_the_aqm_with_its_defaults_and_the_schedule(tmp_path):
     (run,) = runs("{aqm: pie, aqm_params: {beta: 10}, rate_schedule: [{at_s: 6, rate_mbps: 5}]}")
-    link = base_meta(tmp_path, run, "vm")["link"]
+    link = base_record(tmp_path, run, "vm").dump()["link"]
     assert link["aqm"] == "pie" and link["ecn"] is False
     assert link["aqm_params"] == {"target_ms": 15.0, "tupdate_ms": 15.0, "alpha": 2, "beta": 10}
     assert link["rate_schedule"] == [{"at_s": 6.0, "rate_mbps": 5.0}]
@@ -115,10 +115,10 @@ def test_an_outage_sets_each_receiver_ports_loss_to_100_and_back(tmp_path):
     (clean,) = runs("{outages: [{at_s: 5, duration_s: 1}]}")
     assert [q.tc for q in dumbbell.qdiscs(clean) if q.role == "loss"] == [
         (f"qdisc replace dev ccs2-rcv0 root handle 1: netem loss random 0% limit {clean.link.netem_limit_pkts}",)]
-    assert base_meta(tmp_path, clean, "vm")["link"]["outages"] == [{"at_s": 5.0, "duration_s": 1.0}]
+    assert base_record(tmp_path, clean, "vm").dump()["link"]["outages"] == [{"at_s": 5.0, "duration_s": 1.0}]
     (none,) = runs("{}")
     assert not [q for q in dumbbell.qdiscs(none) if q.role == "loss"]
-    assert base_meta(tmp_path, none, "vm")["link"]["outages"] == []
+    assert base_record(tmp_path, none, "vm").dump()["link"]["outages"] == []
 
 
 def test_the_shaper_burst_is_4_ms_and_never_below_two_frames():
