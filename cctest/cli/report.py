@@ -183,7 +183,7 @@ def check_command(paths, output, skip_s, markdown, readme, no_fail, as_json, exp
     runs than the scenario's repetitions) or not-run. Runs of two module builds or engines in one
     verdict are refused (exit 2, nothing written). Exit 3 on a fail (also: a claim whose runs lack
     the terms it needs) or an unexpected pass; 0 otherwise. With --markdown, PATHS are searched for
-    runs of the suites (tags paper-000 ..., quick-000 ...) and the page lists every suite claim."""
+    runs of the suites (tags paper-000 ..., quick-000 ..., reading-000 ...) and the page lists every suite claim."""
     from ..analysis.claims import claims_json
     from ..analysis.judge import Measure, analyse, judge_claims
     from ..analysis.load import load_runs
@@ -265,8 +265,8 @@ def _paper_suite_runs(paths, experiments_file: str, skipped: list[str]) -> tuple
                        f"{experiments_file} lacks; its claims cannot be judged: add the scenario to the file or "
                        "leave the run out of PATHS")
     if len(loaded) < len(found):
-        skipped.append(f"{len(found) - len(loaded)} run(s) without a paper-00N tag in their scenario.yaml "
-                       "left out of the reproduction page")
+        skipped.append(f"{len(found) - len(loaded)} run(s) without a paper-00N, quick-00N or reading-00N tag in "
+                       "their scenario.yaml left out of the reproduction page")
     return expectations, loaded
 
 

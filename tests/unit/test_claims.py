@@ -506,6 +506,14 @@ def quick_claims() -> list[tuple[str, str]]:
             if any(t.startswith("quick-") for t in s.tags) for e in s.expect]
 
 
+def reading_claims() -> list[tuple[str, str]]:
+    from cctest.model.scenario import load_experiments
+
+    experiments = load_experiments(REPO / "experiments.yaml")
+    return [(name, e.claim) for name, s in experiments.scenarios.items()
+            if any(t.startswith("reading-") for t in s.tags) for e in s.expect]
+
+
 def sanity_claims() -> list[tuple[str, str]]:
     from cctest.model.scenario import load_experiments
 
@@ -524,7 +532,8 @@ def test_the_reproduction_page_lists_every_paper_claim_never_run_ones_included(t
     text = page.read_text()
     claims = paper_claims()
     rows = [line for line in text.splitlines() if line.startswith("| `")]
-    assert len(rows) == len(claims) + len(quick_claims())  # the scaled-down suites' in tables of their own
+    # the scaled-down suites' and the other readings' in tables of their own
+    assert len(rows) == len(claims) + len(quick_claims()) + len(reading_claims())
     for name, claim in claims:
         assert any(f"`{name}`" in row and f"`{claim}`" in row.replace("\\|", "|") and "| not run |" in row
                    for row in rows), (name, claim)
@@ -576,7 +585,7 @@ def test_the_reproduction_page_shows_measured_claims_with_their_status_and_triag
     known = rows["| `modest-vs-bbr`: `share(bbr) > 0.9`"]
     # the untagged copy left out
     assert "| 0.93 | share(bbr) = 0.544 ± 0 | 3 | known fail | setting | a test reason |" in known
-    assert "1 run(s) without a paper-00N tag" in result.output
+    assert "1 run(s) without a paper-00N, quick-00N or reading-00N tag" in result.output
     retrans = "0.4 * retrans_per_mb(bbr) < retrans_per_mb(bbr_modest) < 0.6 * retrans_per_mb(bbr)"
     assert "untriaged" in rows[f"| `modest-vs-bbr`: `{retrans}`"]
     # experiments.yaml's triage
@@ -595,7 +604,7 @@ def test_the_committed_reproduction_page_and_readme_agree_with_experiments_yaml(
     rows = [line.replace("\\|", "|") for line in text.splitlines() if line.startswith("| `")]
     for name, claim in paper_claims():
         assert any(f"`{name}`" in row and f"`{claim}`" in row for row in rows), (name, claim)
-    assert len(rows) == len(paper_claims()) + len(quick_claims())
+    assert len(rows) == len(paper_claims()) + len(quick_claims()) + len(reading_claims())
     score = text.split("**Score: ", 1)[1].split(".**", 1)[0]
     readme = (REPO / "README.md").read_text()
     assert f"<!-- reproduction-score --> **Reproduction of the seed papers:** {score}: " \
