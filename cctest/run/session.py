@@ -14,12 +14,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from ..base import errors, filelock
 from ..base.errors import BadInput, CctestError, printable, say
-from ..emulation import engines, hostcost, vm
+from ..emulation import engines, vm
 from ..host import cgroup, vmtime
 from ..host.journal import Journal
 from ..host.rundir import write_meta
@@ -28,6 +29,9 @@ from ..kernel import kmod
 from ..model.plan import RunSpec, estimated_wall_s, split_for_vms
 from ..model.record import RunRecord, check_version
 from . import doctor
+
+if TYPE_CHECKING:
+    from ..emulation.hostcost import HostFactor
 
 
 @dataclass(kw_only=True)
@@ -394,6 +398,8 @@ def guest_parts(specs: list[RunSpec], slots: int, engine: engines.Engine) -> lis
 def _account(specs: list[RunSpec], parts: list[list[int]], wall_s: float, engine: str, slots: int,
              console: Console) -> None:
     """Print what the session cost beside the estimates, then log it for this host's next ones."""
+    from ..emulation import hostcost  # the host's alone: an import more in a guest moves its clock
+
     factor = hostcost.host_factor(engine)
     console.print(cost_line(specs, parts, wall_s, engine, slots, factor), highlight=False)
     guest_s = sum(specs[i].scenario.duration_s for part in parts for i in part)
@@ -411,7 +417,7 @@ def session_estimate(specs: list[RunSpec], parts: list[list[int]], engine: str, 
 
 
 def cost_line(specs: list[RunSpec], parts: list[list[int]], wall_s: float, engine: str, slots: int,
-              factor: hostcost.HostFactor | None = None) -> str:
+              factor: HostFactor | None = None) -> str:
     """What the session cost, beside what the cost model `cctest list` uses had estimated (and, where
     this host has run sessions before, the model scaled by them), so that a user can check the
     estimate: host seconds per guest second of the flows, per VM slot."""
