@@ -9,15 +9,16 @@ expansions of one file happened to agree.
 The file holds the RunSpecs as pydantic serialises their dataclasses (the link and each flow as
 planned, the scenario with only the keys it was given, so that it comes back as it was made), the
 invocation's scenario names, and where the guest writes its run directories and lists them, in the
-guest's own names. No host path: a UML guest repeats a seeded run bit for bit only when nothing
-that differs between machines reaches it (docs/uml.md, "Determinism").
+guest's own names. A UML guest's names are fixed places, so its plan names no host path: a seeded
+run repeats bit for bit only when nothing that differs between machines reaches the guest
+(docs/uml.md, "Determinism").
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 
 from ..base import atomic
 from ..base.errors import BadInput
@@ -42,10 +43,19 @@ class GuestPlan(Strict):
     manifest: str  # where it lists each run directory as it starts it
     runs: list[RunSpec]
 
+    @field_validator("out", "manifest")
+    @classmethod
+    def absolute(cls, path: str) -> str:
+        if not PurePosixPath(path).is_absolute():
+            raise ValueError(f"{path!r} is not an absolute path; the host names the guest's places in full")
+        return path
+
     @model_validator(mode="after")
     def runs_are_what_their_scenarios_make(self) -> GuestPlan:
         """A run carries its link, flows and seed beside the scenario they come from (plan.expand);
         a file where they disagree would run one thing and record another."""
+        if not self.runs:
+            raise ValueError("runs: none; a plan holds the runs its guest makes")
         for i, run in enumerate(self.runs):
             flows = flow_runs(run.scenario)
             if run.flows != flows:
@@ -71,7 +81,8 @@ def check_carried(runs: list[RunSpec]) -> None:
     """Before any guest boots: every run reads back from a plan file as exactly the run the host
     made, or a PlanError naming the first that does not (a value JSON cannot carry, e.g. a
     YAML date, would otherwise reach the guest changed)."""
-    text = GuestPlan(plan_version=PLAN_VERSION, names=[], out="", manifest="", runs=runs).to_json()
+    # only the runs are checked: any places will do
+    text = GuestPlan(plan_version=PLAN_VERSION, names=[], out="/", manifest="/", runs=runs).to_json()
     back = parse(text.encode(), "the plan of this session").runs
     for run, read_back in zip(runs, back, strict=True):
         if read_back != run or read_back.scenario.model_fields_set != run.scenario.model_fields_set:

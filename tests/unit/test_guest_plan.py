@@ -11,14 +11,16 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from cctest.cli import main as cli
 from cctest.cli.main import main
 from cctest.emulation import engines, umlkernel, vm
+from cctest.host import rundir
 from cctest.model import guestplan
 from cctest.model.plan import expand
-from cctest.model.scenario import load_experiments
+from cctest.model.scenario import load_experiments, parse_experiments
 from cctest.run import session
 from tests import REPO
 
@@ -59,6 +61,38 @@ def test_a_plan_file_reads_back_as_the_runs_the_host_chose(args, monkeypatch, tm
 def test_every_run_of_experiments_yaml_survives_a_plan_file():
     experiments = load_experiments(EXPERIMENTS)
     guestplan.check_carried([spec for name in experiments.scenarios for spec in expand(experiments, name)])
+
+
+HELD_TWICE = """
+defaults:
+  link: {rate_mbps: 20, rtt_ms: 20, buffer_bdp: 1}
+  duration_s: 10
+scenarios:
+  s:
+    flows: [{cc: cubic}]
+    matrix:
+      flows.0: [{cc: cubic}, {cc: bbr, count: 2}]
+"""
+
+
+def test_scenario_yaml_reads_the_same_from_a_plan_file_when_the_scenario_holds_a_value_twice(tmp_path):
+    """A matrix point that sets a mapping puts one object in the flows and in matrix_point; JSON keeps
+    two copies. scenario.yaml writes both in full, never as a YAML alias, whichever the run came from."""
+    specs = expand(parse_experiments(HELD_TWICE, "e.yaml"), "s")
+    path = tmp_path / "plan.json"
+    guestplan.write(path, specs, names=["s"], out=GUEST_OUT, manifest=GUEST_MANIFEST)
+    for spec, read_back in zip(specs, guestplan.read(path).runs, strict=True):
+        text = rundir.scenario_text(spec)
+        assert rundir.scenario_text(read_back) == text and "&id" not in text
+        assert yaml.safe_load(text) == spec.resolved
+
+
+@pytest.mark.parametrize("experiments_file", ["experiments.yaml", "tests/vm/scenarios.yaml", "peer/cao2019.yaml"])
+def test_scenario_yaml_of_every_run_in_the_repository_is_the_text_it_was(experiments_file):
+    experiments = load_experiments(REPO / experiments_file)
+    for name in experiments.scenarios:
+        for spec in expand(experiments, name, repetitions=1):  # each matrix point once: repetitions differ in a number
+            assert rundir.scenario_text(spec) == yaml.safe_dump(spec.resolved, sort_keys=False), name
 
 
 def test_a_value_json_cannot_carry_is_refused_before_any_guest_boots():
@@ -120,6 +154,8 @@ BAD_PLANS = {
     "an unknown key in a link": (_edited(lambda p: p["runs"][1]["link"].update(rate_bps=1)),
                                  "(runs.1.link.rate_bps: not a field of a plan)"),
     "no runs": (_edited(lambda p: p.pop("runs")), "(runs: missing)"),
+    "an empty list of runs": (_edited(lambda p: p.update(runs=[])), "(runs: none; a plan holds the runs its guest"),
+    "a relative out": (_edited(lambda p: p.update(out="out")), "(out 'out' is not an absolute path"),
     "a run without its seed": (_edited(lambda p: p["runs"][0].pop("seed")), "(runs.0.seed: missing)"),
     "a wrong type": (_edited(lambda p: p["runs"][0].update(repetition="first")), "runs.0.repetition must be"),
     "a link not its scenario's": (_edited(lambda p: p["runs"][1]["link"].update(rate_mbps=1000.0)),
