@@ -44,8 +44,21 @@ def new_run_dir(out_root: Path, run: RunSpec) -> Path:
             path = base.with_name(f"{base.name}.{n}")
             n += 1
     (path / "raw").mkdir()
-    atomic.write_text(path / "scenario.yaml", yaml.safe_dump(run.resolved, sort_keys=False))
+    atomic.write_text(path / "scenario.yaml", scenario_text(run))
     return path
+
+
+class _InFull(yaml.SafeDumper):
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
+def scenario_text(run: RunSpec) -> str:
+    """scenario.yaml: the run's resolved scenario with every value written in full, never as a YAML
+    alias of another, so that a value the mapping holds twice (a matrix point that sets a mapping,
+    an alias in the experiments file) reads the same whether the run was planned in this process
+    or read from a guest's plan file, whose JSON shares no values."""
+    return yaml.dump(run.resolved, Dumper=_InFull, sort_keys=False)
 
 
 def now_iso() -> str:

@@ -21,9 +21,10 @@ def problem(error: ValidationError, unknown_field: str) -> str:
     prefix = f"{where} " if where else ""
     if first["type"] == "value_error":
         return f"{prefix}{first['ctx']['error']}"
-    if first["type"] == "extra_forbidden":
+    # a model's unknown or absent key, and a dataclass's (plan.RunSpec inside a plan file)
+    if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         return f"{where}: {unknown_field}"
-    if first["type"] == "missing":
+    if first["type"] in ("missing", "missing_argument"):
         return f"{where}: missing"
     return f"{prefix}must be {first['msg'].lower().removeprefix('input should be ')}, not {_shown(first['input'])}"
 

@@ -160,13 +160,14 @@ def test_the_cycle_finder_finds_a_circle(graph, expected):
     assert cycles(graph) == expected
 
 
-# What a guest imports to make runs (cctest run --native --in-vm, then each capture's start): under
+# What a guest imports to make runs (cctest guest-run PLAN, then each capture's start): under
 # emulation every import costs host time (pandas alone took 1.75 s of a UML guest's 10 s to its first
 # run), and its tables are made on the host afterwards.
 GUEST_RUN_PATH = ["cctest.cli.main", "cctest.run.session", "cctest.run.runner", "cctest.run.doctor",
                   "cctest.host.net.topology", "cctest.host.net.traffic", "cctest.host.net.schedule",
                   "cctest.host.captures", "cctest.host.journal", "cctest.host.rundir", "cctest.host.tracefs",
                   "cctest.host.cgroup", "cctest.host.vmtime", "cctest.model.scenario", "cctest.model.plan",
+                  "cctest.model.guestplan",
                   "cctest.kernel.kmod", "cctest.kernel.modsource"]
 HOST_ONLY = ("pandas", "numpy", "pyarrow", "plotly")
 
