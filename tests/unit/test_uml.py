@@ -14,6 +14,7 @@ from cctest.emulation import engines, uml, umlkernel, umlshare, vm
 from cctest.host import tracefs
 from cctest.host.captures import RunView
 from cctest.host.captures.cc_state import ModuleState, parse_tracefs_state
+from cctest.model.record import RunRecord
 from cctest.host.captures.tcp_probe import (
     TCP_PROBE_MIN_GAP_NS,
     TcpProbe,
@@ -320,7 +321,7 @@ def test_a_recorded_uml_trace_gives_the_tcp_probe_and_cc_state_tables():
     with the meta.json and port map of its run."""
     text = (FIXTURES / "trace.log").read_text()
     info = json.loads((FIXTURES / "run.json").read_text())
-    run = RunView.of(info["meta"])
+    run = RunView.of(RunRecord.model_validate(info["meta"]))
     run.ports = {int(k): v for k, v in info["ports"].items()}
     probe = TcpProbe().parse({"tracefs.log": text}, run)["tcp_probe"]
     assert set(probe["flow"]) == set(run.ports)
