@@ -90,7 +90,8 @@ def test_link_fullness_and_rate_schedule():
     full = D.link_fullness(record, {"flows": flows})
     assert full["fraction"] == pytest.approx(0.5) and full["span_s"] == pytest.approx(1.0)
     # a schedule halves the rate after 0.5 s: 0.75 of the bytes fit, so the same delivery is 2/3 full
-    sched = RunRecord.model_validate({**meta, "link": {**meta["link"], "rate_schedule": [{"at_s": 0.5, "rate_mbps": 10}]}})
+    halved = {**meta["link"], "rate_schedule": [{"at_s": 0.5, "rate_mbps": 10}]}
+    sched = RunRecord.model_validate({**meta, "link": halved})
     assert sched.link is not None
     assert D.link_rate_mbps_at(sched.link, [0.0, 0.49, 0.5, 3.0]).tolist() == [20, 20, 10, 10]
     assert D.link_bytes_between(sched.link, 0, 1) == pytest.approx(0.75 * 2_500_000)

@@ -14,7 +14,6 @@ from cctest.emulation import engines, uml, umlkernel, umlshare, vm
 from cctest.host import tracefs
 from cctest.host.captures import RunView
 from cctest.host.captures.cc_state import ModuleState, parse_tracefs_state
-from cctest.model.record import RunRecord
 from cctest.host.captures.tcp_probe import (
     TCP_PROBE_MIN_GAP_NS,
     TcpProbe,
@@ -22,6 +21,7 @@ from cctest.host.captures.tcp_probe import (
     parse_tracefs_probe,
     tracefs_events,
 )
+from cctest.model.record import RunRecord
 from tests import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "tracefs"
