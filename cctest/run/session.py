@@ -29,7 +29,7 @@ from ..host.tools import which
 from ..kernel import kmod
 from ..model import guestplan
 from ..model.plan import RunSpec, estimated_wall_s, split_for_vms
-from ..model.record import RunRecord, check_version
+from ..model.record import as_interrupted, check_version, read_parts, status_as_written
 from . import doctor
 
 if TYPE_CHECKING:
@@ -61,19 +61,20 @@ class SessionError(CctestError):
 
 def finalize(run_dir: Path, console: Console) -> None:
     """Raw captures -> tidy tables and the health verdict. Safe on partial (interrupted) runs."""
-    from ..analysis.checks import write_checks
+    from ..analysis import checks
     from ..analysis.ingest import check_products, ingest_run, read_meta
 
-    meta = read_meta(run_dir)
-    check_version(meta, run_dir / "meta.json")  # before anything is rewritten in a format this code does not know
+    data = read_meta(run_dir)
+    check_version(data, run_dir / "meta.json")  # before anything is rewritten in a format this code does not know
     check_products(run_dir)
-    if meta.get("status") == "running":
-        # The process (or VM) that ran it died without a word: whatever it measured stays.
-        meta.update(status="interrupted", error=meta.get("error") or "the run's process ended before finishing")
-        write_meta(run_dir, RunRecord.model_validate(meta))
+    interrupted = as_interrupted(data)
+    if interrupted is not None:
+        write_meta(run_dir, interrupted)
     tables = ingest_run(run_dir)
-    verdict = write_checks(run_dir, meta, tables).get("verdict", "?")
-    say(console, (run_dir, "bold"), f": status {meta['status']}, emulation health {verdict}")
+    record = read_parts(data, checks.READS, run_dir / "meta.json")
+    verdict = checks.write_checks(run_dir, record, tables).get("verdict", "?")
+    status = interrupted.status if interrupted is not None else status_as_written(data)
+    say(console, (run_dir, "bold"), f": status {status}, emulation health {verdict}")
 
 
 def finalize_each(run_dirs: list[Path], console: Console, failures: list[str]) -> int:

@@ -18,6 +18,7 @@ from cctest.model import dumbbell
 from cctest.model.aqm import AQMS, AqmKind, aqm_counters
 from cctest.model.bottleneck import chain, rate_change, shaper_burst_bytes, timed_changes
 from cctest.model.plan import expand
+from cctest.model.record import Link
 from cctest.model.scenario import ScenarioError, parse_experiments
 
 BASE = """
@@ -167,11 +168,11 @@ def test_bad_bottleneck_input_exits_2(tmp_path):
 
 
 def rate_at(link, t):
-    return derived.link_rate_mbps_at({"link": link}, t)
+    return derived.link_rate_mbps_at(Link.model_validate(link), t)
 
 
 def mean_rate(link, start_s, end_s):
-    return derived.link_bytes_between({"link": link}, start_s, end_s) * 8 / 1e6 / (end_s - start_s)
+    return derived.link_bytes_between(Link.model_validate(link), start_s, end_s) * 8 / 1e6 / (end_s - start_s)
 
 
 def test_rate_at_follows_the_schedule():

@@ -56,7 +56,7 @@ def test_a_record_of_todays_format_loads_as_version_1_and_round_trips():
 def test_the_report_reads_todays_record_into_the_model(tmp_path):
     shutil.copy(FIXTURE, tmp_path / "meta.json")
     run = load_run(tmp_path)
-    assert isinstance(run.record, record.RunRecord) and run.meta == todays()
+    assert isinstance(run.record, record.RunRecord) and run.record.dump() == todays()
     assert run.run_id == "20261124-210346-f1.cc-bbr-r0"
 
 

@@ -21,6 +21,7 @@ from cctest.host.captures.tcp_probe import (
     parse_tracefs_probe,
     tracefs_events,
 )
+from cctest.model.record import RunRecord
 from tests import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "tracefs"
@@ -317,7 +318,7 @@ def test_a_recorded_uml_trace_gives_the_tcp_probe_and_cc_state_tables():
     with the meta.json and port map of its run."""
     text = (FIXTURES / "trace.log").read_text()
     info = json.loads((FIXTURES / "run.json").read_text())
-    run = RunView.of(info["meta"])
+    run = RunView.of(RunRecord.model_validate(info["meta"]))
     run.ports = {int(k): v for k, v in info["ports"].items()}
     probe = TcpProbe().parse({"tracefs.log": text}, run)["tcp_probe"]
     assert set(probe["flow"]) == set(run.ports)
