@@ -165,7 +165,7 @@ class UmlEngine:
         empty directory that the host merges into --out when the guest has ended."""
         home = umlshare.prepare(out.resolve(), index)
         return Places(python=umlshare.guest_python(), src=str(umlshare.GUEST_SRC),
-                      experiments=home.stage(experiments, "experiments.yaml"),
+                      experiments=home.stage_experiments(experiments),
                       out=str(umlshare.GUEST_OUT), manifest=home.guest(home.manifest), host_manifest=home.manifest,
                       to_host=home.to_host, home=home)
 

@@ -10,8 +10,8 @@ the guest's root is the host's over hostfs, and the host resolves `/proc/self/cw
 process, so that is the home's copy of init.sh. init.sh mounts, over hostfs and through the same
 link:
 
-  /run/share/home  the home: the command file, the experiments file, the manifest, the exit code,
-                    the stop request and the kernel log
+  /run/share/home  the home: the command file, the experiments file and its suite files, the
+                    manifest, the exit code, the stop request and the kernel log
   /run/share/src   the checkout, read-only (the home's symlink `src`)
   /run/share/venv  the Python environment, read-only (`venv`), when cctest runs from one
   /run/share/out   an empty directory the run writes into (`out`); the host moves what it holds
@@ -34,6 +34,11 @@ GUEST_VENV = GUEST_ROOT / "venv"
 GUEST_OUT = GUEST_ROOT / "out"
 INIT = REPO_ROOT / "scripts" / "uml" / "init.sh"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+# What a home holds besides the experiments file and its suites: an include may not land on one
+HOME_NAMES = frozenset({"init.sh", "src", "venv", "out", "command.sh", "manifest.txt", "exit", "stop",
+                        "dmesg.txt", "console.raw", "experiments.yaml"})
 
 
 def in_venv() -> bool:
@@ -96,6 +101,21 @@ class Home:
         """Copy a host file into the home; the guest's name for the copy."""
         shutil.copyfile(source, self.path / name)
         return self.guest(self.path / name)
+
+    def stage_experiments(self, source: Path) -> str:
+        """Copy the experiments file into the home as `experiments.yaml` and each suite file it includes
+        beside it, at its path relative to the experiments file; the guest's name for the first."""
+        from ..model.scenario import ScenarioError, experiment_files
+
+        (_, top), *suites = experiment_files(source)
+        for entry, path in suites:
+            first = PurePosixPath(entry).parts[0]
+            if first in HOME_NAMES:
+                raise ScenarioError(f"{source}: include {entry}: {first} is a name the UML guest's home uses "
+                                    f"({', '.join(sorted(HOME_NAMES))}); move the suite file")
+            (self.path / entry).parent.mkdir(parents=True, exist_ok=True)
+            self.stage(path, entry)
+        return self.stage(top, "experiments.yaml")
 
     def to_host(self, guest_path: str) -> Path:
         """Where a path the guest wrote under /run/share/out is once collect() has run."""

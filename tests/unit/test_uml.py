@@ -166,6 +166,27 @@ def test_the_command_file_execs_the_command_from_the_checkouts_fixed_place():
     assert text.startswith("cd /run/share/src && exec env X='1 2' CCTEST_VM_ENGINE=uml python3 -m cctest run 'a b'")
 
 
+def test_a_home_stages_the_experiments_file_with_its_suites_where_its_includes_find_them(tmp_path):
+    from cctest.model.scenario import ScenarioError, load_experiments
+
+    lab = tmp_path / "lab"
+    (lab / "suites").mkdir(parents=True)
+    (lab / "suites" / "paper-005.yaml").write_text(
+        'suite: {tag: paper-005, title: "005: A paper"}\n'
+        "scenarios: {five: {tags: [paper-005], flows: [{cc: cubic}]}}\n")
+    (lab / "mine.yaml").write_text("defaults: {link: {rate_mbps: 10, rtt_ms: 10, buffer_bdp: 1}, duration_s: 5}\n"
+                                   "include: [suites/paper-005.yaml]\n")
+    home = umlshare.prepare(tmp_path / "out", 0)
+    assert home.stage_experiments(lab / "mine.yaml") == "/run/share/home/experiments.yaml"
+    staged = load_experiments(home.path / "experiments.yaml")
+    assert staged.raw == load_experiments(lab / "mine.yaml").raw and staged.suites["paper-005"].title == "005: A paper"
+    (lab / "out").mkdir()
+    (lab / "out" / "paper-006.yaml").write_text("suite: {}\n")
+    (lab / "mine.yaml").write_text("include: [out/paper-006.yaml]\n")
+    with pytest.raises(ScenarioError, match=r"include out/paper-006\.yaml: out is a name the UML guest's home uses"):
+        umlshare.prepare(tmp_path / "out", 1).stage_experiments(lab / "mine.yaml")
+
+
 def test_a_home_links_the_checkout_and_venv_and_stages_the_experiments_file(tmp_path):
     experiments = tmp_path / "mine.yaml"
     experiments.write_text("scenarios: {}\n")
