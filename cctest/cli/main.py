@@ -132,7 +132,7 @@ def scenario_plan(experiments, name: str, force: bool, cores: int, engine: str,
 
     scenario = experiments.scenarios[name]
     specs = expand(experiments, name, force=force)
-    check_declared_params(specs, experiments.source)  # what insmod would refuse, before anything is built
+    check_declared_params(specs, experiments.file_of(name))  # what insmod would refuse, before anything is built
     native = sum(estimated_wall_s(spec, vm=False) for spec in specs)
     in_vm = sum(estimated_wall_s(spec, vm=True, engine=engine) for spec in specs) / min(cores, len(specs))
     in_vm *= scale.ratio if scale else 1.0

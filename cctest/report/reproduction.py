@@ -22,15 +22,8 @@ from ..analysis.claims import ClaimResult, status_counts
 from ..base import atomic
 from ..base.safeload import Refused, decode_utf8, read_bounded
 from ..model.record import RunRecord
+from ..model.suites import suite_tag_of
 
-PAPERS = {
-    "paper-000": "000: BBR-CWS (Song, Kim, Cho; Electronics 2020)",
-    "paper-001": "001: BBR-ACW (Pan, Tan, Li, Li; Electronics 2021)",
-    "paper-002": "002: Modest BBR (Zhang, Cui, Tso; ISCC 2018)",
-    "paper-003": "003: BBRv3+ (Chu, Chiang; Engineering Proceedings 2025)",
-    "paper-004": "004: Sharing but not Caring (Claypool et al.; AICT 2019)",
-}
-PAPER_TAG = re.compile(r"(?:paper|quick|reading)-\d{3}")
 APART = ("quick-", "reading-")  # tags of the scenarios listed apart from the score
 SCORE_MARK = "<!-- reproduction-score -->"  # the README line `--readme` rewrites
 REGENERATE = "cctest check records --markdown docs/reproduction.md --readme README.md"
@@ -41,8 +34,7 @@ STATUS_TEXT = {"pass": "pass", "fail": "**fail**", "known-fail": "known fail", "
 def paper_of(tags: Iterable[str]) -> str | None:
     """The paper a suite scenario reproduces, as its paper-00N tag (a quick-00N or reading-00N
     scenario's too)."""
-    tag = next((t for t in tags if PAPER_TAG.fullmatch(t)), None)
-    return "paper-" + tag.rsplit("-", 1)[1] if tag else None
+    return next((suite for suite in map(suite_tag_of, tags) if suite), None)
 
 
 def score(claim_results: list[ClaimResult]) -> str:
@@ -118,12 +110,13 @@ def run_command(tag: str, engines: set[str]) -> str:
     return f"cctest run --vm{engine} -j {jobs} --tag {tag} --out results/{tag}"
 
 
-def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], command: str,
+def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], command: str, titles: dict[str, str],
            engines: dict[str, set[str]] | None = None, builds: dict[str, set[str]] | None = None) -> str:
-    """`engines`: per paper tag, the engines its runs were measured on; `builds`: per scenario, the
+    """`titles`: per paper tag, its suite's title (the experiments file's suites, in their order);
+    `engines`: per paper tag, the engines its runs were measured on; `builds`: per scenario, the
     engine, kernel and module builds its runs ran (named under the claims in the score)."""
     engines, builds = engines or {}, builds or {}
-    by_paper: dict[str, list[ClaimResult]] = {tag: [] for tag in PAPERS}
+    by_paper: dict[str, list[ClaimResult]] = {tag: [] for tag in titles}
     for r in claim_results:
         by_paper.setdefault(paper_of(r.expectation.tags) or "other", []).append(r)
     out = ["# Reproduction of the seed papers", "",
@@ -143,7 +136,7 @@ def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], comma
     for tag, rows in by_paper.items():
         if not rows:
             continue
-        title = PAPERS.get(tag, "Other claims")
+        title = titles.get(tag, "Other claims")
         measured_on = sorted(engines.get(tag, ()))
         out += [f"## {title}", "", f"Score: {score(rows)}.", "",
                 (f"Measured on: {', '.join(measured_on)} (docs/uml.md says how the engines differ). "

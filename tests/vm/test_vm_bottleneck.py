@@ -18,13 +18,14 @@ from cctest.analysis.derived import (
     link_bytes_between,
     link_rate_mbps_at,
 )
+from cctest.model.aqm import AQMS as REGISTERED
 from cctest.model.bottleneck import ECN_SYSCTL
 from cctest.model.record import Link
 from tests.vm.test_vm_modules import find, meta_of, runs_of
 
 pytestmark = pytest.mark.vm
 
-AQMS = ["fq_codel", "codel", "pie", "red"]
+AQMS = [kind for kind in REGISTERED if kind != "fifo"]  # scenarios.yaml's aqm-vs-fifo runs each (test_bottleneck)
 STEADY_FROM_S = 3.0  # after slow start and its first recovery
 
 
