@@ -99,10 +99,4 @@ def parse(data: bytes, source: str) -> GuestPlan:
 
 def read(path: Path) -> GuestPlan:
     """The plan file at `path` (a regular file, bounded), or a PlanError naming it."""
-    from ..base.safeload import Refused, read_bounded
-
-    try:
-        data = read_bounded(path, MAX_PLAN_BYTES, "a plan file")
-    except Refused as error:
-        raise PlanError(f"{path}: {error}") from None
-    return parse(data, str(path))
+    return parse(versioned.read_bytes(path, MAX_PLAN_BYTES, "a plan file", PlanError), str(path))
