@@ -1,14 +1,17 @@
 """The lists the docs keep by hand, against the registries they describe: the AQMs and their
 parameters (cctest/model/aqm.py), the capture options (scenario.CaptureSettings), the congestion
-controls (the kernel's and the Kbuild files'), the claim language's terms
-(cctest/model/metric_table.py) and the paper suites (the suite files experiments.yaml includes).
-Adding one fails here, naming the page, until the page says it. (The run directory's tables,
-columns and raw files are checked in tests/unit/test_captures.py, the report's columns in
-tests/unit/test_report_files.py.)"""
+controls (the kernel's and the Kbuild files'), and the paper suites (the suite files experiments.yaml
+includes). Adding one fails here, naming the page, until the page says it. The lists made from a
+registry (the claim language's terms, from cctest/model/metric_table.py) fail here while stale:
+scripts/doc-lists.py makes them anew. (The run directory's tables, columns and raw files are checked
+in tests/unit/test_captures.py, the report's columns in tests/unit/test_report_files.py.)"""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+
+import pytest
 
 from cctest.model import aqm, metric_table
 from cctest.model.scenario import CaptureSettings, load_experiments
@@ -78,23 +81,39 @@ def test_the_capture_options_are_capture_settings():
     assert documented == defaults, "docs/experiments.md's capture: line (every option, its default)"
 
 
-def documented_terms(doc: str = EXPERIMENTS_MD) -> tuple[list[str], list[str], list[str]]:
-    """The claim language's run metrics, per-cc metrics and steady-state terms as the page lists them."""
-    text = flat(doc)
-    run = re.search(r"run metrics `([^`]*)`", text)
-    per_cc = re.search(r"per congestion control `([^`]*)`", text)
-    steady = re.search(r"steady-state term \(((?:[^()]|\([^()]*\))*)\)", text)  # its terms hold (cc)
-    assert run and per_cc and steady, "docs/experiments.md: the claim language's lists"
-    return run.group(1).split(), per_cc.group(1).split(), re.findall(r"`([^`]+)`", steady.group(1))
+def made_lists():
+    """scripts/doc-lists.py, as a module."""
+    spec = importlib.util.spec_from_file_location("doc_lists", REPO / "scripts" / "doc-lists.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def test_the_claim_language_lists_every_metric_term():
-    run, per_cc, steady = documented_terms()
-    assert sorted(run) == sorted(metric_table.RUN_TERMS), "docs/experiments.md: run metrics"
-    assert sorted(per_cc) == sorted(f"{term}(cc)" for term in metric_table.CC_TERMS), \
-        "docs/experiments.md: per congestion control"
-    steady_terms = [*metric_table.STEADY_RUN_TERMS, *(f"{t}(cc)" for t in metric_table.STEADY_CC_TERMS)]
-    assert sorted(steady) == sorted(steady_terms), "docs/experiments.md: steady-state terms"
+MADE = made_lists()
+
+
+@pytest.mark.parametrize("name", MADE.LISTS)
+def test_each_made_list_is_the_registrys_as_it_is(name):
+    page, make = MADE.LISTS[name]
+    text = (REPO / page).read_text()
+    assert MADE.with_list(text, name, make()) == text, f"{page}: the {name} are stale; run scripts/doc-lists.py"
+
+
+def test_the_claim_terms_are_every_term_of_the_metric_table():
+    rows = re.findall(r"^\| `([^`]+)` \|", MADE.claim_terms(), re.M)
+    assert rows == [*metric_table.RUN_TERMS, *(f"{term}(cc)" for term in metric_table.CC_TERMS)]
+    steady = re.findall(r"^\| `([^`]+)` \|.*\| yes \|$", MADE.claim_terms(), re.M)
+    assert steady == [*metric_table.STEADY_RUN_TERMS, *(f"{t}(cc)" for t in metric_table.STEADY_CC_TERMS)]
+
+
+def test_a_made_list_sees_an_edit_and_its_markers_gone():
+    page, make = MADE.LISTS["claim terms"]
+    text = (REPO / page).read_text()
+    edited = text.replace("| `jain` |", "| `fairness` |")
+    assert edited != text and MADE.with_list(edited, "claim terms", make()) == text
+    with pytest.raises(ValueError, match="no claim terms between the markers"):
+        MADE.with_list(text.replace("<!-- end of the claim terms -->", ""), "claim terms", make())
 
 
 def test_papers_md_has_a_row_per_suite():
