@@ -125,7 +125,7 @@ def start_context(name: str, raw, **options) -> captures.StartContext:
 def test_every_traced_capture_adds_its_probes_to_the_one_tracer():
     assert isinstance(TRACER, Tracer) and captures.starting_in(TRACING) == [TRACER]
     assert TRACER.traced == tuple(c for c in captures.REGISTRY if isinstance(c, TracedCapture))
-    assert {c.name for c in TRACER.traced} == {"tcp_probe", "cc_state"}
+    assert all(c.label and c.starts is None and set(c.raw_files) == set(tracer.LOGS) for c in TRACER.traced)
 
 
 def test_the_bpftrace_script_holds_each_captures_probes_in_registry_order(tmp_path, monkeypatch):

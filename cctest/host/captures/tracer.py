@@ -60,10 +60,11 @@ class ServerPorts:
 
 @dataclass
 class Probes:
-    """What a TracedCapture adds to the run's tracer: its lines of the bpftrace script (its maps
-    named apart from every other capture's: the script is one program), what the script's END
-    block must do for them, and the tracefs events (system, event, filter) that record the same
-    where bpftrace cannot run."""
+    """What a TracedCapture adds to the run's tracer: its lines of the bpftrace script, what the
+    script's END block must do for them, and the tracefs events (system, event, filter) that record
+    the same where bpftrace cannot run. The script is one program and its log one file: a capture's
+    maps are named apart from the others', and the lines it prints open with a tag of its own (P,
+    S)."""
 
     bpftrace: list[str]
     events: list[tuple[str, str, str]]
