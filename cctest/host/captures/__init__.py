@@ -5,9 +5,10 @@ phase (run/runner.py), ingest parses each (analysis/ingest.py), the report loads
 and docs/run-directory.md is checked against it (tests/unit/test_captures.py). A per-packet capture
 is a TracedCapture (tracer.py): it adds probes to the run's one tracer, which is in REGISTRY too.
 
-Adding a capture touches two source files: its class (a Capture, or a TracedCapture, in its own
-module: raw files, start or probes, parse, tables with their columns) and its line in CAPTURES; then
-its tables and raw files in docs/run-directory.md, and its tests. A figure of it is one step in
+Adding a capture touches two source files, three with an option of its own: its class (a Capture,
+or a TracedCapture, in its own module: raw files, start or probes, parse, tables with their columns),
+its line in CAPTURES, and its option in model/scenario.py's CaptureSettings; then its tables and raw
+files in docs/run-directory.md, and its tests (docs/extending.md). A figure of it is one step in
 report/run_figures.py.
 """
 

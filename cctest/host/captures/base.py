@@ -37,8 +37,8 @@ class StartContext:
     raw: Path  # the run's raw/ directory
     journal: Any  # journal.Journal: every process started is recorded for `cctest clean`
     warnings: list[str]  # meta.json's warnings
+    record: Any  # record.RunRecord: meta.json, filled in as the run goes
     with_tracer: bool = True  # whether a tracer serves here (tracer.choose_tracer)
-    record: Any = None  # record.RunRecord: meta.json, filled in as the run goes
     net: Any = None  # net.topology.Dumbbell, once built
     running: dict[str, Any] = field(default_factory=dict)  # capture name -> what start() returned
 
