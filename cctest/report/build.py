@@ -26,8 +26,7 @@ from ..analysis.summary import (
     unmatched_groups,
 )
 from ..base import atomic, jsonsafe
-from ..model.measured import RunMetrics
-from ..model.metric_table import COMPARED
+from ..model.metric_table import COMPARED, RunMetrics
 from ..model.record import LINK_SETTINGS, Link
 from .claims_view import claims_section
 from .colors import CCColors, flow_ccs

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..analysis import derived, metrics
 from ..analysis.defaults import DEFAULT_BIN_MS, DEFAULT_JAIN_WINDOW_S, DEFAULT_MAX_POINTS
-from ..model.measured import RunMetrics
+from ..model.metric_table import RunMetrics
 from ..model.record import Flow, Link, RunRecord
 from .colors import CCColors, flow_ccs
 from .figure import DFig, Fig, decimate, layout, lines

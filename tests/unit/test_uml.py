@@ -14,13 +14,8 @@ from cctest.emulation import engines, uml, umlkernel, umlshare, vm
 from cctest.host import tracefs
 from cctest.host.captures import RunView
 from cctest.host.captures.cc_state import ModuleState, parse_tracefs_state
-from cctest.host.captures.tcp_probe import (
-    TCP_PROBE_MIN_GAP_NS,
-    TcpProbe,
-    choose_tracer,
-    parse_tracefs_probe,
-    tracefs_events,
-)
+from cctest.host.captures.tcp_probe import TCP_PROBE_MIN_GAP_NS, TcpProbe, parse_tracefs_probe
+from cctest.host.captures.tracer import choose_tracer
 from cctest.model.record import RunRecord
 from tests import REPO
 
@@ -283,12 +278,6 @@ def test_uml_always_traces_through_tracefs():
     assert choose_tracer(True, {"CCTEST_TRACER": "tracefs"}) == "tracefs"
     with pytest.raises(BadInput, match="CCTEST_TRACER=perf: allowed values are bpftrace, tracefs"):
         choose_tracer(True, {"CCTEST_TRACER": "perf"})
-
-
-def test_tracefs_events_filter_every_event_to_the_flows_ports():
-    events = tracefs_events([5202, 5201, 5204], ["bbr_cws"])
-    assert events == [("tcp", "tcp_probe", "dport >= 5201 && dport <= 5204"),
-                      ("bbr_cws", "state", "dport >= 5201 && dport <= 5204")]
 
 
 def test_parse_line_reads_the_mono_clock_in_nanoseconds():
