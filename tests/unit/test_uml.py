@@ -82,6 +82,24 @@ def test_find_takes_only_a_complete_build_of_this_fragment_and_patches(tmp_path)
     assert build.meta()["patches"] == ["host-xstate-size.patch", "rng-seed.patch"]
 
 
+def test_without_the_source_installed_find_takes_the_one_build_of_these_inputs(tmp_path, monkeypatch):
+    """An image carries the build but not linux-source-6.1 (Dockerfile): its version is the build's."""
+    monkeypatch.setattr(umlkernel, "source_version", lambda: None)
+    env = {"CCTEST_CACHE": str(tmp_path)}
+    sha = umlkernel.inputs_sha256()
+    assert umlkernel.find(env) is None
+    _fake_build(tmp_path / "uml" / umlkernel.cache_key("6.1.192-2", "0" * 64), "6.1.192-2", "0" * 64)
+    assert umlkernel.find(env) is None  # another fragment's build
+    first = tmp_path / "uml" / umlkernel.cache_key("6.1.192-3", sha)
+    _fake_build(first, "6.1.192-3", sha)
+    build = umlkernel.find(env)
+    assert build is not None and build.dir == first and build.version == "6.1.192-3"
+    _fake_build(tmp_path / "uml" / umlkernel.cache_key("6.1.193-1", sha), "6.1.193-1", sha)
+    assert umlkernel.find(env) is None  # two source versions: which one the user means is not ours to guess
+    with pytest.raises(umlkernel.UMLKernelError, match=r"linux-source-6\.1 is not installed, and .* holds no single"):
+        umlkernel.require(env)
+
+
 @pytest.mark.skipif(umlkernel.source_version() is None, reason="linux-source-6.1 not installed")
 def test_the_build_script_and_python_agree_on_the_cache_directory(tmp_path):
     env = {**os.environ, "CCTEST_CACHE": str(tmp_path)}
@@ -215,6 +233,40 @@ def test_a_guest_that_wrote_no_exit_code_never_counts_as_success(tmp_path):
     assert instance.returncode == 3
     assert not home.dmesg.exists() and not home.console.exists()  # read once, the log moved beside the runs
     assert instance.dmesg_file == tmp_path / ".uml-dmesg-0.txt" and instance.dmesg_problems() == []
+
+
+# -- what the host (a container) must allow ---------------------------------------------------------
+
+def test_the_memory_file_goes_where_uml_puts_it():
+    shm = "shm /dev/shm tmpfs rw,nosuid,nodev,noexec,relatime,size=65536k 0 0\n"
+    assert uml.memory_dir({"TMPDIR": "/a", "TMP": "/b"}, shm) == Path("/a")
+    assert uml.memory_dir({"TEMP": "/c"}, shm) == Path("/c")
+    assert uml.memory_dir({}, shm) == Path("/dev/shm")
+    assert uml.memory_dir({}, "overlay / overlay rw 0 0\n") == Path("/tmp")  # no tmpfs on /dev/shm
+
+
+class _FS:
+    def __init__(self, flag: int, mb: int):
+        self.f_flag, self.f_blocks, self.f_frsize = flag, mb * 256, 4096
+
+
+def test_host_problems_name_a_noexec_or_small_memory_dir_and_a_refused_setarch(tmp_path, monkeypatch):
+    env = {"TMPDIR": str(tmp_path)}
+    assert uml.host_problems(env) == []  # this host boots guests
+    monkeypatch.setattr(uml.os, "statvfs", lambda _: _FS(os.ST_NOEXEC | os.ST_NOSUID, 65536))
+    (said,) = uml.host_problems(env)
+    assert "mounted noexec" in said and "--tmpfs /dev/shm:rw,exec" in said
+    monkeypatch.setattr(uml.os, "statvfs", lambda _: _FS(os.ST_NOSUID, 64))
+    (said,) = uml.host_problems(env)
+    assert "holds only 64 MB" in said
+    monkeypatch.setattr(uml.os, "statvfs", lambda _: _FS(0, 8192))
+
+    def refused(cmd, **kwargs):
+        return subprocess.CompletedProcess(cmd, 1, "", "setarch: failed to set personality to (null): "
+                                           "Function not implemented")
+    monkeypatch.setattr(uml.subprocess, "run", refused)
+    (said,) = uml.host_problems(env)
+    assert "personality(ADDR_NO_RANDOMIZE)" in said and "Function not implemented" in said
 
 
 # -- choosing the engine -----------------------------------------------------------------------------
