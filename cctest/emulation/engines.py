@@ -232,7 +232,11 @@ def choose(name: str, kernel: str | None, clock: vm.VMClock) -> Engine:
         if clock.kind != "virtual" or clock.kvm or clock.shift != vm.DEFAULT_ICOUNT_SHIFT:
             raise vm.VMOptionError("--clock, --icount-shift and --kvm are QEMU's; the UML engine always runs on "
                                    "its time-travel clock")
-        return UmlEngine(umlkernel.require())
+        build = umlkernel.require()
+        problems = uml.host_problems()
+        if problems:
+            raise uml.UMLError("the UML engine cannot boot a guest here: " + "; ".join(problems))
+        return UmlEngine(build)
     if name == "qemu":
         return QemuEngine(vm.pick_kernel(kernel), clock)
     raise vm.VMOptionError(f"--engine {name}: allowed values are {', '.join(CHOICES)}")
