@@ -120,7 +120,8 @@ def image(engine, tmp_path_factory) -> str:
         cmd[2:2] = _limits()
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, (
-        f"{' '.join(cmd)} failed (no debian:bookworm-slim and no registry? bash scripts/container-base.sh):\n"
+        f"{' '.join(cmd)} failed (no debian:bookworm-slim and no registry? bash scripts/container-base.sh; "
+        f"linux-source-6.1 {source} no longer on the mirror? upgrade it and rebuild the host's UML kernel):\n"
         + (result.stdout + result.stderr)[-4000:])
     return iid.read_text().strip()
 
