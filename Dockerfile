@@ -31,10 +31,12 @@ RUN CCTEST_CACHE=/opt/cctest/cache bash scripts/uml-kernel.sh
 # Of the configured tree the image keeps what `make ARCH=um -C tree M=<dir> modules` reads: the top
 # Makefile, .config, Module.symvers, include/, scripts/ (built), arch/um and arch/x86. 78 MB of
 # 1.5 GB; the project's modules built against it are byte-identical to those built against all of it.
+# Readable by every user (the script's build directory is its own user's): `docker run --user` too.
 RUN cd /opt/cctest/cache/uml/*/tree \
     && find . -mindepth 1 -maxdepth 1 ! -name Makefile ! -name Module.symvers ! -name .config ! -name include \
          ! -name scripts ! -name arch -exec rm -rf {} + \
-    && find arch -mindepth 1 -maxdepth 1 ! -name um ! -name x86 ! -name Kconfig -exec rm -rf {} +
+    && find arch -mindepth 1 -maxdepth 1 ! -name um ! -name x86 ! -name Kconfig -exec rm -rf {} + \
+    && chmod -R a+rX /opt/cctest/cache
 
 FROM docker.io/library/debian:bookworm-slim
 
