@@ -29,8 +29,7 @@ if "$engine" image inspect "$IMAGE" >/dev/null 2>&1; then
     echo "container-base.sh: $engine already has $IMAGE"
     exit 0
   fi
-  echo "container-base.sh: $engine's $IMAGE has no $SUITE-security source (made by an older version of this" \
-    "script): making it anew"
+  echo "container-base.sh: $engine's $IMAGE has no $SUITE-security source: making it anew"
 fi
 
 if [ "$(id -u)" != 0 ]; then
