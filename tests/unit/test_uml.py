@@ -5,6 +5,8 @@ a recorded trace (tests/fixtures/tracefs/)."""
 import json
 import os
 import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -194,6 +196,53 @@ def test_a_home_links_the_checkout_and_venv_and_names_its_files_at_fixed_places(
     assert home.to_host("/run/share/out/s/run-1") == tmp_path / "out" / "s" / "run-1"
     (home.written / "stale").write_text("x")
     assert not (umlshare.prepare(tmp_path / "out", 4).written / "stale").exists()  # a left-over is replaced
+
+
+def test_the_guest_s_python_runs_no_pth_file_and_finds_its_packages_on_pythonpath(tmp_path):
+    """The guest's cctest runs `python -S` with the site directories `site` would add on PYTHONPATH
+    (by the guest's names), and the settings that keep it from reading what differs between machines."""
+    dirs = umlshare.guest_site_dirs()
+    if umlshare.in_venv():
+        assert dirs[0] == str(umlshare.GUEST_VENV / Path(sysconfig.get_paths()["purelib"]).relative_to(sys.prefix))
+    assert all(not d.startswith(sys.prefix + "/") for d in dirs)  # never a host path into the venv
+    env = umlshare.guest_python_env()
+    assert env["PYDANTIC_DISABLE_PLUGINS"] == "__all__"
+    assert env["PYTHONCOERCECLOCALE"] == "0" and env["PYTHONUTF8"] == "1"
+    # The same directories by their host names: an interpreter that runs no .pth file imports the run path.
+    pth = tmp_path / "site"
+    pth.mkdir()
+    (pth / "zz-probe.pth").write_text(f"import pathlib; pathlib.Path({str(tmp_path / 'ran')!r}).touch()\n")
+    host_dirs = [d.replace(str(umlshare.GUEST_VENV), sys.prefix, 1) for d in dirs]
+    probe = ("import sys, locale, cctest.run.session, pydantic, yaml\n"
+             "print(sys.flags.no_site, locale.setlocale(locale.LC_CTYPE))")
+    out = subprocess.run([sys.executable, *umlshare.GUEST_PYTHON_FLAGS, "-c", probe], capture_output=True, text=True,
+                         env={"PATH": os.environ["PATH"], "PYTHONPATH": ":".join([str(REPO), str(pth), *host_dirs]),
+                              **env})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "C"] and not (tmp_path / "ran").exists()
+
+
+def test_whether_the_checkout_has_modules_does_not_depend_on_directory_order(tmp_path, monkeypatch):
+    """Every entry is looked at, in whichever order the file system lists them: in a seeded guest
+    each failed lookup moves the clock, so stopping at the first match made the count depend on it."""
+    from cctest.kernel import projectccs
+
+    for name in ("a", "b", "common"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "b" / "Kbuild").write_text("obj-m += b.o\n")
+    (tmp_path / "common" / "Kbuild").write_text("obj-m += c.o\n")
+    real = Path.glob
+    for order in (sorted, lambda found: sorted(found, reverse=True)):
+        taken = []
+
+        def glob(self, pattern, order=order, taken=taken):
+            for path in order(real(self, pattern)):
+                taken.append(path.parent.name)
+                yield path
+        monkeypatch.setattr(Path, "glob", glob)
+        assert projectccs._has_trees(tmp_path)
+        assert sorted(taken) == ["b", "common"]
+    assert not projectccs._has_trees(tmp_path / "a")
 
 
 def test_collect_merges_the_guests_runs_into_out(tmp_path):
