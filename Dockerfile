@@ -12,12 +12,18 @@
 #              package versions, so that a seeded UML run in the image repeats the host's exactly
 # None ends up in the image. RUN --mount needs BuildKit (Docker >= 23's default) or podman/buildah.
 
-# The UML kernel, built by the project's own script from the inputs it hashes (config fragment, build
-# identity, patches): the same inputs give the same cache directory, <version>-<hash>, and the same
-# kernel as on a host. Only those files enter this stage, so a source edit does not rebuild it.
+# The UML kernel, two ways to the same directory (the target `uml-kernel`: only the kernel):
+#   - from source (the default, the nightly's): the stage uml-kernel-source builds it with the
+#     project's own script from the inputs it hashes (config fragment, build identity, patches) and
+#     exports the binary and the part of the tree out-of-tree modules build against. The same inputs
+#     give the same directory, <source version>-<inputs hash>, and the same kernel as on a host.
+#     Only those files enter the stage, so a source edit does not rebuild it.
+#   - already built: `--build-context uml-kernel=DIR` replaces the stage uml-kernel with DIR, which
+#     `scripts/uml-kernel.sh --export DIR` fills from a host's build (the container test, in CI);
+#     nothing is compiled. An empty DIR gives an image without the UML kernel.
 # UML_SOURCE_VERSION pins Debian's linux-source-6.1 (e.g. to the version a host built from; the
 # mirror must still carry it); empty: the mirror's current one.
-FROM docker.io/library/debian:bookworm-slim AS uml-kernel
+FROM docker.io/library/debian:bookworm-slim AS uml-kernel-source
 ARG UML_SOURCE_VERSION=
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       "linux-source-6.1${UML_SOURCE_VERSION:+=$UML_SOURCE_VERSION}" flex bison bc xz-utils make gcc libc6-dev \
@@ -27,24 +33,24 @@ WORKDIR /build
 COPY scripts/uml-kernel.sh scripts/
 COPY scripts/uml/cctest.config scripts/uml/build-identity.env scripts/uml/
 COPY scripts/uml/patches/ scripts/uml/patches/
-RUN CCTEST_CACHE=/opt/cctest/cache bash scripts/uml-kernel.sh
-# Of the configured tree the image keeps what `make ARCH=um -C tree M=<dir> modules` reads: the top
-# Makefile, .config, Module.symvers, include/, scripts/ (built), arch/um and arch/x86. 78 MB of
-# 1.5 GB; the project's modules built against it are byte-identical to those built against all of it.
-# Readable by every user (the script's build directory is its own user's): `docker run --user` too.
-RUN cd /opt/cctest/cache/uml/*/tree \
-    && find . -mindepth 1 -maxdepth 1 ! -name Makefile ! -name Module.symvers ! -name .config ! -name include \
-         ! -name scripts ! -name arch -exec rm -rf {} + \
-    && find arch -mindepth 1 -maxdepth 1 ! -name um ! -name x86 ! -name Kconfig -exec rm -rf {} + \
-    && chmod -R a+rX /opt/cctest/cache
+# The 1.5 GB build directory goes once the export (87 MB) is made.
+RUN export CCTEST_CACHE=/tmp/cache \
+    && bash scripts/uml-kernel.sh \
+    && bash scripts/uml-kernel.sh --export /export \
+    && rm -rf /tmp/cache
+
+FROM scratch AS uml-kernel
+COPY --from=uml-kernel-source /export/ /
 
 FROM docker.io/library/debian:bookworm-slim
 
 # The emulation stack (mininet, tc, iperf3, ...), capture tools, make + gcc to build modules/ against
 # the host's kernel headers (mounted at run time) or the UML tree, and busybox (a UML guest's init
 # powers off with it). A UML guest's root is this image's: the guest runs these same programs.
+# PyYAML is Debian's (the venv below sees it and pip leaves it), as in a Debian host's venv made by
+# scripts/setup.sh where python3-yaml is installed: the same code in a seeded guest on either side.
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      python3 python3-venv mininet bridge-utils iproute2 ethtool iperf3 iputils-ping tcpdump bpftrace \
+      python3 python3-venv python3-yaml mininet bridge-utils iproute2 ethtool iperf3 iputils-ping tcpdump bpftrace \
       kmod procps psmisc make gcc libc6-dev busybox-static \
     && rm -rf /var/lib/apt/lists/*
 
@@ -67,7 +73,7 @@ RUN --mount=type=secret,id=ca_bundle,required=false --mount=type=secret,id=pip_c
 # The UML kernel where cctest looks for it: $CCTEST_CACHE/uml/<version>-<hash>/ (the binary, the
 # tree modules build against, build.env). The image has no linux-source-6.1; cctest then takes the
 # cached build of this checkout's inputs (cctest/emulation/umlkernel.py).
-COPY --from=uml-kernel /opt/cctest/cache/uml /opt/cctest/cache/uml
+COPY --from=uml-kernel / /opt/cctest/cache/uml/
 ENV CCTEST_CACHE=/opt/cctest/cache
 
 # Editable, so the package finds modules/ beside it (cctest.kernel.kmod looks next to the package).
