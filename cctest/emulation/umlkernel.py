@@ -109,11 +109,16 @@ def read_build(directory: Path) -> KernelBuild | None:
 
 def find(environ: dict[str, str] | None = None, version: str | None = None,
          sha256: str | None = None) -> KernelBuild | None:
-    """The cached build for the installed source and this checkout's fragment and patches, or None."""
+    """The cached build for the installed source and this checkout's fragment and patches, or None.
+    Where the source is not installed (an image that carries a build without the 140 MB source),
+    the one complete build of this checkout's inputs in the cache, whatever its source version."""
     version = version or source_version()
-    if version is None:
-        return None
     sha256 = sha256 or inputs_sha256()
+    if version is None:
+        found = [build for path in sorted(cache_root(environ).glob(f"*-{sha256[:HASH_CHARS]}"))
+                 if (build := read_build(path)) is not None and build.inputs_sha256 == sha256
+                 and path.name == cache_key(build.version, sha256)]
+        return found[0] if len(found) == 1 else None
     build = read_build(cache_root(environ) / cache_key(version, sha256))
     return build if build is not None and build.inputs_sha256 == sha256 else None
 
@@ -130,7 +135,8 @@ def require(environ: dict[str, str] | None = None) -> KernelBuild:
     build = find(environ)
     if build is not None:
         return build
-    why = (f"{SOURCE_PACKAGE} is not installed" if source_version() is None
+    why = (f"{SOURCE_PACKAGE} is not installed, and {cache_root(environ)} holds no single build of this "
+           f"checkout's inputs (sha256 {inputs_sha256()[:HASH_CHARS]})" if source_version() is None
            else f"no build for {SOURCE_PACKAGE} {source_version()} with this checkout's "
                 f"{FRAGMENT.relative_to(REPO_ROOT)} and {PATCHES.relative_to(REPO_ROOT)}/ (sha256 "
                 f"{inputs_sha256()[:HASH_CHARS]}) under {cache_root(environ)}")

@@ -442,7 +442,7 @@ def write_guest_plan(specs: list[RunSpec], part: list[int], opts: RunOptions, pl
 def guest_command(places: engines.Places) -> list[str]:
     """What a guest runs: its plan file, read by the hidden `cctest guest-run`. No experiments file,
     no selection: the plan holds exactly the runs the host chose for it."""
-    return [places.python, "-m", "cctest", "guest-run", places.plan]
+    return [places.python, *places.python_flags, "-m", "cctest", "guest-run", places.plan]
 
 
 def keep_console(log: Path, run_dirs: list[Path]) -> str | None:

@@ -5,6 +5,8 @@ a recorded trace (tests/fixtures/tracefs/)."""
 import json
 import os
 import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -75,6 +77,24 @@ def test_find_takes_only_a_complete_build_of_this_fragment_and_patches(tmp_path)
     assert build is not None and build.dir == target and build.release == "6.1.192"
     assert build.meta()["inputs_sha256"] == sha
     assert build.meta()["patches"] == ["host-xstate-size.patch", "rng-seed.patch"]
+
+
+def test_without_the_source_installed_find_takes_the_one_build_of_these_inputs(tmp_path, monkeypatch):
+    """An image carries the build but not linux-source-6.1 (Dockerfile): its version is the build's."""
+    monkeypatch.setattr(umlkernel, "source_version", lambda: None)
+    env = {"CCTEST_CACHE": str(tmp_path)}
+    sha = umlkernel.inputs_sha256()
+    assert umlkernel.find(env) is None
+    _fake_build(tmp_path / "uml" / umlkernel.cache_key("6.1.192-2", "0" * 64), "6.1.192-2", "0" * 64)
+    assert umlkernel.find(env) is None  # another fragment's build
+    first = tmp_path / "uml" / umlkernel.cache_key("6.1.192-3", sha)
+    _fake_build(first, "6.1.192-3", sha)
+    build = umlkernel.find(env)
+    assert build is not None and build.dir == first and build.version == "6.1.192-3"
+    _fake_build(tmp_path / "uml" / umlkernel.cache_key("6.1.193-1", sha), "6.1.193-1", sha)
+    assert umlkernel.find(env) is None  # two source versions: which one the user means is not ours to guess
+    with pytest.raises(umlkernel.UMLKernelError, match=r"linux-source-6\.1 is not installed, and .* holds no single"):
+        umlkernel.require(env)
 
 
 @pytest.mark.skipif(umlkernel.source_version() is None, reason="linux-source-6.1 not installed")
@@ -173,6 +193,53 @@ def test_a_home_links_the_checkout_and_venv_and_names_its_files_at_fixed_places(
     assert not (umlshare.prepare(tmp_path / "out", 4).written / "stale").exists()  # a left-over is replaced
 
 
+def test_the_guest_s_python_runs_no_pth_file_and_finds_its_packages_on_pythonpath(tmp_path):
+    """The guest's cctest runs `python -S` with the site directories `site` would add on PYTHONPATH
+    (by the guest's names), and the settings that keep it from reading what differs between machines."""
+    dirs = umlshare.guest_site_dirs()
+    if umlshare.in_venv():
+        assert dirs[0] == str(umlshare.GUEST_VENV / Path(sysconfig.get_paths()["purelib"]).relative_to(sys.prefix))
+    assert all(not d.startswith(sys.prefix + "/") for d in dirs)  # never a host path into the venv
+    env = umlshare.guest_python_env()
+    assert env["PYDANTIC_DISABLE_PLUGINS"] == "__all__"
+    assert env["PYTHONCOERCECLOCALE"] == "0" and env["PYTHONUTF8"] == "1"
+    # The same directories by their host names: an interpreter that runs no .pth file imports the run path.
+    pth = tmp_path / "site"
+    pth.mkdir()
+    (pth / "zz-probe.pth").write_text(f"import pathlib; pathlib.Path({str(tmp_path / 'ran')!r}).touch()\n")
+    host_dirs = [d.replace(str(umlshare.GUEST_VENV), sys.prefix, 1) for d in dirs]
+    probe = ("import sys, locale, cctest.run.session, pydantic, yaml\n"
+             "print(sys.flags.no_site, locale.setlocale(locale.LC_CTYPE))")
+    out = subprocess.run([sys.executable, *umlshare.GUEST_PYTHON_FLAGS, "-c", probe], capture_output=True, text=True,
+                         env={"PATH": os.environ["PATH"], "PYTHONPATH": ":".join([str(REPO), str(pth), *host_dirs]),
+                              **env})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "C"] and not (tmp_path / "ran").exists()
+
+
+def test_whether_the_checkout_has_modules_does_not_depend_on_directory_order(tmp_path, monkeypatch):
+    """Every entry is looked at, in whichever order the file system lists them: in a seeded guest
+    each failed lookup moves the clock, so stopping at the first match made the count depend on it."""
+    from cctest.kernel import projectccs
+
+    for name in ("a", "b", "common"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "b" / "Kbuild").write_text("obj-m += b.o\n")
+    (tmp_path / "common" / "Kbuild").write_text("obj-m += c.o\n")
+    real = Path.glob
+    for order in (sorted, lambda found: sorted(found, reverse=True)):
+        taken = []
+
+        def glob(self, pattern, order=order, taken=taken):
+            for path in order(real(self, pattern)):
+                taken.append(path.parent.name)
+                yield path
+        monkeypatch.setattr(Path, "glob", glob)
+        assert projectccs._has_trees(tmp_path)
+        assert sorted(taken) == ["b", "common"]
+    assert not projectccs._has_trees(tmp_path / "a")
+
+
 def test_collect_merges_the_guests_runs_into_out(tmp_path):
     out = tmp_path / "out"
     (out / "s" / "earlier").mkdir(parents=True)
@@ -210,6 +277,42 @@ def test_a_guest_that_wrote_no_exit_code_never_counts_as_success(tmp_path):
     assert instance.returncode == 3
     assert not home.dmesg.exists() and not home.console.exists()  # read once, the log moved beside the runs
     assert instance.dmesg_file == tmp_path / ".uml-dmesg-0.txt" and instance.dmesg_problems() == []
+
+
+# -- what the host (a container) must allow ---------------------------------------------------------
+
+def test_the_memory_file_goes_where_uml_puts_it():
+    shm = "shm /dev/shm tmpfs rw,nosuid,nodev,noexec,relatime,size=65536k 0 0\n"
+    assert uml.memory_dir({"TMPDIR": "/a", "TMP": "/b"}, shm) == Path("/a")
+    assert uml.memory_dir({"TEMP": "/c"}, shm) == Path("/c")
+    assert uml.memory_dir({}, shm) == Path("/dev/shm")
+    assert uml.memory_dir({}, "overlay / overlay rw 0 0\n") == Path("/tmp")  # no tmpfs on /dev/shm
+
+
+class _FS:
+    def __init__(self, flag: int, mb: int):
+        self.f_flag, self.f_blocks, self.f_frsize = flag, mb * 256, 4096
+
+
+def test_host_problems_name_a_noexec_or_small_memory_dir_and_a_refused_setarch(tmp_path, monkeypatch):
+    env = {"TMPDIR": str(tmp_path)}
+    monkeypatch.setattr(uml.os, "statvfs", lambda _: _FS(os.ST_NOSUID, 8192))
+    monkeypatch.setattr(uml.subprocess, "run", lambda cmd, **kwargs: subprocess.CompletedProcess(cmd, 0, "", ""))
+    assert uml.host_problems(env) == []
+    monkeypatch.setattr(uml.os, "statvfs", lambda _: _FS(os.ST_NOEXEC | os.ST_NOSUID, 65536))
+    (said,) = uml.host_problems(env)
+    assert "mounted noexec" in said and "--tmpfs /dev/shm:rw,exec" in said
+    monkeypatch.setattr(uml.os, "statvfs", lambda _: _FS(os.ST_NOSUID, 64))
+    (said,) = uml.host_problems(env)
+    assert "holds only 64 MB" in said
+    monkeypatch.setattr(uml.os, "statvfs", lambda _: _FS(0, 8192))
+
+    def refused(cmd, **kwargs):
+        return subprocess.CompletedProcess(cmd, 1, "", "setarch: failed to set personality to (null): "
+                                           "Function not implemented")
+    monkeypatch.setattr(uml.subprocess, "run", refused)
+    (said,) = uml.host_problems(env)
+    assert "personality(ADDR_NO_RANDOMIZE)" in said and "Function not implemented" in said
 
 
 # -- choosing the engine -----------------------------------------------------------------------------
