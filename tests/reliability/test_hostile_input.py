@@ -243,13 +243,13 @@ def mutated_experiments(draw) -> str:
     return yaml.safe_dump(doc, allow_unicode=True)
 
 
-@settings(max_examples=300, deadline=1000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=HANG_GUARD_S * 1000, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_experiments())
 def test_property_mutated_files_validate_or_fail_in_one_line(text):
     _one_line_or_valid(text)
 
 
-@settings(max_examples=300, deadline=1000)
+@settings(max_examples=300, deadline=HANG_GUARD_S * 1000)
 @given(st.lists(st.sampled_from(list("{}[]:,-&*!|>'\"#%@`?\n\t ab1.eE+~<") + ["yes", "<<", ".inf", "&a ", "*a"]),
                 max_size=120).map("".join))
 def test_property_random_yaml_text_fails_in_one_line(text):
