@@ -133,12 +133,14 @@ class UmlEngine:
     name = "uml"
     boot_per_run = True  # a boot costs about a host second
 
-    def __init__(self, build: umlkernel.KernelBuild):
+    def __init__(self, build: umlkernel.KernelBuild, userspace: str | None = None):
         self.build = build
+        self.userspace = userspace or umlkernel.SERIES[build.series].userspaces[0]  # ptrace or seccomp
 
     def describe(self) -> str:
         return (f"User-Mode Linux {self.build.release} (time-travel={uml.TIME_TRAVEL}: guest time advances only "
-                "through timers; one CPU; each instance pinned to its own host CPU)")
+                f"through timers; one CPU; guest processes under {self.userspace}; each instance pinned to its own "
+                "host CPU)")
 
     def release(self) -> str:
         return self.build.release
@@ -147,7 +149,8 @@ class UmlEngine:
         return self.build.tree, ("ARCH=um",)
 
     def meta(self) -> dict:
-        return {"name": self.name, "kernel": self.build.meta(), "time_travel": uml.TIME_TRAVEL}
+        return {"name": self.name, "kernel": self.build.meta(), "time_travel": uml.TIME_TRAVEL,
+                "userspace": self.userspace}
 
     def guest_env(self, cpu: int | None = None, seed: int | None = None) -> dict[str, str]:
         """What the guest's cctest is told. `rng_seed`: the seed the guest's kernel booted with
@@ -178,7 +181,7 @@ class UmlEngine:
         env = {"PATH": umlshare.guest_path(), "PYTHONPATH": str(umlshare.GUEST_SRC),
                **self.guest_env(cpu=cpu, seed=seed), **vm.host_clock_env(umlshare.GUEST_HOME), **vm.host_made_env()}
         return uml.start(self.build, guest_cmd, home, env, index=index, cpu=cpu,
-                         log=log, echo=log is None, seed=seed)
+                         log=log, echo=log is None, seed=seed, userspace=self.userspace)
 
 
     def stop_all(self, guests: list[uml.Instance]) -> None:
@@ -229,7 +232,8 @@ def choose(name: str, kernel: str | None, clock: vm.VMClock) -> Engine:
         if clock.kind != "virtual" or clock.kvm or clock.shift != vm.DEFAULT_ICOUNT_SHIFT:
             raise vm.VMOptionError("--clock, --icount-shift and --kvm are QEMU's; the UML engine always runs on "
                                    "its time-travel clock")
-        return UmlEngine(umlkernel.require())
+        build = umlkernel.require()
+        return UmlEngine(build, umlkernel.userspace(umlkernel.SERIES[build.series]))
     if name == "qemu":
         return QemuEngine(vm.pick_kernel(kernel), clock)
     raise vm.VMOptionError(f"--engine {name}: allowed values are {', '.join(CHOICES)}")
