@@ -31,6 +31,7 @@ import pandas as pd
 from scipy import stats
 
 from cctest.analysis.bbr_model import bbr_model_figures
+from cctest.model.record import Link
 from fidelity import cctest_run, run_dirs, vm_bench_parser
 
 SENDERS = ("bbr", "bbr1")  # the kernel's, this project's core
@@ -53,7 +54,8 @@ def figures(path: Path) -> dict:
     meta = json.loads((path / "meta.json").read_text())
     delivered = float(pd.read_parquet(path / "flows.parquet")["bytes_received"].sum()) / 1e6
     return {"rate": int(meta["link"]["rate_mbps"]), "cc": meta["flows"][0]["cc"], "run": path.name,
-            "delivered": delivered, **bbr_model_figures(meta, pd.read_parquet(path / "ss.parquet"))}
+            "delivered": delivered,
+            **bbr_model_figures(Link.model_validate(meta["link"]), pd.read_parquet(path / "ss.parquet"))}
 
 
 def relative_difference(kernel, core) -> float:

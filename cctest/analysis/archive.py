@@ -31,6 +31,7 @@ from ..model.archive import (
     member_prefix,
 )
 from ..model.compact import shown
+from ..model.record import names_as_written
 
 GZIP_LEVEL = 6  # gzip's default: a run's tables are parquet, compressed already; level 9 saves little
 CHUNK = 1 << 20
@@ -91,13 +92,13 @@ def entries_of(run_dir: Path) -> list[Entry]:
 def _plan_run(run_dir: Path) -> Planned:
     from ..model import runfiles
 
-    meta = runfiles.read_json(run_dir, "meta.json")
-    if not isinstance(meta, dict):
+    data = runfiles.read_json(run_dir, "meta.json")
+    if not isinstance(data, dict):
         raise BadInput(f"{shown(run_dir / 'meta.json')}: not a JSON object; a meta.json is one")
     names = []
-    for key in ("scenario", "run_id"):
+    for key, value in names_as_written(data).items():
         try:
-            names.append(check_name(meta.get(key)))
+            names.append(check_name(value))
         except ValueError as error:
             raise BadInput(f"{shown(run_dir / 'meta.json')}: {key} {error}; an archive names a run by its "
                            "scenario and run id") from None

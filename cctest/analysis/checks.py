@@ -2,7 +2,7 @@
 
 A run's data only mean something if the emulation was faithful: the path had the configured
 delay, the bottleneck was the only place packets were dropped, and the shaper delivered (not
-exceeded) the configured rate.  ``evaluate`` turns a run's meta.json and tables into the
+exceeded) the configured rate.  ``evaluate`` turns a run's record (meta.json) and tables into the
 checks.json verdict of docs/run-directory.md:
 
     {"verdict": "pass" | "warn" | "fail",
@@ -51,6 +51,7 @@ import pandas as pd
 
 from ..base import atomic, jsonsafe
 from ..base.jsonsafe import json_safe
+from ..model.record import Link, RunRecord
 from . import derived
 
 BASE_RTT_TOL = 0.10  # |min ping RTT / configured RTT - 1| allowed
@@ -61,6 +62,9 @@ GOODPUT_MAX = 1.10   # ... above this -> fail: more than the link rate got throu
 # instruction; 92 % at 50 and 100 % at 100 Mbit/s with 2 ns. At 100 % nothing is left to serve
 # timers on time.
 CPU_BUSY_MAX = 0.95
+
+# The record's fields the checks read: a run whose other fields the report refuses still has its health judged.
+READS = ("link", "flows", "mode", "vm")
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 INFO = "info"  # severity of a check that never affects the verdict
@@ -74,11 +78,13 @@ def _check(name: str, ok: bool | None, measured: Any, expected: Any, detail: str
 # --------------------------------------------------------------------------------------------
 # base RTT
 
-def check_base_rtt(meta: dict, ping: pd.DataFrame | None) -> list[tuple[dict, str]]:
+def check_base_rtt(record: RunRecord, ping: pd.DataFrame | None) -> list[tuple[dict, str]]:
     """One check per flow; returns (check, severity-if-not-ok) pairs."""
     out = []
-    for f in meta.get("flows", []):
-        i, want = int(f["flow"]), float(f["rtt_ms"])
+    for f in record.flows or []:
+        if f.flow is None or f.rtt_ms is None:
+            raise TypeError("a flow recorded without its number or its rtt_ms has no base RTT to check")
+        i, want = f.flow, float(f.rtt_ms)
         rtts = (ping.loc[ping["flow"] == i, "rtt_ms"].dropna()
                 if ping is not None and not ping.empty else pd.Series(dtype=float))
         if rtts.empty:
@@ -98,16 +104,16 @@ def check_base_rtt(meta: dict, ping: pd.DataFrame | None) -> list[tuple[dict, st
 # --------------------------------------------------------------------------------------------
 # goodput
 
-def check_goodput(meta: dict, tables: dict[str, pd.DataFrame]) -> tuple[dict, str]:
+def check_goodput(record: RunRecord, tables: dict[str, pd.DataFrame]) -> tuple[dict, str]:
     """How full the link was (derived.link_fullness, the report's utilisation too)."""
     if tables.get("flows") is None or tables["flows"].empty:
         return _check("goodput", None, None, GOODPUT_MIN, "no flows table"), WARN
-    full = derived.link_fullness(meta, tables)
+    full = derived.link_fullness(record, tables)
     notes, span, ratio = full["notes"], full["span_s"], full["fraction"]
     if span <= 0 or math.isnan(ratio):
         return _check("goodput", None, None, GOODPUT_MIN,
                       "; ".join(notes + ["no active span or no bytes"])), WARN
-    rate = derived.link_rate_mbps_at(meta, 0.0)
+    rate = derived.link_rate_mbps_at(record.link or Link(), 0.0)
     capacity_mbps = full["capacity_bytes"] * 8 / span / 1e6
     ok = GOODPUT_MIN <= ratio <= GOODPUT_MAX
     detail = (f"{full['delivered_bytes'] * 8 / span / 1e6:.2f} Mbit/s of payload over {span:.2f} s with >=1 flow "
@@ -176,14 +182,15 @@ def check_drops(qdisc: pd.DataFrame | None) -> list[tuple[dict, str]]:
 # --------------------------------------------------------------------------------------------
 # CPU
 
-def check_cpu_busy(meta: dict, cpu: pd.DataFrame | None, flows: pd.DataFrame | None,
+def check_cpu_busy(record: RunRecord, cpu: pd.DataFrame | None, flows: pd.DataFrame | None,
                    throughput: pd.DataFrame | None) -> tuple[dict, str]:
     if cpu is None or cpu.empty:
-        # Runs recorded before CPU sampling existed carry no `vm` key in meta.json: not a fault of theirs.
-        recorded = "vm" in meta
+        # Runs recorded before CPU sampling existed carry no `vm` key in meta.json (a native run's is
+        # null): not a fault of theirs.
+        recorded = "vm" in record.model_fields_set
         return _check("cpu_busy", None, None, CPU_BUSY_MAX, "no CPU samples recorded" if recorded else
                       "not recorded: the run predates CPU sampling"), WARN if recorded else INFO
-    spans = derived.flow_spans(meta, flows, throughput)
+    spans = derived.flow_spans(record.flows or [], flows, throughput)
     if spans.empty:
         return _check("cpu_busy", None, None, CPU_BUSY_MAX, "no active flow span"), WARN
     start, end = float(spans["t_start"].min()), float(spans["t_end"].max())
@@ -195,7 +202,7 @@ def check_cpu_busy(meta: dict, cpu: pd.DataFrame | None, flows: pd.DataFrame | N
     busy = float((inside["busy_frac"] * inside["interval_s"]).sum() / inside["interval_s"].sum())
     peak = float(inside["busy_frac"].max())
     n_cpus = max(1, int(cpu.loc[cpu["cpu"] != "cpu", "cpu"].nunique()))
-    where = "guest" if meta.get("mode") == "vm" else "host"
+    where = "guest" if record.mode == "vm" else "host"
     ok = busy <= CPU_BUSY_MAX
     detail = (f"{where} CPUs ({n_cpus}) busy {busy:.1%} of the time while flows ran (busiest "
               f"{inside['interval_s'].median():.1f} s: {peak:.1%}); above {CPU_BUSY_MAX:.0%} the run is CPU-bound")
@@ -206,13 +213,13 @@ def check_cpu_busy(meta: dict, cpu: pd.DataFrame | None, flows: pd.DataFrame | N
 
 # --------------------------------------------------------------------------------------------
 
-def evaluate(meta: dict, tables: dict[str, pd.DataFrame]) -> dict:
-    """meta.json content + ingested tables -> checks.json content."""
+def evaluate(record: RunRecord, tables: dict[str, pd.DataFrame]) -> dict:
+    """The run's record + ingested tables -> checks.json content."""
     results = []
-    results += check_base_rtt(meta, tables.get("ping"))
-    results.append(check_goodput(meta, tables))
+    results += check_base_rtt(record, tables.get("ping"))
+    results.append(check_goodput(record, tables))
     results += check_drops(tables.get("qdisc"))
-    results.append(check_cpu_busy(meta, tables.get("cpu"), tables.get("flows"), tables.get("throughput")))
+    results.append(check_cpu_busy(record, tables.get("cpu"), tables.get("flows"), tables.get("throughput")))
 
     verdict = PASS
     for chk, severity in results:
@@ -227,8 +234,8 @@ def evaluate(meta: dict, tables: dict[str, pd.DataFrame]) -> dict:
     return {"verdict": verdict, "checks": checks}
 
 
-def write_checks(run_dir: str | Path, meta: dict, tables: dict[str, pd.DataFrame]) -> dict:
+def write_checks(run_dir: str | Path, record: RunRecord, tables: dict[str, pd.DataFrame]) -> dict:
     """Evaluate and write ``<run_dir>/checks.json``; returns its content."""
-    result = evaluate(meta, tables)
+    result = evaluate(record, tables)
     atomic.write_text(Path(run_dir) / "checks.json", jsonsafe.dumps(result, indent=2) + "\n")
     return result

@@ -1,6 +1,6 @@
 """One definition per derived quantity, shared by the health checks, the metrics and the report.
 
-Each function answers one question about a run (from meta.json and the tidy tables) so that
+Each function answers one question about a run (from its record and the tidy tables) so that
 checks.json, the report's overview and its figures can never give two answers to it:
 
 - the link rate at a time, and the bytes the link can deliver over a span (`link_rate_mbps_at`,
@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.aqm import AQMS
+from ..model.record import Flow, Link, RunRecord
 from ..model.wire import ETHERNET_HEADER_BYTES, IP_TCP_TIMESTAMP_HEADER_BYTES, MTU_BYTES
 
 MIN_BIN_S = 0.1  # throughput bins are never shorter than the samplers' default 100 ms interval
@@ -34,15 +35,14 @@ MIN_BIN_S = 0.1  # throughput bins are never shorter than the samplers' default 
 # Link
 
 
-def link_rate_mbps_at(meta: dict, t):
+def link_rate_mbps_at(link: Link, t):
     """The bottleneck's configured rate (Mbit/s) at run time(s) `t`.
 
     `link.rate_schedule` (a list of {at_s, rate_mbps}) changes it from `at_s` on; without one the
     rate is `link.rate_mbps` throughout. NaN when the run records no rate.
     """
-    link = meta.get("link") or {}
-    base = float(link.get("rate_mbps") or math.nan)
-    steps = sorted((float(s["at_s"]), float(s["rate_mbps"])) for s in link.get("rate_schedule") or [])
+    base = float(link.rate_mbps or math.nan)
+    steps = sorted((_required(s.at_s), _required(s.rate_mbps)) for s in link.rate_schedule or [])
     t_arr = np.asarray(t, dtype=float)
     rate = np.full(t_arr.shape, base)
     for at, r in steps:
@@ -50,22 +50,27 @@ def link_rate_mbps_at(meta: dict, t):
     return float(rate) if rate.ndim == 0 else rate
 
 
-def outage_spans(meta: dict) -> list[tuple[float, float]]:
+def _required(value: float | None) -> float:
+    """A rate step's or an outage's time, rate or duration: one recorded without it cannot be placed."""
+    if value is None:
+        raise TypeError("a link's rate step or outage without its time, rate or duration")
+    return float(value)
+
+
+def outage_spans(link: Link) -> list[tuple[float, float]]:
     """(start, end) of each planned `link.outages` entry: the link delivered nothing then."""
-    return [(float(o["at_s"]), float(o["at_s"]) + float(o["duration_s"]))
-            for o in (meta.get("link") or {}).get("outages") or []]
+    return [(_required(o.at_s), _required(o.at_s) + _required(o.duration_s)) for o in link.outages or []]
 
 
-def link_bytes_between(meta: dict, t0: float, t1: float) -> float:
+def link_bytes_between(link: Link, t0: float, t1: float) -> float:
     """Bytes (as the shaper counts them: Ethernet frames) the link can deliver in [t0, t1]: at its
     rate at each time, nothing during an outage."""
     if not t1 > t0:
         return 0.0
-    link = meta.get("link") or {}
-    outages = outage_spans(meta)
-    edges = [float(s["at_s"]) for s in link.get("rate_schedule") or []] + [t for span in outages for t in span]
+    outages = outage_spans(link)
+    edges = [_required(s.at_s) for s in link.rate_schedule or []] + [t for span in outages for t in span]
     cuts = sorted({t0, t1, *(t for t in edges if t0 < t < t1)})
-    return float(sum(link_rate_mbps_at(meta, a) * 1e6 / 8 * (b - a) for a, b in pairwise(cuts)
+    return float(sum(link_rate_mbps_at(link, a) * 1e6 / 8 * (b - a) for a, b in pairwise(cuts)
                      if not any(start <= a and b <= end for start, end in outages)))
 
 
@@ -74,28 +79,31 @@ def payload_fraction(mtu: int) -> float:
     return (mtu - IP_TCP_TIMESTAMP_HEADER_BYTES) / (mtu + ETHERNET_HEADER_BYTES)
 
 
-def frame_bytes(meta: dict) -> int:
+def link_mtu(link: Link) -> int:
+    """The link's MTU; MTU_BYTES for a record from before it was recorded (a null one is no MTU: refused)."""
+    return int(link.given("mtu", MTU_BYTES))
+
+
+def frame_bytes(link: Link) -> int:
     """One MTU-sized packet as the shaper counts it."""
-    return int((meta.get("link") or {}).get("mtu", MTU_BYTES)) + ETHERNET_HEADER_BYTES
+    return link_mtu(link) + ETHERNET_HEADER_BYTES
 
 
-def bdp_bytes(meta: dict) -> float:
-    """The bandwidth-delay product the scenario sized its buffer with (meta.link.bdp_bytes), else
+def bdp_bytes(link: Link) -> float:
+    """The bandwidth-delay product the scenario sized its buffer with (link.bdp_bytes), else
     rate x RTT."""
-    link = meta.get("link") or {}
-    if link.get("bdp_bytes"):
-        return float(link["bdp_bytes"])
-    rtt = link.get("bdp_rtt_ms") or link.get("rtt_ms")
-    rate = link.get("rate_mbps")
+    if link.bdp_bytes:
+        return float(link.bdp_bytes)
+    rtt = link.bdp_rtt_ms or link.rtt_ms
+    rate = link.rate_mbps
     return float(rate) * 1e6 / 8 * float(rtt) / 1e3 if rate and rtt else math.nan
 
 
-def default_bin_s(meta: dict) -> float:
+def default_bin_s(record: RunRecord) -> float:
     """Throughput bin: one RTT of the slowest flow (a flow's rate means little over less than one
     round trip), never below MIN_BIN_S (the samplers' interval)."""
-    rtts = [f.get("rtt_ms") for f in meta.get("flows") or [] if isinstance(f, dict)]
-    rtts += [(meta.get("link") or {}).get("rtt_ms")]
-    positive = [float(r) for r in rtts if isinstance(r, (int, float)) and r > 0]
+    rtts = [f.rtt_ms for f in record.flows or []] + [(record.link or Link()).rtt_ms]
+    positive = [float(r) for r in rtts if r is not None and r > 0]
     return max(MIN_BIN_S, max(positive) / 1e3 if positive else 0.0)
 
 
@@ -164,12 +172,13 @@ def bottleneck_drops(qdisc: pd.DataFrame | None) -> float:
 # Flows
 
 
-def flow_spans(meta: dict, flows: pd.DataFrame | None, throughput: pd.DataFrame | None) -> pd.DataFrame:
+def flow_spans(planned: list[Flow], flows: pd.DataFrame | None, throughput: pd.DataFrame | None) -> pd.DataFrame:
     """Per flow, when it was active (run seconds): columns flow, t_start, t_end, active_s.
 
     From the best source available: 1. flows.launched_s (else start_s) + flows.elapsed_s
     (iperf3's own measured test length); 2. the flow's iperf3 intervals (each ends at t_s and lasts
-    interval_s); 3. meta: launched_s (else start_s) + the configured duration_s.
+    interval_s); 3. the `planned` flows (the record's): launched_s (else start_s) + the configured
+    duration_s.
     """
     spans: dict[int, tuple[float, float]] = {}
     if flows is not None and not flows.empty and {"launched_s", "elapsed_s"} <= set(flows.columns):
@@ -180,12 +189,10 @@ def flow_spans(meta: dict, flows: pd.DataFrame | None, throughput: pd.DataFrame 
     if throughput is not None and not throughput.empty:
         for i, g in throughput.groupby("flow"):
             spans.setdefault(int(i), (float((g["t_s"] - g["interval_s"]).min()), float(g["t_s"].max())))
-    for f in meta.get("flows") or []:
-        if not isinstance(f, dict) or "flow" not in f:
-            continue
-        start = f.get("launched_s") if f.get("launched_s") is not None else f.get("start_s")
-        if start is not None and f.get("duration_s") is not None:
-            spans.setdefault(int(f["flow"]), (float(start), float(start) + float(f["duration_s"])))
+    for f in planned:
+        start = f.launched_s if f.launched_s is not None else f.start_s
+        if f.flow is not None and start is not None and f.duration_s is not None:
+            spans.setdefault(f.flow, (float(start), float(start) + float(f.duration_s)))
     rows = sorted((fl, s, e) for fl, (s, e) in spans.items())
     out = pd.DataFrame(rows, columns=["flow", "t_start", "t_end"])
     out["active_s"] = out["t_end"] - out["t_start"]
@@ -221,7 +228,7 @@ def acked_within(ss: pd.DataFrame | None, flow: int, start: float, end: float) -
     return float(np.interp(end, t, acked) - np.interp(start, t, acked))
 
 
-def link_fullness(meta: dict, tables: dict) -> dict:
+def link_fullness(record: RunRecord, tables: dict) -> dict:
     """How full the link was: payload delivered while at least one flow was active, as a fraction
     of the payload the link can carry in that time.
 
@@ -231,7 +238,8 @@ def link_fullness(meta: dict, tables: dict) -> dict:
     times the payload share of a full frame. Returns delivered_bytes, span_s, capacity_bytes,
     fraction and notes (what had to fall back)."""
     flows, ss = tables.get("flows"), tables.get("ss")
-    spans = flow_spans(meta, flows, tables.get("throughput"))
+    link = record.link or Link()
+    spans = flow_spans(record.flows or [], flows, tables.get("throughput"))
     by_flow = {int(r.flow): (r.t_start, r.t_end) for r in spans.itertuples()}
     delivered, notes = 0.0, []
     for row in (flows.itertuples() if flows is not None else []):
@@ -250,8 +258,7 @@ def link_fullness(meta: dict, tables: dict) -> dict:
         delivered += float(rx)
     intervals = list(by_flow.values())
     span_s = union_length(intervals)
-    mtu = int((meta.get("link") or {}).get("mtu", MTU_BYTES))
-    capacity = sum(link_bytes_between(meta, s, e) for s, e in _merged(intervals)) * payload_fraction(mtu)
+    capacity = sum(link_bytes_between(link, s, e) for s, e in _merged(intervals)) * payload_fraction(link_mtu(link))
     fraction = delivered / capacity if capacity > 0 and delivered > 0 else math.nan
     return {"delivered_bytes": delivered, "span_s": span_s, "capacity_bytes": capacity,
             "fraction": fraction, "notes": notes}

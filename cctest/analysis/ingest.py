@@ -10,8 +10,9 @@ tool) owns its raw files, its parser and its tables; this module runs them in or
   sockets stay identified by their ports.  They never raise on malformed input; unreadable lines
   are skipped.
 
-* ``ingest_run(run_dir)`` reads meta.json, runs the parsers, maps sockets to flows, converts time
-  to ``t_s`` (seconds after the run's time zero) and writes ``<table>.parquet``.
+* ``ingest_run(run_dir)`` reads the parts of meta.json it needs (READS), runs the parsers, maps
+  sockets to flows, converts time to ``t_s`` (seconds after the run's time zero) and writes
+  ``<table>.parquet``.
 
 Socket -> flow mapping: flow i's data connection is the socket whose local port is iperf3's
 ``start.connected[0].local_port`` and whose remote port is the flow's ``server_port``.  The
@@ -30,9 +31,14 @@ import pandas as pd
 from ..base import atomic
 from ..base.safeload import Refused
 from ..host.captures import IPERF3, REGISTRY, SOCKETS, TABLES, RunView, raw_names
+from ..host.captures.base import flow_number
 from ..model import runfiles
+from ..model.record import RunRecord, read_parts
 
 MAX_RAW_BYTES = 4 << 30  # a raw capture of hours of per-ACK tracing stays far below
+# The record's fields the tables are made from: a run whose other fields the report refuses (a
+# malformed matrix) still has its tables made.
+READS = ("run_id", "t0_monotonic_ns", "flows")
 
 
 def _read(run_dir: Path, name: str) -> str | None:
@@ -46,24 +52,24 @@ def data_ports(run: RunView, ss_raw: pd.DataFrame | None) -> dict[int, int]:
     """flow -> local port of its data connection (see module docstring)."""
     ports: dict[int, int] = {}
     for f in run.flows:
-        i = int(f["flow"])
+        i = flow_number(f)
         res = run.iperf.get(i)
         if res is not None and res.local_port is not None:
             ports[i] = res.local_port
         elif ss_raw is not None and not ss_raw.empty:
-            cand = ss_raw[(ss_raw["flow"] == i) & (ss_raw["peer_port"] == f["server_port"])]
+            cand = ss_raw[(ss_raw["flow"] == i) & (ss_raw["peer_port"] == f.server_port)]
             acked = cand.groupby("local_port")["bytes_acked"].max().dropna()
             if not acked.empty:
                 ports[i] = int(acked.idxmax())
     return ports
 
 
-def build_tables(meta: dict, raw: dict[str, str | None]) -> dict[str, pd.DataFrame]:
-    """meta.json content + raw file texts -> tables.  Pure: no file access.
+def build_tables(record: RunRecord, raw: dict[str, str | None]) -> dict[str, pd.DataFrame]:
+    """The run's record + raw file texts -> tables.  Pure: no file access.
 
     ``raw`` maps raw file names ("ss.jsonl", "iperf3-0.json", ...) to their text or None.
     """
-    run = RunView.of(meta)
+    run = RunView.of(record)
     run.iperf = IPERF3.results(raw, run)
     run.ports = data_ports(run, SOCKETS.sockets(raw, run))
     tables: dict[str, pd.DataFrame] = {}
@@ -81,7 +87,7 @@ def recover_from_ss(tables: dict[str, pd.DataFrame], run: RunView) -> None:
     flows, ss = tables.get("flows"), tables.get("ss")
     if flows is None or ss is None or ss.empty:
         return
-    launched = {int(f["flow"]): next((float(f[k]) for k in ("launched_s", "start_s") if f.get(k) is not None), 0.0)
+    launched = {flow_number(f): next((float(t) for t in (f.launched_s, f.start_s) if t is not None), 0.0)
                 for f in run.flows}
     parts = []
     for row in flows.itertuples():
@@ -116,7 +122,8 @@ def recover_from_ss(tables: dict[str, pd.DataFrame], run: RunView) -> None:
 
 def read_meta(run_dir: Path) -> dict:
     """A run directory's meta.json as JSON (bounded: never a FIFO's endless wait), a Refused naming
-    the file otherwise. Its format version is the caller's to check (record.check_version)."""
+    the file otherwise: the object the record's door (model/record.py) reads. Its format version is
+    the caller's to check (record.check_version)."""
     meta = runfiles.read_json(run_dir, "meta.json")
     if meta is None:
         raise Refused(f"{run_dir / 'meta.json'}: absent; a run directory holds its meta.json")
@@ -135,9 +142,9 @@ def read_tables(run_dir: Path) -> dict[str, pd.DataFrame]:
     return {name: table for name, table in tables.items() if table is not None}
 
 
-def load_raw(run_dir: str | Path, meta: dict) -> dict[str, str | None]:
+def load_raw(run_dir: str | Path, record: RunRecord) -> dict[str, str | None]:
     """Read the raw files build_tables needs; absent files map to None."""
-    return {n: _read(Path(run_dir), n) for n in raw_names(meta.get("flows", []))}
+    return {n: _read(Path(run_dir), n) for n in raw_names(record.flows or [])}
 
 
 def write_tables(run_dir: str | Path, tables: dict[str, pd.DataFrame]) -> None:
@@ -157,10 +164,10 @@ def check_products(run_dir: Path) -> None:
         atomic.check_replaceable(run_dir / name, f"a run's {name}")
 
 
-def check_remakeable(run_dir: Path, meta: dict, raw: dict[str, str | None]) -> None:
+def check_remakeable(run_dir: Path, record: RunRecord, raw: dict[str, str | None]) -> None:
     """A run that measured something, whose raw/ holds none of its captures while its tables exist:
     remaking them would replace its data with empty tables."""
-    if meta.get("t0_monotonic_ns") is None or any(text is not None for text in raw.values()):
+    if record.t0_monotonic_ns is None or any(text is not None for text in raw.values()):
         return
     if any(runfiles.table_present(run_dir, name) for name in TABLES):
         raise Refused(f"{run_dir / 'raw'}: holds none of the run's captures while its tables exist; remaking "
@@ -168,24 +175,25 @@ def check_remakeable(run_dir: Path, meta: dict, raw: dict[str, str | None]) -> N
 
 
 def ingest_run(run_dir: str | Path) -> dict[str, pd.DataFrame]:
-    """Read ``meta.json`` and ``raw/`` of a run directory, write ``<table>.parquet``, return them.
+    """Read ``meta.json`` (READS) and ``raw/`` of a run directory, write ``<table>.parquet``, return them.
 
     Tables whose raw input is absent are omitted; ``flows`` is always present. A compact run
     directory (its tables kept, its raw captures not) has nothing to
     remake: its stored tables are returned as they are, for its health to be judged again.
     """
     run_dir = Path(run_dir)
-    meta = read_meta(run_dir)
+    data = read_meta(run_dir)
     if is_compact(run_dir):
         return read_tables(run_dir)
     check_products(run_dir)
-    raw = load_raw(run_dir, meta)
-    check_remakeable(run_dir, meta, raw)
-    if meta.get("t0_monotonic_ns") is None:
+    record = read_parts(data, READS, run_dir / "meta.json")
+    raw = load_raw(run_dir, record)
+    check_remakeable(run_dir, record, raw)
+    if record.t0_monotonic_ns is None:
         # The run ended before time zero (failed or interrupted during set-up): no sample has a
         # time to be placed at, so only the flows' identities are kept.
         raw = {name: None for name in raw}
-        meta = {**meta, "t0_monotonic_ns": 0}
-    tables = build_tables(meta, raw)
+        record = record.model_copy(update={"t0_monotonic_ns": 0})
+    tables = build_tables(record, raw)
     write_tables(run_dir, tables)
     return tables

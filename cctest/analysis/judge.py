@@ -37,8 +37,8 @@ def analyse(runs: list[Run], opts: Measure, skipped: list[str]) -> tuple[list[Ru
             results.append(recorded_metrics(run, opts))
             continue
         try:
-            res = metrics.run_metrics(run.meta, run.tables, bin_s=opts.bin_ms / 1000.0 if opts.bin_ms else None,
-                                skip_s=opts.skip_s)
+            res = metrics.run_metrics(run.record, run.tables, bin_s=opts.bin_ms / 1000.0 if opts.bin_ms else None,
+                                      skip_s=opts.skip_s)
             if opts.jain_window_s != DEFAULT_JAIN_WINDOW_S and len(res.series.get("binned", [])):
                 res.series["jain"] = metrics.jain_series(res.series["binned"], opts.jain_window_s)
         except Exception as e:  # noqa: BLE001 - named in the report and on stderr instead

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from ..base.safeload import Refused
 from ..host import captures
 from ..model import runfiles
 from ..model.compact import RECORD_FILE, CompactRecord, CompactRecordError, read
-from ..model.record import LINK_NUMBERS, RecordError, RunRecord, read_record
+from ..model.record import RecordError, RunRecord, link_numbers_from_text, read_record
 
 REQUIRED = ("flows", "throughput")
 ABSENT_NOTE = {
@@ -54,10 +53,6 @@ class Run:
     notes: list[str] = field(default_factory=list)
     side: str | None = None  # "baseline" / "candidate" in a comparison
     recorded: CompactRecord | None = None  # read from a compact record: its metrics stand for the tables
-    meta: dict = field(init=False, repr=False)  # the record as plain data, for the code that reads its keys
-
-    def __post_init__(self) -> None:
-        self.meta = self.record.dump()
 
     @property
     def run_id(self) -> str:
@@ -131,27 +126,6 @@ def _read_json(run_dir: Path, name: str) -> dict | None:
     if data is not None and not isinstance(data, dict):
         raise ReportInputError(f"{shown(path)}: unreadable (not a JSON object)")
     return data
-
-
-def link_numbers_from_text(meta: dict) -> list[str]:
-    """Link values written as numeric text ("10") become numbers, in place; a note for each. Text that
-    is no finite number stays, for the record's check to reject the run."""
-    link = meta.get("link")
-    notes: list[str] = []
-    if not isinstance(link, dict):
-        return notes
-    for key in LINK_NUMBERS:
-        text = link.get(key)
-        if not isinstance(text, str):
-            continue
-        try:
-            value = float(text)
-        except ValueError:
-            continue
-        if math.isfinite(value):
-            link[key] = int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
-            notes.append(f"meta.json link.{key} is text ({text!r}); read as the number {link[key]}")
-    return notes
 
 
 def checks_problem(checks: dict) -> str | None:
@@ -244,12 +218,12 @@ def load_run(path: Path | str) -> Run:
     p = Path(path)
     if not os.path.lexists(p / "meta.json") and os.path.lexists(p / RECORD_FILE):
         return load_record(p)
-    meta = _read_json(p, "meta.json")
-    if meta is None:
+    data = _read_json(p, "meta.json")
+    if data is None:
         raise ReportInputError(f"{shown(p / 'meta.json')}: no such file")
-    notes = link_numbers_from_text(meta)
+    data, notes = link_numbers_from_text(data)
     try:
-        record = read_record(meta, shown(p / "meta.json"))
+        record = read_record(data, shown(p / "meta.json"))
     except RecordError as e:
         raise ReportInputError(str(e)) from None
     run = Run(p, record, _read_checks(p, notes), notes=notes)

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.measured import CcValues, RunMetrics, RunValues
+from ..model.record import Link, RunRecord
 from . import derived
 from .defaults import DEFAULT_BIN_MS, DEFAULT_JAIN_WINDOW_S, DEFAULT_SKIP_S
 from .stats import jain_index
@@ -148,7 +149,7 @@ def flow_totals(throughput: pd.DataFrame, flows: pd.DataFrame | None = None,
     return out.sort_values("flow").reset_index(drop=True)
 
 
-def received_throughput(meta: dict, tables: dict, bin_s: float, spans: pd.DataFrame,
+def received_throughput(tables: dict, bin_s: float, spans: pd.DataFrame,
                         t_end: float | None = None) -> tuple[pd.DataFrame, str]:
     """Per-flow throughput in `bin_s` bins from what each receiver got, and where it came from.
 
@@ -176,12 +177,12 @@ def received_throughput(meta: dict, tables: dict, bin_s: float, spans: pd.DataFr
     return (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)), "ss bytes_acked"
 
 
-def link_aggregate(meta: dict, bq: pd.DataFrame, bin_s: float, t_end: float) -> pd.DataFrame:
+def link_aggregate(link: Link, bq: pd.DataFrame, bin_s: float, t_end: float) -> pd.DataFrame:
     """What the bottleneck sent per bin: t_s (bin start), bytes, mbps and utilisation (of the
     link's rate over the bin). Ethernet frames, as the shaper counts them."""
     edges = derived.bin_edges(t_end, bin_s)
     b = derived.dequeued_binned(bq, edges)
-    cap = np.array([derived.link_bytes_between(meta, a, z) for a, z in pairwise(edges)])
+    cap = np.array([derived.link_bytes_between(link, a, z) for a, z in pairwise(edges)])
     return pd.DataFrame({"t_s": edges[:-1], "bytes": b, "mbps": b * 8 / bin_s / 1e6,
                          "utilisation": np.divide(b, cap, out=np.full(len(cap), np.nan), where=cap > 0)})
 
@@ -319,12 +320,12 @@ def srtt_queueing_delay(ss: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------
 
 
-def run_metrics(meta: dict, tables: dict[str, pd.DataFrame], *, bin_s: float | None = None,
+def run_metrics(record: RunRecord, tables: dict[str, pd.DataFrame], *, bin_s: float | None = None,
                 skip_s: float = DEFAULT_SKIP_S) -> RunMetrics:
     """All metrics of one run, step by step: the per-run row, one row per flow and per CC group,
     and the tidy time series the report plots. `bin_s` defaults to derived.default_bin_s (one RTT,
     at least 100 ms)."""
-    rd = _RunData.of(meta, tables, bin_s or derived.default_bin_s(meta))
+    rd = _RunData.of(record, tables, bin_s or derived.default_bin_s(record))
     out = RunMetrics(RunValues(bin_s=rd.bin_s))
     totals = _flow_throughput(rd, skip_s, out)
     _flow_tcp_state(rd, totals, out)
@@ -337,9 +338,10 @@ def run_metrics(meta: dict, tables: dict[str, pd.DataFrame], *, bin_s: float | N
 
 
 class _RunData:
-    """What every step needs: meta, tables, the flows' ccs, RTTs and spans, and the bin."""
+    """What every step needs: the record and its link, tables, the flows' ccs, RTTs and spans, and the bin."""
 
-    meta: dict
+    record: RunRecord
+    link: Link  # an empty one when the record has none (a run that stopped early)
     tables: dict
     bin_s: float
     tp: pd.DataFrame
@@ -352,21 +354,23 @@ class _RunData:
     steady: pd.Series
 
     @classmethod
-    def of(cls, meta: dict, tables: dict, bin_s: float) -> _RunData:
+    def of(cls, record: RunRecord, tables: dict, bin_s: float) -> _RunData:
         rd = cls()
-        rd.meta, rd.tables, rd.bin_s = meta, tables, float(bin_s)
+        rd.record, rd.tables, rd.bin_s = record, tables, float(bin_s)
+        rd.link = record.link or Link()
         tp = tables.get("throughput")
         rd.tp = tp if tp is not None and not tp.empty else pd.DataFrame(
             columns=["flow", "t_s", "interval_s", "bytes", "retransmits"])
-        mflows = [f for f in meta.get("flows") or [] if isinstance(f, dict)]
-        rd.flow_cc = {int(f.get("flow", i)): f.get("cc") for i, f in enumerate(mflows)}
-        rd.flow_rtt = {int(f.get("flow", i)): f.get("rtt_ms") for i, f in enumerate(mflows)}
+        planned = record.flows or []
+        # a flow without its number is the i-th; a null number is none (refused)
+        rd.flow_cc = {int(f.given("flow", i)): f.cc for i, f in enumerate(planned)}
+        rd.flow_rtt = {int(f.given("flow", i)): f.rtt_ms for i, f in enumerate(planned)}
         flows_t = tables.get("flows")
         if flows_t is not None and not flows_t.empty:
             for r in flows_t.itertuples():
                 rd.flow_cc.setdefault(int(r.flow), getattr(r, "cc", None))
                 rd.flow_rtt.setdefault(int(r.flow), getattr(r, "rtt_ms", None))
-        rd.spans = derived.flow_spans(meta, flows_t, rd.tp)
+        rd.spans = derived.flow_spans(planned, flows_t, rd.tp)
         if len(rd.tp):  # flows with intervals only; a flow that never ran has no span to speak of
             rd.spans = rd.spans[rd.spans["flow"].isin(rd.tp["flow"].unique())].reset_index(drop=True)
         rd.t_first = float(rd.spans["t_start"].min()) if len(rd.spans) else float("nan")
@@ -378,7 +382,7 @@ def _flow_throughput(rd: _RunData, skip_s: float, out: RunMetrics) -> pd.DataFra
     """Per-flow throughput over time (what the receivers got), totals, steady-state means, shares
     and 003 Table 1's 1 s max/min/avg."""
     run, series = out.run, out.series
-    binned, source = received_throughput(rd.meta, rd.tables, rd.bin_s, rd.spans)
+    binned, source = received_throughput(rd.tables, rd.bin_s, rd.spans)
     series["binned"], run.throughput_source = binned, source
     rd.binned = binned
     s0, s1 = steady_window(rd.spans, skip_s)
@@ -391,7 +395,7 @@ def _flow_throughput(rd: _RunData, skip_s: float, out: RunMetrics) -> pd.DataFra
     totals["share"] = shares(totals["bytes"])
     totals["steady_share"] = shares(totals["steady_mbps"].fillna(0.0))
     # 003 Table 1: max/min/avg over whole 1 s intervals inside the active period (edges read low).
-    b1, _ = received_throughput(rd.meta, rd.tables, TABLE_BIN_S, rd.spans)
+    b1, _ = received_throughput(rd.tables, TABLE_BIN_S, rd.spans)
     full = b1[b1["active"].astype(bool)] if len(b1) else b1
     if len(full):
         sp = rd.spans.set_index("flow")
@@ -433,7 +437,7 @@ def _run_totals(rd: _RunData, totals: pd.DataFrame, out: RunMetrics) -> None:
     run.throughput_mbps = total_bytes * 8 / duration / 1e6 if duration > 0 else float("nan")
     run.jain = jain_index(totals["mean_mbps"]) if len(totals) else float("nan")
     run.jain_steady = jain_index(rd.steady.to_numpy()) if len(rd.steady) else float("nan")
-    run.utilisation = derived.link_fullness(rd.meta, rd.tables)["fraction"]
+    run.utilisation = derived.link_fullness(rd.record, rd.tables)["fraction"]
     run.retransmits = float(totals["retransmits"].sum()) if len(totals) else float("nan")
     run.retransmits_per_mb = run.retransmits / (total_bytes / 1e6) if total_bytes else float("nan")
     run.short_rtt_flow_share = short_rtt_flow_share(totals)
@@ -471,14 +475,14 @@ def _bottleneck(rd: _RunData, out: RunMetrics) -> None:
     ds = drop_stats(bq)
     run.bottleneck_drops, run.bottleneck_loss_rate = ds["drops"], ds["loss_rate"]
     series["drops"] = drops_series(bq, rd.bin_s)
-    series["aggregate"] = link_aggregate(rd.meta, bq, rd.bin_s, rd.t_last)
+    series["aggregate"] = link_aggregate(rd.link, bq, rd.bin_s, rd.t_last)
     # The queue while the flows ran (samplers start before time zero and stop after the flows).
     q = bq[((bq["t_s"] >= min(0.0, rd.t_first) - 1e-9) & (bq["t_s"] <= rd.t_last + RUN_TAIL_S)).to_numpy()]
     if q.empty:
         return
-    rate = derived.link_rate_mbps_at(rd.meta, q["t_s"].to_numpy(float))
+    rate = derived.link_rate_mbps_at(rd.link, q["t_s"].to_numpy(float))
     qdel = queue_delay_ms(q["backlog_bytes"], rate)
-    qbdp = queue_bdp(q["backlog_bytes"], derived.bdp_bytes(rd.meta))
+    qbdp = queue_bdp(q["backlog_bytes"], derived.bdp_bytes(rd.link))
     series["queue"] = pd.DataFrame({"t_s": q["t_s"].to_numpy(float),
                                     "backlog_bytes": q["backlog_bytes"].to_numpy(float),
                                     "qdelay_ms": qdel, "queue_bdp": qbdp})

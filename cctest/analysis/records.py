@@ -18,7 +18,7 @@ def of_run(run: Run, skip_s: float) -> CompactRecord:
     from .provenance import scenario_yaml
     from .run_point import RunSeries, window_means
 
-    result = metrics.run_metrics(run.meta, run.tables, skip_s=skip_s)
+    result = metrics.run_metrics(run.record, run.tables, skip_s=skip_s)
     series = RunSeries.of(result)
     flows = [int(f["flow"]) for f in result.flows]
     ends = [f["t_end"] for f in result.flows if isinstance(f.get("t_end"), float) and math.isfinite(f["t_end"])]
@@ -28,7 +28,7 @@ def of_run(run: Run, skip_s: float) -> CompactRecord:
         if means is None:
             break
         rows.append([float(means[f]) if f in means.index else None for f in flows])
-    return CompactRecord(meta=run.meta, scenario_yaml=scenario_yaml(run), checks=run.checks, notes=run.notes,
+    return CompactRecord(meta=run.record.dump(), scenario_yaml=scenario_yaml(run), checks=run.checks, notes=run.notes,
                          metrics=Metrics(skip_s=skip_s, run=json_safe(result.run.as_dict()),
                                          flows=json_safe(result.flows),
                                          groups=json_safe([g.as_dict() for g in result.groups])),

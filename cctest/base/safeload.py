@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -86,11 +86,11 @@ def read_open(fd: int, max_bytes: int, what: str) -> bytes:
         os.close(fd)
 
 
-def check_yaml_events(text: str, max_nesting: int = MAX_NESTING, max_values: int = MAX_VALUES) -> None:
+def check_yaml_events(text: str, max_nesting: int = MAX_NESTING, max_values: int = MAX_VALUES) -> int:
     """Refuse, from the parser's events alone (constant memory per open collection), a text nested
     deeper than `max_nesting`, one of more than `max_values` values once aliases are expanded, and
     an alias to an anchor still open. Each anchor's expanded size and height are remembered, so the
-    work is linear in the text however the aliases multiply."""
+    work is linear in the text however the aliases multiply. Returns the values counted."""
     anchors: dict[str, tuple[int, int]] = {}  # anchor -> (values, height) of its expansion
     stack: list[list] = []  # open collections: [anchor, values, height of the tallest child]
     total = 0
@@ -130,6 +130,7 @@ def check_yaml_events(text: str, max_nesting: int = MAX_NESTING, max_values: int
             add(1, 0, line)  # the collection itself; its children were added as they came
             if stack:
                 stack[-1][2] = max(stack[-1][2], height + 1)
+    return total
 
 
 class StrictLoader(FAST_SAFE_LOADER):
@@ -183,9 +184,13 @@ StrictLoader.add_constructor("tag:yaml.org,2002:float", StrictLoader.construct_y
 def load_yaml(text: str):
     """The document in `text`, built only after check_yaml_events; Refused with a one-line reason
     (a line number, no path) for anything else, YAML syntax errors included."""
+    return _load_counted(text, MAX_VALUES)[0]
+
+
+def _load_counted(text: str, max_values: int) -> tuple[Any, int]:
     try:
-        check_yaml_events(text)
-        return yaml.load(text, Loader=StrictLoader)
+        values = check_yaml_events(text, max_values=max_values)
+        return yaml.load(text, Loader=StrictLoader), values
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""
@@ -210,3 +215,22 @@ def load_yaml_file(path: str | Path, max_bytes: int, what: str = "the file"):
         return load_yaml(decode_utf8(read_bounded(path, max_bytes, what)))
     except Refused as error:
         raise Refused(f"{path}: {error}") from None
+
+
+class Budget:
+    """One allowance of bytes and YAML values for a set of files read as one input (an experiments
+    file and the suite files it includes): splitting a file into many buys no more of either."""
+
+    def __init__(self, max_bytes: int, max_values: int = MAX_VALUES):
+        self.bytes_left, self.values_left = max_bytes, max_values
+
+    def load_file(self, path: str | Path, what: str, shown: str | None = None):
+        """load_yaml_file within what is left; the refusals prefixed with `shown` (default: the path)."""
+        try:
+            data = read_bounded(path, self.bytes_left, what)
+            document, values = _load_counted(decode_utf8(data), self.values_left)
+        except Refused as error:
+            raise Refused(f"{shown or path}: {error}") from None
+        self.bytes_left -= len(data)
+        self.values_left -= values
+        return document

@@ -1,7 +1,8 @@
 """Shell completion of scenario names and tags (Click calls these while the user presses Tab).
 
-They read experiments.yaml with the bounded loader alone, never validating it: completion must answer
-fast and never print an error into the user's shell line. A file that cannot be read completes nothing."""
+They read experiments.yaml and its suite files with the bounded loader alone, never validating them:
+completion must answer fast and never print an error into the user's shell line. A file that cannot
+be read completes nothing."""
 
 from __future__ import annotations
 
@@ -13,7 +14,20 @@ DEFAULT_EXPERIMENTS = "experiments.yaml"
 
 
 def _scenarios(ctx: click.Context) -> dict:
+    """The scenarios of the experiments file and of the suite files it includes, by name."""
     path = Path((ctx.params or {}).get("experiments_file") or DEFAULT_EXPERIMENTS)
+    document = _document(path)
+    scenarios = dict(_mapping(document.get("scenarios")))
+    folder = path.parent.resolve()
+    includes = document.get("include")
+    for entry in includes if isinstance(includes, list) else []:
+        suite = folder / str(entry)
+        if suite.resolve().is_relative_to(folder):  # as the loader reads includes: inside the folder
+            scenarios.update(_mapping(_document(suite).get("scenarios")))
+    return scenarios
+
+
+def _document(path: Path) -> dict:
     from ..base.limits import MAX_EXPERIMENTS_BYTES
     from ..base.safeload import load_yaml_file
 
@@ -21,8 +35,11 @@ def _scenarios(ctx: click.Context) -> dict:
         document = load_yaml_file(path, MAX_EXPERIMENTS_BYTES, "an experiments file")
     except Exception:  # noqa: BLE001 - completion offers nothing rather than an error
         return {}
-    scenarios = document.get("scenarios") if isinstance(document, dict) else None
-    return scenarios if isinstance(scenarios, dict) else {}
+    return document if isinstance(document, dict) else {}
+
+
+def _mapping(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 def complete_scenarios(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:

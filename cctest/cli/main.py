@@ -11,7 +11,7 @@ import contextlib
 import platform
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -132,7 +132,7 @@ def scenario_plan(experiments, name: str, force: bool, cores: int, engine: str,
 
     scenario = experiments.scenarios[name]
     specs = expand(experiments, name, force=force)
-    check_declared_params(specs, experiments.source)  # what insmod would refuse, before anything is built
+    check_declared_params(specs, experiments.file_of(name))  # what insmod would refuse, before anything is built
     native = sum(estimated_wall_s(spec, vm=False) for spec in specs)
     in_vm = sum(estimated_wall_s(spec, vm=True, engine=engine) for spec in specs) / min(cores, len(specs))
     in_vm *= scale.ratio if scale else 1.0
@@ -331,12 +331,8 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 @click.option("--dry-run", is_flag=True, help="print topology, commands and flow schedule; change nothing")
 @click.option("--json", "as_json", is_flag=True, help="with --dry-run: the runs as JSON on stdout")
 @force_option
-@click.option("--no-ingest", is_flag=True, hidden=True)
-@click.option("--in-vm", is_flag=True, hidden=True)
-@click.option("--manifest", type=click.Path(dir_okay=False), hidden=True)
-@click.option("--only-runs", hidden=True, help="inside a VM: comma-separated indices of this VM's runs")
 def run(scenarios, experiments_file, tags, repetitions, first_repetition, only_points, out, mode, engine, kernel, kvm,
-        clock, icount_shift, jobs, shard, dry_run, as_json, force, no_ingest, in_vm, manifest, only_runs) -> None:
+        clock, icount_shift, jobs, shard, dry_run, as_json, force) -> None:
     """Run SCENARIOS for real and write one run directory per run."""
     from ..model.plan import check_point_filter, in_points
     from ..run.session import RunOptions
@@ -350,8 +346,7 @@ def run(scenarios, experiments_file, tags, repetitions, first_repetition, only_p
     planned = _planned_runs(experiments, experiments_file, scenarios, repetitions, force, first_repetition)
     vm_clock = _vm_clock(mode, engine, kernel, kvm, clock, icount_shift)
     kept = [i for i, spec in enumerate(planned) if in_points(spec, points)]
-    chosen = _selected_runs(planned, kept, only_runs, shard, quiet=dry_run and as_json)
-    specs = [planned[i] for i in chosen]
+    specs = [planned[i] for i in _sharded(planned, kept, shard, quiet=dry_run and as_json)]
     if not specs:
         return
     if as_json and not dry_run:
@@ -359,12 +354,24 @@ def run(scenarios, experiments_file, tags, repetitions, first_repetition, only_p
     if dry_run:
         _print_dry_run(specs, vm_clock, as_json)
         return
-    opts = RunOptions(experiments_file=Path(experiments_file), names=list(scenarios), repetitions=repetitions,
-                      first_repetition=first_repetition, plan_indices=chosen,
-                      out=Path(out), mode=mode or "auto", kernel=kernel, kvm=kvm, ingest=not no_ingest, in_vm=in_vm,
-                      manifest=Path(manifest) if manifest else None, clock=vm_clock, jobs=jobs, force=force,
-                      engine=engine)
+    opts = RunOptions(source=Path(experiments_file), names=list(scenarios), out=Path(out), mode=mode or "auto",
+                      kernel=kernel, kvm=kvm, clock=vm_clock, jobs=jobs, engine=engine)
     _execute(specs, opts)
+
+
+@main.command("guest-run", hidden=True)
+@click.argument("plan_file", type=click.Path(path_type=Path))
+def guest_run(plan_file: Path) -> None:
+    """Inside a --vm guest: make the runs the host wrote into PLAN_FILE, natively, listing each run
+    directory in the plan's manifest; the host makes their tables. A plan this code cannot read is
+    bad input, before anything is set up."""
+    from ..model import guestplan
+    from ..run.session import RunOptions, run_native
+
+    plan = guestplan.read(plan_file)
+    opts = RunOptions(source=plan_file, names=plan.names, out=Path(plan.out), mode="native", kernel=None, kvm=False,
+                      ingest=False, in_vm=True, manifest=Path(plan.manifest))
+    _run_and_list(lambda: run_native(plan.runs, opts, console))
 
 
 def parse_points(given: tuple[str, ...]) -> dict[str, list]:
@@ -418,20 +425,9 @@ def _vm_clock(mode: str | None, engine: str, kernel: str | None, kvm: bool, cloc
     return vm_clock
 
 
-def _selected_runs(specs: list, kept: list[int], only_runs: str | None, shard_option: str | None,
-                   quiet: bool) -> list[int]:
+def _sharded(specs: list, kept: list[int], shard_option: str | None, quiet: bool) -> list[int]:
     """Indices into the whole plan `specs` of the runs this invocation makes: those `kept` by --only,
-    or a VM's share (--only-runs, indices the host computed in the same plan), then one shard, which is
-    named unless `quiet` (its JSON is the output). A guest re-plans everything and gets its runs by
-    index, so what runs in a VM is what the host selected, however it was selected."""
-    if only_runs:
-        try:
-            kept = [int(i) for i in only_runs.split(",")]
-            if not all(0 <= i < len(specs) for i in kept):
-                raise ValueError
-        except ValueError:
-            raise BadInput(f"--only-runs {only_runs}: indices of this invocation's {len(specs)} runs, "
-                           "comma-separated") from None
+    then one shard, which is named unless `quiet` (its JSON is the output)."""
     shard = parse_shard(shard_option)
     if not shard:
         return kept
@@ -457,15 +453,24 @@ def _print_dry_run(specs: list, vm_clock, as_json: bool) -> None:
 
 
 def _execute(specs: list, opts) -> None:
-    """The runs, natively or in VMs. A cctest error reaches the user as its one line and exit code
-    (errors.Group); anything else is a bug and keeps its traceback."""
+    """The runs, natively or in VMs."""
     from ..run.session import choose_mode, run_in_vm, run_native
 
-    try:
-        chosen = choose_mode(opts.mode, specs, console, opts.in_vm)
-        if chosen == "native" and not opts.in_vm and (opts.jobs or 1) > 1:
+    def make_runs() -> list[Path]:
+        chosen = choose_mode(opts.mode, specs, console)
+        if chosen == "native" and (opts.jobs or 1) > 1:
             console.print("[yellow]notice:[/] -j spreads runs over VMs; native runs go one at a time")
-        run_dirs = (run_in_vm if chosen == "vm" else run_native)(specs, opts, console)
+        return (run_in_vm if chosen == "vm" else run_native)(specs, opts, console)
+
+    _run_and_list(make_runs)
+
+
+def _run_and_list(make_runs: Callable[[], list[Path]]) -> None:
+    """Make the runs and name their run directories. A cctest error reaches the user as its one line
+    and exit code (errors.Group); Ctrl-C, once torn down, exits 130; anything else is a bug and keeps
+    its traceback."""
+    try:
+        run_dirs = make_runs()
     except KeyboardInterrupt:
         err_console.print("interrupted: torn down; what was measured is kept")
         sys.exit(errors.INTERRUPTED)

@@ -183,7 +183,7 @@ def check_command(paths, output, skip_s, markdown, readme, no_fail, as_json, exp
     runs than the scenario's repetitions) or not-run. Runs of two module builds or engines in one
     verdict are refused (exit 2, nothing written). Exit 3 on a fail (also: a claim whose runs lack
     the terms it needs) or an unexpected pass; 0 otherwise. With --markdown, PATHS are searched for
-    runs of the suites (tags paper-000 ..., quick-000 ...) and the page lists every suite claim."""
+    runs of the suites (tags paper-000 ..., quick-000 ..., reading-000 ...) and the page lists every suite claim."""
     from ..analysis.claims import claims_json
     from ..analysis.judge import Measure, analyse, judge_claims
     from ..analysis.load import load_runs
@@ -198,7 +198,7 @@ def check_command(paths, output, skip_s, markdown, readme, no_fail, as_json, exp
     skipped: list[str] = []  # runs that could not be read or analysed: named, never silently dropped
     expectations = None
     if markdown:
-        expectations, loaded = _paper_suite_runs(paths, experiments_file, skipped)
+        expectations, loaded, titles = _paper_suite_runs(paths, experiments_file, skipped)
     else:
         loaded = load_runs(paths, skipped)
     runs, res, summary = analyse(loaded, Measure(skip_s=skip_s), skipped)
@@ -221,7 +221,7 @@ def check_command(paths, output, skip_s, markdown, readme, no_fail, as_json, exp
     atomic.write_text(output, verdicts_json)
     click.echo(f"wrote {output}", err=as_json)
     if markdown:
-        _write_reproduction(markdown, readme, paths, verdicts, loaded, len(runs), as_json)
+        _write_reproduction(markdown, readme, paths, verdicts, loaded, len(runs), titles, as_json)
     exit_on_claims(verdicts, no_fail)
 
 
@@ -234,14 +234,27 @@ def _check_outputs(paths, output: Path, markdown: Path | None, readme: Path | No
     outputs = [(output, "-o (the verdicts)")]
     outputs += [(markdown, "--markdown (the reproduction page)")] if markdown else []
     outputs += [(readme, "--readme (the README whose score line is rewritten)")] if readme else []
-    atomic.check_outputs(outputs, inputs=[Path(experiments_file)] if markdown else [], run_dirs=run_dirs_of(paths))
+    inputs = _experiment_files(experiments_file) if markdown else []
+    atomic.check_outputs(outputs, inputs=inputs, run_dirs=run_dirs_of(paths))
     if readme and not has_score_line(readme):
         raise BadInput(f"{readme}: no line with {SCORE_MARK} to put the score on")
 
 
-def _paper_suite_runs(paths, experiments_file: str, skipped: list[str]) -> tuple[list, list]:
-    """The paper suites' claims of the experiments file, and the runs under PATHS that belong to a
-    paper suite (their scenario.yaml carries a paper-00N tag); what is left out is named in `skipped`."""
+def _experiment_files(experiments_file: str) -> list[Path]:
+    """The experiments file and its suite files, none of which the page may overwrite (a file that
+    cannot be read is named by the loader, later, in its own words)."""
+    from ..model.scenario import ScenarioError, experiment_files
+
+    try:
+        return [path for _, path in experiment_files(experiments_file)]
+    except ScenarioError:
+        return [Path(experiments_file)]
+
+
+def _paper_suite_runs(paths, experiments_file: str, skipped: list[str]) -> tuple[list, list, dict[str, str]]:
+    """The paper suites' claims of the experiments file, the runs under PATHS that belong to a paper
+    suite (their scenario.yaml carries a paper-00N tag) and the suites' titles by tag; what is left
+    out is named in `skipped`."""
     from ..analysis.claims import expectations_of_experiments
     from ..analysis.load import ReportInputError, load_runs
     from ..analysis.provenance import scenario_tags
@@ -265,13 +278,13 @@ def _paper_suite_runs(paths, experiments_file: str, skipped: list[str]) -> tuple
                        f"{experiments_file} lacks; its claims cannot be judged: add the scenario to the file or "
                        "leave the run out of PATHS")
     if len(loaded) < len(found):
-        skipped.append(f"{len(found) - len(loaded)} run(s) without a paper-00N tag in their scenario.yaml "
-                       "left out of the reproduction page")
-    return expectations, loaded
+        skipped.append(f"{len(found) - len(loaded)} run(s) without a paper-00N, quick-00N or reading-00N tag in "
+                       "their scenario.yaml left out of the reproduction page")
+    return expectations, loaded, {tag: suite.title for tag, suite in experiments.suites.items()}
 
 
 def _write_reproduction(markdown: Path, readme: Path | None, paths, verdicts, loaded, n_runs: int,
-                        as_json: bool) -> None:
+                        titles: dict[str, str], as_json: bool) -> None:
     """The reproduction page (one table per paper) and, with --readme, its score line in the README."""
     from ..analysis.claims import results
     from ..analysis.provenance import engine_build, module_builds, scenario_tags
@@ -289,7 +302,7 @@ def _write_reproduction(markdown: Path, readme: Path | None, paths, verdicts, lo
             engines.setdefault(paper, set()).add(reproduction.engine_of(run.record))
         build = "; ".join(x for x in (engine_build(run.record), module_builds(run.record)) if x)
         builds.setdefault(str(run.record.scenario), set()).add(build)
-    reproduction.write(markdown, reproduction.render(per_claim, n_runs, shown_paths, command, engines, builds))
+    reproduction.write(markdown, reproduction.render(per_claim, n_runs, shown_paths, command, titles, engines, builds))
     click.echo(f"wrote {markdown}: {reproduction.score(per_claim)}", err=as_json)
     if readme and not reproduction.update_readme(readme, markdown, per_claim):
         raise BadInput(f"{readme}: no line with {reproduction.SCORE_MARK} to put the score on")

@@ -7,7 +7,7 @@
   read tracefs).
 
 Each engine says which kernel release the guest runs and where the project's modules build for it,
-boots a guest that runs one command (`cctest run --native --in-vm ...`) and stops it.
+boots a guest that runs one command (`cctest guest-run PLAN`) and stops it.
 """
 
 from __future__ import annotations
@@ -34,15 +34,17 @@ CHOICES = ("auto", *ENGINES)
 
 @dataclass(frozen=True)
 class Places:
-    """Where one guest's cctest finds its interpreter and experiments file and writes its runs and
-    manifest, in the guest's own names; the host's name for the manifest, and for a run directory
-    the manifest lists once the guest has ended."""
+    """Where one guest's cctest finds its interpreter and plan file and writes its runs and
+    manifest, in the guest's own names; the host's names for the plan file (written before the
+    guest boots) and the manifest, and for a run directory the manifest lists once the guest has
+    ended."""
 
     python: str
     src: str
-    experiments: str
+    plan: str
     out: str
     manifest: str
+    host_plan: Path
     host_manifest: Path
     to_host: Callable[[str], Path]
     home: umlshare.Home | None = None
@@ -52,6 +54,7 @@ class Places:
         if self.home is not None:
             shutil.rmtree(self.home.path, ignore_errors=True)
         else:
+            self.host_plan.unlink(missing_ok=True)
             self.host_manifest.unlink(missing_ok=True)
 
 
@@ -78,7 +81,7 @@ class Engine(Protocol[G]):
     def release(self) -> str: ...
     def module_build(self) -> tuple[Path | None, tuple[str, ...]]: ...
     def meta(self) -> dict: ...
-    def places(self, out: Path, index: int, experiments: Path) -> Places: ...
+    def places(self, out: Path, index: int) -> Places: ...
     def start(self, guest_cmd: list[str], places: Places, index: int, log: Path | None,
               seed: int | None = None, slot: int | None = None) -> G: ...
     def stop_all(self, guests: list[G]) -> None: ...
@@ -106,12 +109,13 @@ class QemuEngine:
         return {"name": self.name, "kernel": {"image": str(self.kernel), "release": self.release()},
                 "clock": self.clock.kind, "icount_shift": self.clock.shift if self.clock.kind == "virtual" else None}
 
-    def places(self, out: Path, index: int, experiments: Path) -> Places:
+    def places(self, out: Path, index: int) -> Places:
         """virtme-ng shares the host's root and --out at their own paths."""
-        manifest = out / f".manifest-{self.name}-{os.getpid()}-{index}.txt"
+        tag = f"{self.name}-{os.getpid()}-{index}"
+        plan, manifest = out / f".plan-{tag}.json", out / f".manifest-{tag}.txt"
         manifest.unlink(missing_ok=True)
-        return Places(python=sys.executable, src=str(REPO_ROOT), experiments=str(experiments.resolve()), out=str(out),
-                      manifest=str(manifest), host_manifest=manifest, to_host=Path)
+        return Places(python=sys.executable, src=str(REPO_ROOT), plan=str(plan), out=str(out), manifest=str(manifest),
+                      host_plan=plan, host_manifest=manifest, to_host=Path)
 
     def start(self, guest_cmd: list[str], places: Places, index: int, log: Path | None,
               seed: int | None = None, slot: int | None = None) -> subprocess.Popen:
@@ -165,14 +169,13 @@ class UmlEngine:
             env["CCTEST_VM_FIXED_CALENDAR"] = "1"
         return env
 
-    def places(self, out: Path, index: int, experiments: Path) -> Places:
+    def places(self, out: Path, index: int) -> Places:
         """A fresh home under --out (umlshare): the guest sees fixed paths only, and writes into an
         empty directory that the host merges into --out when the guest has ended."""
         home = umlshare.prepare(out.resolve(), index)
-        return Places(python=umlshare.guest_python(), src=str(umlshare.GUEST_SRC),
-                      experiments=home.stage(experiments, "experiments.yaml"),
-                      out=str(umlshare.GUEST_OUT), manifest=home.guest(home.manifest), host_manifest=home.manifest,
-                      to_host=home.to_host, home=home)
+        return Places(python=umlshare.guest_python(), src=str(umlshare.GUEST_SRC), plan=home.guest(home.plan),
+                      out=str(umlshare.GUEST_OUT), manifest=home.guest(home.manifest), host_plan=home.plan,
+                      host_manifest=home.manifest, to_host=home.to_host, home=home)
 
     def start(self, guest_cmd: list[str], places: Places, index: int, log: Path | None,
               seed: int | None = None, slot: int | None = None) -> uml.Instance:

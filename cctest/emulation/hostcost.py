@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,4 +85,10 @@ def host_factor(engine: str) -> HostFactor | None:
         except (ValueError, KeyError, TypeError, ZeroDivisionError):
             continue
     recent = [r for r in ratios if 0 < r < math.inf][-RECENT:]
-    return HostFactor(statistics.median(recent), len(recent)) if recent else None
+    if not recent:
+        return None
+    # imported here, on the host: statistics imports random, which reads the kernel's generator when
+    # imported, and a guest that imports this module must draw nothing it did not draw before
+    import statistics
+
+    return HostFactor(statistics.median(recent), len(recent))

@@ -10,8 +10,8 @@ the guest's root is the host's over hostfs, and the host resolves `/proc/self/cw
 process, so that is the home's copy of init.sh. init.sh mounts, over hostfs and through the same
 link:
 
-  /run/share/home  the home: the command file, the experiments file, the manifest, the exit code,
-                    the stop request and the kernel log
+  /run/share/home  the home: the command file, the plan file (the runs the host chose for this
+                    guest), the manifest, the exit code, the stop request and the kernel log
   /run/share/src   the checkout, read-only (the home's symlink `src`)
   /run/share/venv  the Python environment, read-only (`venv`), when cctest runs from one
   /run/share/out   an empty directory the run writes into (`out`); the host moves what it holds
@@ -65,6 +65,10 @@ class Home:
         return self.path / "command.sh"
 
     @property
+    def plan(self) -> Path:
+        return self.path / "plan.json"
+
+    @property
     def manifest(self) -> Path:
         return self.path / "manifest.txt"
 
@@ -91,11 +95,6 @@ class Home:
     def guest(self, path: Path) -> str:
         """A file of the home as the guest names it."""
         return str(GUEST_HOME / path.relative_to(self.path))
-
-    def stage(self, source: Path, name: str) -> str:
-        """Copy a host file into the home; the guest's name for the copy."""
-        shutil.copyfile(source, self.path / name)
-        return self.guest(self.path / name)
 
     def to_host(self, guest_path: str) -> Path:
         """Where a path the guest wrote under /run/share/out is once collect() has run."""

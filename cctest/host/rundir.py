@@ -44,8 +44,21 @@ def new_run_dir(out_root: Path, run: RunSpec) -> Path:
             path = base.with_name(f"{base.name}.{n}")
             n += 1
     (path / "raw").mkdir()
-    atomic.write_text(path / "scenario.yaml", yaml.safe_dump(run.resolved, sort_keys=False))
+    atomic.write_text(path / "scenario.yaml", scenario_text(run))
     return path
+
+
+class _InFull(yaml.SafeDumper):
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
+def scenario_text(run: RunSpec) -> str:
+    """scenario.yaml: the run's resolved scenario with every value written in full, never as a YAML
+    alias of another, so that a value the mapping holds twice (a matrix point that sets a mapping,
+    an alias in the experiments file) reads the same whether the run was planned in this process
+    or read from a guest's plan file, whose JSON shares no values."""
+    return yaml.dump(run.resolved, Dumper=_InFull, sort_keys=False)
 
 
 def now_iso() -> str:
@@ -141,8 +154,8 @@ def flow_record(flow: FlowRun) -> record.Flow:
                        params=flow.params, launched_s=None, exit_code=None)
 
 
-def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
-    """The record of a run about to start, as the dict the runner fills in (write_meta checks it)."""
+def base_record(run_dir: Path, run: RunSpec, mode: str) -> record.RunRecord:
+    """The record of a run about to start, which the runner fills in."""
     uname = platform.uname()
     return record.RunRecord(
         schema_version=record.SCHEMA_VERSION, run_id=run_dir.name, scenario=run.scenario.name,
@@ -153,10 +166,10 @@ def base_meta(run_dir: Path, run: RunSpec, mode: str) -> dict:
         engine=record.Engine.model_validate(engine_meta(mode)), host=record.Host(cpus=os.cpu_count()),
         cctest=record.Code(version=__version__, git_commit=git_commit()), tools=dict(tool_versions()),
         sysctls={}, qdiscs={}, offloads={}, modules=[], capture=run.scenario.capture.model_dump(), warnings=[],
-    ).dump()
+    )
 
 
-def write_meta(run_dir: Path, meta: dict | record.RunRecord) -> None:
-    """meta.json from the record: a value of the wrong type, or a key without a field, is a bug here."""
-    run = meta if isinstance(meta, record.RunRecord) else record.RunRecord.model_validate(meta)
-    atomic.write_text(run_dir / "meta.json", run.to_json())
+def write_meta(run_dir: Path, run: record.RunRecord) -> None:
+    """meta.json from the record, checked anew (what the runner set is not validated when set): a
+    value of the wrong type, or a key without a field, is a bug here."""
+    atomic.write_text(run_dir / "meta.json", record.RunRecord.model_validate(run.dump()).to_json())

@@ -12,6 +12,8 @@ import os
 import time
 from pathlib import Path
 
+from ..model import record
+
 
 def in_vm_env() -> dict | None:
     """The VM's clock settings as the host passed them (vm.VMClock.env), or None outside a VM."""
@@ -59,12 +61,23 @@ def boot_times() -> dict | None:
     return {"guest_s": round(guest_uptime(), 2), "wall_s": wall}
 
 
+def vm_record(boot: dict | None) -> record.Vm | None:
+    """The record's `vm`: the VM's clock settings as the host passed them and how long its boot
+    took, or None outside a VM."""
+    env = in_vm_env()
+    if env is None:
+        return None
+    return record.Vm(**env, boot=record.Times(**boot) if boot is not None else None)
+
+
 class PhaseClock:
     """Guest seconds of every phase (meta.json `phase_s`) and, in a VM, host seconds too."""
 
-    def __init__(self, phase_s: dict, vm: dict | None):
+    def __init__(self, phase_s: dict[str, float], vm: record.Vm | None):
         self.phase_s = phase_s
-        self.vm_phases = vm.setdefault("phases", {}) if vm is not None else None
+        if vm is not None:
+            vm.phases = {}
+        self.vm_phases = vm.phases if vm is not None else None
         self.name: str | None = None
         self._guest0 = 0.0
         self._wall0: float | None = None
@@ -76,10 +89,10 @@ class PhaseClock:
         if self.name is not None:
             self.phase_s[self.name] = round(guest - self._guest0, 2)
             if self.vm_phases is not None:
-                self.vm_phases[self.name] = {
-                    "guest_s": round(guest - self._guest0, 2),
-                    "wall_s": round(wall - self._wall0, 2) if wall is not None and self._wall0 is not None else None,
-                }
+                self.vm_phases[self.name] = record.Times(
+                    guest_s=round(guest - self._guest0, 2),
+                    wall_s=round(wall - self._wall0, 2) if wall is not None and self._wall0 is not None else None,
+                )
         self.name, self._guest0, self._wall0 = name, guest, wall
 
     def rename(self, name: str) -> None:
@@ -87,18 +100,18 @@ class PhaseClock:
         self.name = name
 
 
-def add_totals(vm: dict | None) -> None:
+def add_totals(vm: record.Vm | None) -> None:
     """The run's guest and host seconds over all its phases, and how many host seconds a guest
     second cost (the price of the virtual clock; about 1 on the wall clock)."""
-    if vm is None or not vm.get("phases"):
+    if vm is None or not vm.phases:
         return
-    phases = vm["phases"].values()
-    guest = sum(p["guest_s"] for p in phases)
-    walls = [p["wall_s"] for p in phases]
-    wall = sum(walls) if all(w is not None for w in walls) else None
-    vm["guest_s"] = round(guest, 2)
-    vm["wall_s"] = round(wall, 2) if wall is not None else None
-    vm["wall_per_guest"] = round(wall / guest, 2) if wall is not None and guest > 0 else None
+    phases = vm.phases.values()
+    guest = sum(p.guest_s or 0.0 for p in phases)
+    walls = [p.wall_s for p in phases]
+    wall = sum(w for w in walls if w is not None) if all(w is not None for w in walls) else None
+    vm.guest_s = round(guest, 2)
+    vm.wall_s = round(wall, 2) if wall is not None else None
+    vm.wall_per_guest = round(wall / guest, 2) if wall is not None and guest > 0 else None
 
 
 # On the virtual clock with sleep=off, while the guest waits idle for a read or write on the 9p

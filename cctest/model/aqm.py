@@ -2,10 +2,10 @@
 
 Each class carries everything that differs between AQMs: its parameters (a pydantic model, kernel
 defaults unless set, so a key the AQM does not have or a value out of range is refused before a run
-starts), its tc options, the kernel module and spec `cctest doctor` probes, and the layout of the
-statistics the kernel reports for it (its ECN marks and its drops at the hard limit). `AQMS` (the
-values `link.aqm` accepts), the doctor's probes and the queue-holding qdisc kinds are derived from
-`REGISTRY`.
+starts), its tc options, the kernel module and spec `cctest doctor` probes, and how to read the
+statistics the kernel reports for it (`counters`: its ECN marks and its drops at the hard limit).
+`AQMS` (the values `link.aqm` accepts), the doctor's probes and the queue-holding qdisc kinds are
+derived from `REGISTRY`.
 
 Adding an AQM (cake, say) is one class here plus its tests (tests/unit/test_bottleneck.py, and a
 `tests/vm/scenarios.yaml` point for the VM test that runs it): `cctest/model/bottleneck.py` puts any
@@ -110,6 +110,19 @@ class Aqm:
     def check(params: AqmParams, queue: Queue) -> None:
         """Checks that need the link as well as the parameters."""
 
+    @classmethod
+    def counters(cls, app: bytes) -> dict:
+        """The qdisc's own statistics (the payload of TCA_STATS_APP, as the kernel sent it) as
+        `ecn_marks`, `limit_drops` (drops because the queue was full; the rest of the qdisc's drops
+        are the AQM's own) and `xstats`, all its fields. Empty when the kind reports none or the
+        payload is not its layout. A kind whose statistics are nested attributes rather than one
+        struct (cake's) reads them in its own override; the qdisc capture only hands over the bytes."""
+        values = cls.xstats.read(app) if cls.xstats else None
+        if cls.xstats is None or values is None:
+            return {}
+        return {"ecn_marks": values[cls.xstats.marks], "limit_drops": values[cls.xstats.limit_drops],
+                "xstats": values}
+
 
 @dataclass(frozen=True)
 class Queue:
@@ -150,6 +163,12 @@ class FqCodel(Aqm):
     def options(p: dict[str, Any], queue: Queue) -> str:
         return (f"fq_codel limit {queue.limit_pkts} flows {p['flows']} target {p['target_ms']:g}ms "
                 f"interval {p['interval_ms']:g}ms {queue.ecn_flag}")
+
+    @classmethod
+    def counters(cls, app: bytes) -> dict:
+        found = super().counters(app)
+        # the struct is a union: type 0 holds the qdisc's statistics, 1 a flow's
+        return found if found and found["xstats"]["type"] == 0 else {}
 
 
 class Codel(Aqm):
@@ -232,14 +251,6 @@ def aqm_settings(kind: str, given: dict[str, Any], queue: Queue) -> AqmParams:
     return params
 
 
-def aqm_counters(kind: str | None, xstats: bytes) -> dict:
-    """An AQM qdisc's statistics (the bytes of TCA_STATS_APP) as `ecn_marks`, `limit_drops` (drops
-    because the queue was full; the rest of the qdisc's drops are the AQM's own) and `xstats`, all
-    its fields. Empty for other kinds or a struct of another size."""
-    layout = REGISTRY[kind].xstats if kind in REGISTRY else None
-    values = layout.read(xstats) if layout else None
-    if layout is None or values is None:
-        return {}
-    if kind == "fq_codel" and values["type"] != 0:  # 0: the qdisc's statistics, not a flow's
-        return {}
-    return {"ecn_marks": values[layout.marks], "limit_drops": values[layout.limit_drops], "xstats": values}
+def aqm_counters(kind: str | None, app: bytes) -> dict:
+    """Aqm.counters of the qdisc `kind` (a TCA_KIND), empty for a kind that is not an AQM of REGISTRY."""
+    return REGISTRY[kind].counters(app) if kind in REGISTRY else {}

@@ -207,13 +207,7 @@ def parse(data: bytes, source: Path | str) -> Manifest:
 
 def read(path: Path) -> Manifest:
     """The manifest at `path` (a regular file, bounded), or a ManifestError naming it."""
-    from ..base.safeload import Refused, read_bounded
-
-    try:
-        data = read_bounded(path, MAX_MANIFEST_BYTES, "a manifest")
-    except Refused as error:
-        raise ManifestError(f"{path}: {error}") from None
-    return parse(data, path)
+    return parse(versioned.read_bytes(path, MAX_MANIFEST_BYTES, "a manifest", ManifestError), path)
 
 
 def archive_url(base_url: str, file: str) -> str:

@@ -266,7 +266,7 @@ def expand(experiments: Experiments, name: str, repetitions: int | None = None, 
     base = experiments.get(name)
     raw = experiments.raw[name]
     matrix = base.matrix
-    where = f"{experiments.source}: scenario {name}"
+    where = f"{experiments.file_of(name)}: scenario {name}"
     for key, values in matrix.items():
         if not values:
             raise ScenarioError(f"{where}: key matrix.{key}: empty list")
@@ -300,8 +300,8 @@ def expand(experiments: Experiments, name: str, repetitions: int | None = None, 
                                 f"{MAX_LABEL_CHARS} (it names the run directory): use shorter keys or values")
         labels[label] = chosen
         for key, value in chosen.items():
-            _set_path(variant_raw, key, value, experiments.source, name)
-        scenario = validate_scenario(variant_raw, name, experiments.source)
+            _set_path(variant_raw, key, value, experiments.file_of(name), name)
+        scenario = validate_scenario(variant_raw, name, experiments.file_of(name))
         last_seed = scenario.seed + first_repetition + reps - 1
         if last_seed > MAX_SEED:
             raise ScenarioError(f"{where}: seed {scenario.seed} + repetition {first_repetition + reps - 1} = "
@@ -337,7 +337,7 @@ def check_point_filter(experiments: Experiments, names: list[str], only: dict[st
     values that key takes: a filter that keeps nothing by a typo is bad input, not an empty run."""
     for name in dict.fromkeys(names):
         matrix = experiments.get(name).matrix
-        where = f"{experiments.source}: scenario {name}"
+        where = f"{experiments.file_of(name)}: scenario {name}"
         for key, values in only.items():
             if key not in matrix:
                 raise ScenarioError(f"{where}: --only {key}: not a key of its matrix; allowed: "

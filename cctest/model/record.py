@@ -58,6 +58,10 @@ class Section(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
+    def given(self, name: str, default: Any) -> Any:
+        """A field as meta.json gave it (a null stays None); `default` where it has no such key."""
+        return getattr(self, name) if name in self.model_fields_set else default
+
 
 class Setting:
     """Marks a link field the scenario sets, which the report shows for every run."""
@@ -254,10 +258,6 @@ class RunRecord(Section):
     outages_applied: list[AppliedOutage] | None = None
     fallback_sockets: Int | None = None
 
-    def given(self, name: str, default: Any) -> Any:
-        """A field as meta.json gave it (a null stays None); `default` where it has no such key."""
-        return getattr(self, name) if name in self.model_fields_set else default
-
     def dump(self) -> dict:
         """The record as plain data, with exactly the keys it was given."""
         return self.model_dump(exclude_unset=True)
@@ -313,3 +313,60 @@ def read_record(data: dict, source: Path | str) -> RunRecord:
         return RunRecord.model_validate(data)
     except ValidationError as e:
         raise RecordError(f"{source}: unreadable ({_problem(e)})") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# The door's steps for readers that must take a meta.json this code would refuse as a whole.
+
+
+def link_numbers_from_text(data: dict) -> tuple[dict, list[str]]:
+    """meta.json's object with link values written as numeric text ("10") read as numbers, and a note
+    for each: the step before validation. Text that is no finite number stays, for validation to refuse."""
+    link = data.get("link")
+    notes: list[str] = []
+    if not isinstance(link, dict):
+        return data, notes
+    link = dict(link)
+    for key in LINK_NUMBERS:
+        text = link.get(key)
+        if not isinstance(text, str):
+            continue
+        try:
+            value = float(text)
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            link[key] = int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
+            notes.append(f"meta.json link.{key} is text ({text!r}); read as the number {link[key]}")
+    return {**data, "link": link}, notes
+
+
+def read_parts(data: dict, names: tuple[str, ...], source: Path | str) -> RunRecord:
+    """Only the named fields of meta.json's object, typed (numeric link text read as numbers), or a
+    RecordError naming `source`: for a reader that must take a run whatever its other fields hold
+    (ingest remakes the tables of a run whose matrix the report refuses)."""
+    picked, _ = link_numbers_from_text({name: data[name] for name in names if name in data})
+    return read_record(picked, source)
+
+
+def as_interrupted(data: dict) -> RunRecord | None:
+    """The record of a run whose process (or VM) died without a word while its status was still
+    "running": now interrupted, whatever it measured kept. None for any other run."""
+    if data.get("status") != "running":
+        return None
+    error = data.get("error") or "the run's process ended before finishing"
+    return RunRecord.model_validate({**data, "status": "interrupted", "error": error})
+
+
+def status_as_written(data: dict) -> Any:
+    """meta.json's status whatever it holds: finalize names it for a run the report may refuse."""
+    return data["status"]
+
+
+RUN_NAMES = ("scenario", "run_id")  # what names a run outside its directory (an archive's members)
+
+
+def names_as_written(data: dict) -> dict[str, Any]:
+    """The run's scenario and run id as meta.json holds them, whatever their type: the archive checks
+    them as names and packs a run whatever else its record holds."""
+    return {key: data.get(key) for key in RUN_NAMES}

@@ -1,6 +1,7 @@
 """experiments.yaml -> validated scenario models.
 
-The file has `defaults:` (merged under every scenario) and `scenarios:`. A scenario is plain data;
+The file has `defaults:` (merged under every scenario), `scenarios:` and `include:`, the paper
+suites' files (cctest/model/suites.py), whose scenarios take the same defaults. A scenario is plain data;
 plan.py turns it into concrete runs. Every validation failure becomes one ScenarioError line that
 names the file, the scenario, the key and what is allowed.
 """
@@ -34,6 +35,7 @@ from ..kernel.projectccs import KERNEL_CCS, PROJECT_CCS
 from .aqm import AQMS, AqmKind, Queue, aqm_settings
 from .claim_language import ClaimError, parse as parse_claim, steady_terms
 from .metric_table import STEADY_CC_TERMS, STEADY_RUN_TERMS
+from .suites import MAX_INCLUDES, Suite, check_suite_tags, include_path, suite_tag_of
 from .wire import ETHERNET_FRAME_BYTES
 
 # Anything but the kernel's and this project's congestion controls is rejected before a run starts.
@@ -472,11 +474,15 @@ def validate_scenario(raw: dict, name: str, source: str) -> Scenario:
 
 
 class Experiments(BaseModel):
-    """All scenarios of one experiments.yaml, validated and with defaults applied."""
+    """All scenarios of an experiments file and the suite files it includes, validated and with the
+    experiments file's defaults applied."""
 
     source: str
     scenarios: dict[str, Scenario]
     raw: dict[str, dict]  # merged, unvalidated mappings: matrix expansion edits these
+    suites: dict[str, Suite] = Field(default_factory=dict)  # suite tag -> its header, in include order
+    files: dict[str, str] = Field(default_factory=dict)  # scenario -> the file it is written in
+    includes: list[str] = Field(default_factory=list)  # as listed, relative to the experiments file
 
     def get(self, name: str) -> Scenario:
         if name not in self.scenarios:
@@ -486,42 +492,181 @@ class Experiments(BaseModel):
             raise ScenarioError(f"{self.source}: no scenario named {name!r}; defined: {allowed}{hint}")
         return self.scenarios[name]
 
+    def file_of(self, name: str) -> str:
+        """The file scenario `name` is written in, as errors name it."""
+        return self.files.get(name, self.source)
+
+
+TOP_KEYS = ("defaults", "scenarios", "include")
+SUITE_FILE_KEYS = ("suite", "scenarios")
+
+
+class SuiteFile(BaseModel):
+    """One included file: where it is (as listed, and as messages name it), its header, its scenarios."""
+
+    entry: str
+    shown: str
+    suite: Suite
+    scenarios: dict[str, Any]
+
 
 def parse_experiments(text: str, source: str) -> Experiments:
+    """An experiments file's text with no file behind it: `include:` is refused (its paths are
+    relative to the file's folder)."""
     try:
         document = safeload.load_yaml(text) or {}
     except safeload.Refused as error:
         raise ScenarioError(f"{source}: {error}") from None
+    return _experiments(document, source, None, None)
+
+
+def load_experiments(path: str | Path) -> Experiments:
+    """The experiments file at `path` and the suite files it includes, read within one budget."""
+    budget = safeload.Budget(MAX_FILE_BYTES)
+    try:
+        document = budget.load_file(path, "an experiments file") or {}
+    except safeload.Refused as error:
+        hint = "; name the experiments file with -f FILE" if not Path(path).exists() else ""
+        raise ScenarioError(f"{error}{hint}") from None
+    return _experiments(document, str(path), Path(path), budget)
+
+
+def _experiments(document: Any, source: str, path: Path | None, budget: safeload.Budget | None) -> Experiments:
     if not isinstance(document, dict):
-        raise ScenarioError(f"{source}: top level must be a mapping with keys defaults, scenarios")
-    unknown = set(document) - {"defaults", "scenarios"}
+        raise ScenarioError(f"{source}: top level must be a mapping with keys {', '.join(TOP_KEYS)}")
+    if "suite" in document:
+        raise ScenarioError(f"{source}: a suite file (it has suite:); name the experiments file that includes it "
+                            "with -f (its defaults apply to the suite's scenarios)")
+    unknown = set(document) - set(TOP_KEYS)
     if unknown:
-        raise ScenarioError(f"{source}: unknown top-level key {sorted(unknown)[0]}; allowed: defaults, scenarios")
+        raise ScenarioError(f"{source}: unknown top-level key {sorted(unknown)[0]}; allowed: {', '.join(TOP_KEYS)}")
     defaults = document.get("defaults") or {}
     scenarios = document.get("scenarios") or {}
     if not isinstance(defaults, dict) or not isinstance(scenarios, dict):
         raise ScenarioError(f"{source}: defaults and scenarios must be mappings")
-    if not scenarios:
+    included = _suite_files(document.get("include"), source, path, budget)
+    if not scenarios and not included:
         raise ScenarioError(f"{source}: no scenarios defined under scenarios:")
     merged: dict[str, dict] = {}
     validated: dict[str, Scenario] = {}
-    for name, body in scenarios.items():
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", name):
-            raise ScenarioError(f"{source}: scenario {name}: name must be letters, digits and _.+-")
-        if len(name) > MAX_NAME_CHARS:
-            raise ScenarioError(f"{source}: scenario {name[:20]}...: a name of {len(name)} characters; at most "
-                                f"{MAX_NAME_CHARS} (it starts each run directory's name)")
-        if not isinstance(body, dict):
-            raise ScenarioError(f"{source}: scenario {name}: must be a mapping of keys")
-        merged[name] = _deep_merge(defaults, body)
-        validated[name] = validate_scenario(merged[name], name, source)
-    return Experiments(source=source, scenarios=validated, raw=merged)
+    files: dict[str, str] = {}
+    for file, bodies in [(source, scenarios), *((f.shown, f.scenarios) for f in included)]:
+        for name, body in bodies.items():
+            if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", name):
+                raise ScenarioError(f"{file}: scenario {name}: name must be letters, digits and _.+-")
+            if len(name) > MAX_NAME_CHARS:
+                raise ScenarioError(f"{file}: scenario {name[:20]}...: a name of {len(name)} characters; at most "
+                                    f"{MAX_NAME_CHARS} (it starts each run directory's name)")
+            if name in files:
+                raise ScenarioError(f"{file}: scenario {name}: defined already in {files[name]}; a name is one "
+                                    "scenario across the experiments file and its suites")
+            if not isinstance(body, dict):
+                raise ScenarioError(f"{file}: scenario {name}: must be a mapping of keys")
+            merged[name] = _deep_merge(defaults, body)
+            validated[name] = validate_scenario(merged[name], name, file)
+            files[name] = file
+    _check_suites(included, validated, files)
+    return Experiments(source=source, scenarios=validated, raw=merged, files=files,
+                       suites={f.suite.tag: f.suite for f in included}, includes=[f.entry for f in included])
 
 
-def load_experiments(path: str | Path) -> Experiments:
+def include_entries(document: Any, source: str, path: Path | None) -> list[tuple[str, Path]]:
+    """The experiments file's `include:` list, each entry with the file it names (suites.include_path)."""
+    entries = document.get("include") if isinstance(document, dict) else None
+    if entries is None:
+        return []
+    if not isinstance(entries, list) or not entries:
+        raise ScenarioError(f"{source}: key include: a list of suite files relative to this file, "
+                            "e.g. [suites/paper-000.yaml]")
+    if path is None:
+        raise ScenarioError(f"{source}: key include: its paths are relative to the experiments file; read it from "
+                            "a file (-f FILE)")
+    if len(entries) > MAX_INCLUDES:
+        raise ScenarioError(f"{source}: key include: {len(entries)} files; at most {MAX_INCLUDES}")
+    itself = path.resolve()
+    seen: dict[Path, int] = {}  # file -> the entry that names it
+    out = []
+    for i, entry in enumerate(entries):
+        try:
+            target = include_path(entry, path.parent)
+        except ValueError as error:
+            raise ScenarioError(f"{source}: key include.{i}: {error}") from None
+        if target == itself:
+            raise ScenarioError(f"{source}: key include.{i}: {entry}: the experiments file includes itself; include "
+                                "lists suite files")
+        if target in seen:
+            raise ScenarioError(f"{source}: key include.{i}: {entry}: the file include.{seen[target]} names already")
+        seen[target] = i
+        out.append((entry, target))
+    return out
+
+
+def experiment_files(path: str | Path) -> list[tuple[str, Path]]:
+    """The experiments file and the suite files it includes, each as named relative to the file's
+    folder and where it is, without validating a scenario (a VM guest's copy needs every file)."""
+    path = Path(path)
     try:
-        text = safeload.decode_utf8(safeload.read_bounded(path, MAX_FILE_BYTES, "an experiments file"))
+        document = safeload.load_yaml_file(path, MAX_FILE_BYTES, "an experiments file")
     except safeload.Refused as error:
-        hint = "; name the experiments file with -f FILE" if not Path(path).exists() else ""
-        raise ScenarioError(f"{path}: {error}{hint}") from None
-    return parse_experiments(text, str(path))
+        raise ScenarioError(str(error)) from None
+    return [(path.name, path), *include_entries(document, str(path), path)]
+
+
+def _suite_files(entries: Any, source: str, path: Path | None, budget: safeload.Budget | None) -> list[SuiteFile]:
+    files = []
+    for i, (entry, target) in enumerate(include_entries({"include": entries}, source, path)):
+        assert path is not None and budget is not None  # include_entries refuses a text with no file
+        shown = str(path.parent / entry)
+        if not target.exists():
+            raise ScenarioError(f"{source}: key include.{i}: {entry}: no such file")
+        try:
+            document = budget.load_file(target, f"a suite file (with the experiments file, at most {MAX_FILE_BYTES} "
+                                        "bytes in all)", shown=shown)
+        except safeload.Refused as error:
+            raise ScenarioError(str(error)) from None
+        files.append(_suite_file(document, entry, shown))
+    return files
+
+
+def _suite_file(document: Any, entry: str, shown: str) -> SuiteFile:
+    if not isinstance(document, dict) or "suite" not in document:
+        raise ScenarioError(f"{shown}: key suite: missing; a suite file opens with suite: {{tag: paper-NNN, "
+                            "title: ...}, then its scenarios:")
+    unknown = set(document) - set(SUITE_FILE_KEYS)
+    if unknown:
+        raise ScenarioError(f"{shown}: unknown top-level key {sorted(unknown)[0]}; allowed in a suite file: "
+                            f"{', '.join(SUITE_FILE_KEYS)} (defaults and include are the experiments file's)")
+    try:
+        suite = Suite.model_validate(document["suite"])
+    except ValidationError as error:
+        first = error.errors()[0]
+        key = ".".join(["suite", *map(str, first["loc"])])
+        message = (unknown_key_message(str(first["loc"][-1]), list(Suite.model_fields))
+                   if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, "))
+        raise ScenarioError(f"{shown}: key {key}: {message}") from None
+    scenarios = document.get("scenarios")
+    if not isinstance(scenarios, dict) or not scenarios:
+        raise ScenarioError(f"{shown}: key scenarios: a suite file holds its scenarios, a mapping of name to "
+                            "scenario")
+    return SuiteFile(entry=entry, shown=shown, suite=suite, scenarios=scenarios)
+
+
+def _check_suites(included: list[SuiteFile], scenarios: dict[str, Scenario], files: dict[str, str]) -> None:
+    """Each suite tag is one file's, carried by a scenario of it; its paper-NNN and quick-NNN tags
+    are on that file's scenarios only (the reproduction page groups a paper's claims by them)."""
+    home: dict[str, str] = {}
+    for f in included:
+        if f.suite.tag in home:
+            raise ScenarioError(f"{f.shown}: key suite.tag: {f.suite.tag} is the suite of {home[f.suite.tag]} "
+                                "already; one file per suite")
+        home[f.suite.tag] = f.shown
+        try:
+            check_suite_tags(f.suite, {name: scenarios[name].tags for name in f.scenarios})
+        except ValueError as error:
+            raise ScenarioError(f"{f.shown}: key {error}") from None
+    for name, scenario in scenarios.items():
+        for tag in scenario.tags:
+            owner = suite_tag_of(tag)
+            if owner in home and files[name] != home[owner]:
+                raise ScenarioError(f"{files[name]}: scenario {name}: key tags: {tag} is the suite of {home[owner]}; "
+                                    "write the scenario there")

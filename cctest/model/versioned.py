@@ -1,9 +1,11 @@
-"""A versioned JSON document (a compact record, an archive's manifest) read into its strict model:
-the same checks in the same order for each, and one line naming the file for whatever fails."""
+"""A versioned JSON document (a compact record, an archive's manifest, a guest's plan file) read into
+its strict model: the same checks in the same order for each, and one line naming the file for
+whatever fails."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -21,11 +23,22 @@ def problem(error: ValidationError, unknown_field: str) -> str:
     prefix = f"{where} " if where else ""
     if first["type"] == "value_error":
         return f"{prefix}{first['ctx']['error']}"
-    if first["type"] == "extra_forbidden":
+    # a model's unknown or absent key, and a dataclass's (plan.RunSpec inside a plan file)
+    if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         return f"{where}: {unknown_field}"
-    if first["type"] == "missing":
+    if first["type"] in ("missing", "missing_argument"):
         return f"{where}: missing"
     return f"{prefix}must be {first['msg'].lower().removeprefix('input should be ')}, not {_shown(first['input'])}"
+
+
+def read_bytes(path: Path, max_bytes: int, what: str, error: type[BadInput]) -> bytes:
+    """A document's bytes (a regular file, at most `max_bytes`), or `error` naming `path`."""
+    from ..base.safeload import Refused, read_bounded
+
+    try:
+        return read_bounded(path, max_bytes, what)
+    except Refused as refused:
+        raise error(f"{path}: {refused}") from None
 
 
 def parse(data: bytes, source: str, model: type[Model], *, version_key: str, readable: tuple[int, ...],

@@ -3,7 +3,8 @@ in records/, or run directories).
 
 `cctest check DIR... --markdown FILE` writes it. Per paper, one table of the claims in the score
 (scenarios tagged `paper-00N`, claims a paper measured), one of its sanity checks (`sanity: true`)
-and one of its scaled-down scenarios (tagged `quick-00N`): the claim, its source, the paper's value,
+one of its scaled-down scenarios (tagged `quick-00N`) and one of the other readings of a specification
+its variants were run in (tagged `reading-00N`, the before/after tables): the claim, its source, the paper's value,
 our values per matrix point (the interval judged), n, the claim's status, its triage and a one-line
 reason. A claim no run measured is listed as not run, never left out. The score counts the claims
 in the score only: passes, known failures, fails, inconclusive, incomplete and not run apart, and
@@ -21,15 +22,9 @@ from ..analysis.claims import ClaimResult, status_counts
 from ..base import atomic
 from ..base.safeload import Refused, decode_utf8, read_bounded
 from ..model.record import RunRecord
+from ..model.suites import suite_tag_of
 
-PAPERS = {
-    "paper-000": "000: BBR-CWS (Song, Kim, Cho; Electronics 2020)",
-    "paper-001": "001: BBR-ACW (Pan, Tan, Li, Li; Electronics 2021)",
-    "paper-002": "002: Modest BBR (Zhang, Cui, Tso; ISCC 2018)",
-    "paper-003": "003: BBRv3+ (Chu, Chiang; Engineering Proceedings 2025)",
-    "paper-004": "004: Sharing but not Caring (Claypool et al.; AICT 2019)",
-}
-PAPER_TAG = re.compile(r"(?:paper|quick)-\d{3}")
+APART = ("quick-", "reading-")  # tags of the scenarios listed apart from the score
 SCORE_MARK = "<!-- reproduction-score -->"  # the README line `--readme` rewrites
 REGENERATE = "cctest check records --markdown docs/reproduction.md --readme README.md"
 STATUS_TEXT = {"pass": "pass", "fail": "**fail**", "known-fail": "known fail", "unexpected-pass": "**unexpected pass**",
@@ -37,28 +32,32 @@ STATUS_TEXT = {"pass": "pass", "fail": "**fail**", "known-fail": "known fail", "
 
 
 def paper_of(tags: Iterable[str]) -> str | None:
-    """The paper a suite scenario reproduces, as its paper-00N tag (a quick-00N copy's too)."""
-    tag = next((t for t in tags if PAPER_TAG.fullmatch(t)), None)
-    return tag.replace("quick-", "paper-") if tag else None
+    """The paper a suite scenario reproduces, as its paper-00N tag (a quick-00N or reading-00N
+    scenario's too)."""
+    return next((suite for suite in map(suite_tag_of, tags) if suite), None)
 
 
 def score(claim_results: list[ClaimResult]) -> str:
     """"P of T claims pass" over the claims in the score, every other status counted apart (known
-    failures included), then the sanity checks; quick-* scenarios' claims are in neither."""
+    failures included), then the sanity checks; quick-* and reading-* scenarios' claims are in neither."""
     scored = [r for r in claim_results if r.expectation.scored]
     n = status_counts(scored)
     rest = [f"{n['known-fail']} known failure(s)", f"{n['fail']} fail"]
     rest += [f"{n[s]} {STATUS_TEXT[s].strip('*')}" for s in ("unexpected-pass", "inconclusive", "incomplete",
                                                               "not-run") if n[s] or s != "unexpected-pass"]
     sanity = [r for r in claim_results if r.expectation.sanity and paper_of(r.expectation.tags)
-              and not _quick(r)]
+              and not _apart(r)]
     checks = status_counts(sanity)
     return (f"{n['pass']} of {len(scored)} claims pass ({'; '.join(rest)}); sanity checks outside the score: "
             f"{checks['pass']} of {len(sanity)} pass")
 
 
-def _quick(r: ClaimResult) -> bool:
-    return any(t.startswith("quick-") for t in r.expectation.tags)
+def _tagged(r: ClaimResult, prefix: str) -> bool:
+    return any(t.startswith(prefix) for t in r.expectation.tags)
+
+
+def _apart(r: ClaimResult) -> bool:
+    return any(_tagged(r, prefix) for prefix in APART)
 
 
 def _cell(text: str) -> str:
@@ -111,12 +110,13 @@ def run_command(tag: str, engines: set[str]) -> str:
     return f"cctest run --vm{engine} -j {jobs} --tag {tag} --out results/{tag}"
 
 
-def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], command: str,
+def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], command: str, titles: dict[str, str],
            engines: dict[str, set[str]] | None = None, builds: dict[str, set[str]] | None = None) -> str:
-    """`engines`: per paper tag, the engines its runs were measured on; `builds`: per scenario, the
+    """`titles`: per paper tag, its suite's title (the experiments file's suites, in their order);
+    `engines`: per paper tag, the engines its runs were measured on; `builds`: per scenario, the
     engine, kernel and module builds its runs ran (named under the claims in the score)."""
     engines, builds = engines or {}, builds or {}
-    by_paper: dict[str, list[ClaimResult]] = {tag: [] for tag in PAPERS}
+    by_paper: dict[str, list[ClaimResult]] = {tag: [] for tag in titles}
     for r in claim_results:
         by_paper.setdefault(paper_of(r.expectation.tags) or "other", []).append(r)
     out = ["# Reproduction of the seed papers", "",
@@ -130,12 +130,13 @@ def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], comma
            "expected failure with its triage: *implementation*, *spec*, *setting* or *paper*); unexpected "
            "pass (a known failure that now passes); inconclusive; incomplete (k of n runs); not run. The score "
            "counts the claims of the paper-scale scenarios (tag paper-00N) that a paper measured; sanity "
-           "checks and the scaled-down scenarios (tag quick-00N) are listed apart, outside it.", "",
+           "checks, the scaled-down scenarios (tag quick-00N) and the other readings of a specification (tag "
+           "reading-00N, for before/after tables) are listed apart, outside it.", "",
            f"**Score: {score(claim_results)}.**", ""]
     for tag, rows in by_paper.items():
         if not rows:
             continue
-        title = PAPERS.get(tag, "Other claims")
+        title = titles.get(tag, "Other claims")
         measured_on = sorted(engines.get(tag, ()))
         out += [f"## {title}", "", f"Score: {score(rows)}.", "",
                 (f"Measured on: {', '.join(measured_on)} (docs/uml.md says how the engines differ). "
@@ -144,10 +145,12 @@ def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], comma
                 f"and `{REGENERATE}` "
                 "(docs/papers.md, \"Publishing the reproduction\").", ""]
         scored = [r for r in rows if r.expectation.scored]
-        sanity = [r for r in rows if r.expectation.sanity and not _quick(r)]
-        quick = [r for r in rows if _quick(r)]
+        sanity = [r for r in rows if r.expectation.sanity and not _apart(r)]
+        quick = [r for r in rows if _tagged(r, "quick-")]
+        readings = [r for r in rows if _tagged(r, "reading-")]
         for heading, part in (("", scored), ("### Sanity checks (no paper measurement; outside the score)", sanity),
-                              ("### Scaled-down scenarios (quick; outside the score)", quick)):
+                              ("### Scaled-down scenarios (quick; outside the score)", quick),
+                              ("### Other readings of the specification (before/after; outside the score)", readings)):
             if part:
                 out += ([heading, ""] if heading else []) + _table(part)
             if part is scored:

@@ -75,7 +75,7 @@ class _RunView:
     """What the figure steps share: the run, its metrics, flow names, the bin and steady window."""
 
     def __init__(self, run, res: RunMetrics, max_points: int, jain_window_s: float, colors: CCColors):
-        self.run, self.res, self.meta = run, res, run.meta
+        self.run, self.res = run, res
         self.colors = colors
         self.record: RunRecord = run.record
         self.flow_colors = flow_colors(self.record, colors)
@@ -100,7 +100,7 @@ class _RunView:
 
     def outage_bands(self, fig) -> None:
         """Each link.outages span, when the link delivered nothing."""
-        for t0, t1 in derived.outage_spans(self.meta):
+        for t0, t1 in derived.outage_spans(self.link):
             fig.add_vrect(x0=t0, x1=t1, fillcolor="#d62728", opacity=0.12, line_width=0, annotation_text="outage")
 
     def link_rate_line(self, fig, scale: float = 1.0, unit: str = "Mbit/s") -> None:
@@ -116,7 +116,7 @@ class _RunView:
         ends = [float(f.start_s or 0) + float(f.duration_s or 0) for f in self.record.flows or []]
         end = max([steps[-1] + 1.0, *ends])  # the last flow's planned end
         x = np.array([0.0, *steps, end])
-        y = derived.link_rate_mbps_at(self.meta, x) * scale
+        y = derived.link_rate_mbps_at(self.link, x) * scale
         fig.add_trace(dict(type="scatter", x=x, y=y, mode="lines", line=dict(color="#999", dash="dash", width=1,
                                                                              shape="hv"),
                            name="link rate (schedule)", hoverinfo="x+y"))

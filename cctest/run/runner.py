@@ -24,9 +24,9 @@ from ..host.journal import Journal
 from ..host.net import traffic
 from ..host.net.schedule import LinkSchedule
 from ..host.net.topology import Dumbbell, Topologies
-from ..host.rundir import base_meta, new_run_dir, now_iso, write_meta
+from ..host.rundir import base_record, new_run_dir, now_iso, write_meta
 from ..kernel import kmod
-from ..model import bottleneck, dumbbell
+from ..model import bottleneck, dumbbell, record
 from ..model.plan import RunSpec
 
 FLOW_GRACE_S = 20.0  # how long past its end a flow may take before it counts as hung
@@ -93,13 +93,16 @@ class Run:
             vmtime.sync_realtime()
         self.dir = new_run_dir(out_root, spec)
         self.raw = self.dir / "raw"
-        self.meta = base_meta(self.dir, spec, mode)
-        self.meta["phase_s"] = {}
-        self.meta["vm"] = vmtime.in_vm_env()
-        if self.meta["vm"] is not None:
-            self.meta["vm"]["boot"] = vm_boot
-        self.clock = vmtime.PhaseClock(self.meta["phase_s"], self.meta["vm"])
-        write_meta(self.dir, self.meta)
+        self.record = base_record(self.dir, spec, mode)
+        self.record.phase_s = {}
+        self.record.vm = vmtime.vm_record(vm_boot)
+        self.clock = vmtime.PhaseClock(self.record.phase_s, self.record.vm)
+        # the record's lists, filled in place as the run goes
+        self.warnings: list[str] = []
+        self.modules: list[record.Module] = []
+        self.record.warnings, self.record.modules = self.warnings, self.modules
+        self.flows: list[record.Flow] = self.record.flows or []
+        write_meta(self.dir, self.record)
 
     # -- phases -------------------------------------------------------------------------------
 
@@ -111,7 +114,7 @@ class Run:
                 name = kmod.module_name(loaded.name)
                 self.journal.module_loaded(name)
                 undo.callback(self._unload_module, name)
-            self.meta["modules"].append(loaded.as_meta())
+            self.modules.append(record.Module(**loaded.as_meta()))
             # Registered after the unload, so it runs before it (LIFO): the counter dies with the module.
             undo.callback(self._note_fallbacks, loaded, kmod.fallback_count(kmod.module_name(loaded.name)))
         available = kmod.available_ccs()
@@ -142,7 +145,7 @@ class Run:
         unmounted after bpftrace has stopped (undo runs last-in first-out)."""
         mounted = tracefs.mount_if_absent(self.journal.add_mount)
         if mounted is not None:
-            self.meta["tracefs"] = f"mounted at {mounted} for this run, unmounted at its end"
+            self.record.tracefs = f"mounted at {mounted} for this run, unmounted at its end"
             undo.callback(self._unmount_tracefs, mounted)
 
     def _unmount_tracefs(self, path: Path) -> None:
@@ -153,7 +156,7 @@ class Run:
         net, reused = self.topologies.acquire(self.spec, self.with_fq)
         # Kept for the next run only if this one ends well; otherwise torn down with it.
         undo.callback(lambda: self.topologies.release(net, keep=self.status == "ok"))
-        self.meta["topology"] = "reused from the previous run" if reused else "built"
+        self.record.topology = "reused from the previous run" if reused else "built"
         if reused:
             self.clock.rename("reshape topology")  # this phase's time, under its true name
             progress.update(task, description="reshape topology")
@@ -169,16 +172,16 @@ class Run:
             for pid in net.host_pids():
                 self.journal.add_process(pid, "Mininet host shell")
             settings = net.configure()
-        self.meta["offloads"] = settings["offloads"]
-        self.meta["sysctls"] = {
-            **{key: {"old": None, "new": value, "scope": "every host's network namespace (discarded with it)"}
+        self.record.offloads = settings["offloads"]
+        self.record.sysctls = {
+            **{key: record.Sysctl(old=None, new=value, scope="every host's network namespace (discarded with it)")
                for key, value in settings["host_sysctls"].items()},
-            **{key: {"old": None, "new": value, "scope": "each sender's network namespace (discarded with it)"}
+            **{key: record.Sysctl(old=None, new=value, scope="each sender's network namespace (discarded with it)")
                for key, value in settings["sender_sysctls"].items()},
-            **self.root_sysctls,
+            **{key: record.Sysctl(**change) for key, change in self.root_sysctls.items()},
         }
-        self.meta["qdisc_plan"] = {q.iface: {"role": q.role, "node": q.node or "root", "tc": list(q.tc)}
-                                   for q in dumbbell.qdiscs(self.spec, self.with_fq)}
+        self.record.qdisc_plan = {q.iface: record.PlannedQdisc(role=q.role, node=q.node or "root", tc=list(q.tc))
+                                  for q in dumbbell.qdiscs(self.spec, self.with_fq)}
         if self.spec.link.ecn:
             self._negotiate_ecn(net, undo)
         return net
@@ -191,8 +194,9 @@ class Run:
             for node in (flow.sender, flow.receiver):
                 old = net.set_sysctl(node, bottleneck.ECN_SYSCTL, "1")
                 undo.callback(net.set_sysctl, node, bottleneck.ECN_SYSCTL, old)
-        self.meta["sysctls"][bottleneck.ECN_SYSCTL] = {
-            "old": old, "new": "1", "scope": "each sender's and receiver's network namespace (restored after the run)"}
+        assert self.record.sysctls is not None  # set with the network, before ECN
+        self.record.sysctls[bottleneck.ECN_SYSCTL] = record.Sysctl(
+            old=old, new="1", scope="each sender's and receiver's network namespace (restored after the run)")
 
     def _prepare_link_schedule(self, undo: Teardown) -> LinkSchedule | None:
         """The timed link changes' tc process (rate steps, outages), started before time zero; its
@@ -208,11 +212,11 @@ class Run:
         def stop():
             schedule.stop(vmtime.stretch(10))
             if link.rate_schedule:
-                self.meta["rate_schedule_applied"] = schedule.rate_steps_applied()
+                self.record.rate_schedule_applied = [record.AppliedRateStep(**a) for a in schedule.rate_steps_applied()]
             if link.outages:
-                self.meta["outages_applied"] = schedule.outages_applied()
+                self.record.outages_applied = [record.AppliedOutage(**a) for a in schedule.outages_applied()]
             if schedule.error or len(schedule.applied) < len(changes) and self.status == "ok":
-                self.meta["warnings"].append(f"link schedule: {len(schedule.applied)} of {len(changes)} "
+                self.warnings.append(f"link schedule: {len(schedule.applied)} of {len(changes)} "
                                              f"changes applied{'; ' + schedule.error if schedule.error else ''}")
 
         undo.callback(stop)
@@ -240,10 +244,10 @@ class Run:
         # Time zero last: anything between it and the first trigger (a progress redraw can take
         # tens of ms under emulation) would make the flows that start at 0 late.
         t0 = time.monotonic_ns()
-        self.meta["t0_monotonic_ns"] = t0
+        self.record.t0_monotonic_ns = t0
         if schedule is not None:
             schedule.start(t0)
-        self.meta["flows_started_at"] = now_iso()
+        self.record.flows_started_at = now_iso()
         deadline = duration + FLOW_GRACE_S
         while True:
             now = (time.monotonic_ns() - t0) / 1e9
@@ -252,14 +256,14 @@ class Run:
                 flow = pending.pop(0)
                 traffic.trigger(clients[flow.index])
                 started.add(flow.index)
-                self.meta["flows"][flow.index]["launched_s"] = round((time.monotonic_ns() - t0) / 1e9, 4)
+                self.flows[flow.index].launched_s = round((time.monotonic_ns() - t0) / 1e9, 4)
                 launched_now = True
             if launched_now:
-                write_meta(self.dir, self.meta)  # the run directory says which flows are running
+                write_meta(self.dir, self.record)  # the run directory says which flows are running
             for index in started:
                 code = clients[index].poll()
-                if code is not None and self.meta["flows"][index]["exit_code"] is None:
-                    self.meta["flows"][index]["exit_code"] = code
+                if code is not None and self.flows[index].exit_code is None:
+                    self.flows[index].exit_code = code
                     if code != 0:
                         raise RunFailed(f"flow {index} ({self.spec.flows[index].cc}) failed: iperf3 exited with {code}"
                                         f" (see raw/{iperf3.client_file(index)})")
@@ -271,7 +275,7 @@ class Run:
             # Wake in time for the next start rather than on the next 50 ms tick.
             time.sleep(min(0.05, pending[0].start_s - now) if pending else 0.05)
         progress.update(task, completed=duration)
-        write_meta(self.dir, self.meta)
+        write_meta(self.dir, self.record)
 
     def _phase(self, progress: Progress, task, name: str, **fields) -> None:
         """Show the phase, and record how long each phase took (meta.json phase_s: where time goes)."""
@@ -284,13 +288,13 @@ class Run:
 
     def execute(self) -> Path:
         error = None
-        undo = Teardown(self.meta["warnings"])
-        with _progress(self.console, live=self.meta["vm"] is None) as progress, signals_as_interrupts():
+        undo = Teardown(self.warnings)
+        with _progress(self.console, live=self.record.vm is None) as progress, signals_as_interrupts():
             task = progress.add_task("", total=None)
             self._phase(progress, task, "load modules")
             try:
                 self._load_modules(undo)
-                ctx = captures.StartContext(self.spec, self.raw, self.journal, self.meta["warnings"],
+                ctx = captures.StartContext(self.spec, self.raw, self.journal, self.warnings,
                                             with_bpftrace=self.with_bpftrace)
                 self._phase(progress, task, captures.TRACING)
                 if self.with_bpftrace:
@@ -318,9 +322,9 @@ class Run:
                 with uninterruptible():
                     undo.close()
                     self._phase(progress, task, "done")
-                    vmtime.add_totals(self.meta["vm"])
-                    self.meta.update(status=self.status, error=error, end_time=now_iso())
-                    write_meta(self.dir, self.meta)
+                    vmtime.add_totals(self.record.vm)
+                    self.record.status, self.record.error, self.record.end_time = self.status, error, now_iso()
+                    write_meta(self.dir, self.record)
         return self.dir
 
     def _note_fallbacks(self, loaded: kmod.LoadedModule, at_load: int | None) -> None:
@@ -330,21 +334,21 @@ class Run:
         if now is None or at_load is None:
             return
         count = now - at_load
-        entry = next(m for m in self.meta["modules"] if m["name"] == loaded.name)
-        entry["fallbacks"] = count
+        entry = next(m for m in self.modules if m.name == loaded.name)
+        entry.fallbacks = count
         if count > 0:
-            self.meta["fallback_sockets"] = self.meta.get("fallback_sockets", 0) + count
-            self.meta["warnings"].append(
+            self.record.fallback_sockets = (self.record.fallback_sockets or 0) + count
+            self.warnings.append(
                 f"{loaded.name}: {count} socket(s) ran the allocation-failure fallback, not {loaded.name} "
                 "(see modules/README.md)")
 
     @property
     def torn_down_cleanly(self) -> bool:
-        return not any(w.startswith("teardown:") for w in self.meta["warnings"])
+        return not any(w.startswith("teardown:") for w in self.warnings)
 
     def _snapshot_qdiscs(self, net: Dumbbell) -> None:
         with contextlib.suppress(Exception):
-            self.meta["qdiscs"] = net.qdisc_snapshot()
+            self.record.qdiscs = net.qdisc_snapshot()
 
 
 class Teardown:

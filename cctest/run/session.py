@@ -1,8 +1,9 @@
 """A `cctest run` invocation: pick native or VM, run every RunSpec, make the tables.
 
 Native: take the lock, build modules for the running kernel, run each spec, ingest each run dir.
-VM: build modules for the guest kernel on the host, boot one VM that runs the same command with
-`--native --in-vm --no-ingest`, then ingest the run dirs it lists in the manifest.
+VM: build modules for the guest kernel on the host, write each guest the runs it makes into its plan
+file (cctest/model/guestplan.py), boot the guests, each running `cctest guest-run PLAN` (those runs,
+natively, without ingest), then ingest the run dirs they list in their manifests.
 """
 
 from __future__ import annotations
@@ -14,42 +15,44 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from ..base import errors, filelock
 from ..base.errors import BadInput, CctestError, printable, say
-from ..emulation import engines, hostcost, vm
+from ..emulation import engines, vm
 from ..host import cgroup, vmtime
 from ..host.journal import Journal
 from ..host.rundir import write_meta
 from ..host.tools import which
 from ..kernel import kmod
+from ..model import guestplan
 from ..model.plan import RunSpec, estimated_wall_s, split_for_vms
-from ..model.record import check_version
+from ..model.record import as_interrupted, check_version, read_parts, status_as_written
 from . import doctor
+
+if TYPE_CHECKING:
+    from ..emulation.hostcost import HostFactor
 
 
 @dataclass(kw_only=True)
 class RunOptions:
-    """What `cctest run` was asked for, given by keyword: too many fields to place by position."""
+    """What a session was asked for (`cctest run`, or a guest's `cctest guest-run`), given by keyword:
+    too many fields to place by position."""
 
-    experiments_file: Path
+    source: Path  # the file the runs come from, named in messages: the experiments file, or a guest's plan
     names: list[str]
-    repetitions: int | None
     out: Path
     mode: str  # auto | native | vm
     kernel: str | None
     kvm: bool
-    ingest: bool
-    in_vm: bool
-    manifest: Path | None
+    ingest: bool = True  # a guest leaves the tables to the host
+    in_vm: bool = False  # the runs are a guest's (cctest guest-run)
+    manifest: Path | None = None  # a guest lists each run directory here as it starts it
     clock: vm.VMClock | None = None  # --vm only
     jobs: int | None = None  # VMs in parallel; None: the host's cores on the virtual clock, else 1
-    force: bool = False  # more than plan.MAX_RUNS runs: the guest must be told too
     engine: str = engines.DEFAULT_ENGINE  # --vm only: qemu | uml (cctest/emulation/engines.py)
-    first_repetition: int = 0  # repetitions (and seeds) numbered from here
-    plan_indices: list[int] | None = None  # the selected runs' places in the whole plan (None: all of it)
 
 
 class SessionError(CctestError):
@@ -58,19 +61,20 @@ class SessionError(CctestError):
 
 def finalize(run_dir: Path, console: Console) -> None:
     """Raw captures -> tidy tables and the health verdict. Safe on partial (interrupted) runs."""
-    from ..analysis.checks import write_checks
+    from ..analysis import checks
     from ..analysis.ingest import check_products, ingest_run, read_meta
 
-    meta = read_meta(run_dir)
-    check_version(meta, run_dir / "meta.json")  # before anything is rewritten in a format this code does not know
+    data = read_meta(run_dir)
+    check_version(data, run_dir / "meta.json")  # before anything is rewritten in a format this code does not know
     check_products(run_dir)
-    if meta.get("status") == "running":
-        # The process (or VM) that ran it died without a word: whatever it measured stays.
-        meta.update(status="interrupted", error=meta.get("error") or "the run's process ended before finishing")
-        write_meta(run_dir, meta)
+    interrupted = as_interrupted(data)
+    if interrupted is not None:
+        write_meta(run_dir, interrupted)
     tables = ingest_run(run_dir)
-    verdict = write_checks(run_dir, meta, tables).get("verdict", "?")
-    say(console, (run_dir, "bold"), f": status {meta['status']}, emulation health {verdict}")
+    record = read_parts(data, checks.READS, run_dir / "meta.json")
+    verdict = checks.write_checks(run_dir, record, tables).get("verdict", "?")
+    status = interrupted.status if interrupted is not None else status_as_written(data)
+    say(console, (run_dir, "bold"), f": status {status}, emulation health {verdict}")
 
 
 def finalize_each(run_dirs: list[Path], console: Console, failures: list[str]) -> int:
@@ -108,9 +112,9 @@ class NativeUnavailable(BadInput):
     """--native was asked for on a host that lacks what the run needs (bad input: exit 2)."""
 
 
-def choose_mode(requested: str, specs: list[RunSpec], console: Console, in_vm: bool = False) -> str:
-    """native or vm, probing the host once. Inside the VM the host has already decided."""
-    if requested == "vm" or in_vm:
+def choose_mode(requested: str, specs: list[RunSpec], console: Console) -> str:
+    """native or vm, probing the host once."""
+    if requested == "vm":
         return requested
     results = doctor.checks()
     problems = doctor.native_problems(results, needs_modules(specs))
@@ -216,7 +220,7 @@ def _prepare_host(specs: list[RunSpec], release: str, opts: RunOptions) -> tuple
 
     if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules) and not opts.in_vm:
         kmod.build(release)
-    check_module_params(specs, release, opts.experiments_file)
+    check_module_params(specs, release, opts.source)
     with_fq = doctor.probe_qdisc("fq")
     # a tracer for tcp_probe and module state: bpftrace, or tracefs where it cannot run (UML)
     return with_fq, choose_tracer(which("bpftrace") is not None) is not None
@@ -280,6 +284,7 @@ def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[
         # vng reads `--rwdir GUEST=HOST` and splits lists on commas: such a path shares the wrong place.
         raise BadInput(f"--out {opts.out}: with --vm the path may not contain '=' or ','")
     require_samplers()  # the guest runs this same Python environment
+    guestplan.check_carried(specs)  # bad input before anything is built or booted
     clock = opts.clock or vm.VMClock.choose(None, None, opts.kvm)
     engine = engines.choose(opts.engine, opts.kernel, clock)
     if opts.engine == "auto":
@@ -292,7 +297,7 @@ def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[
             console.print(f"building modules for {release}" + (f" against {kdir}" if kdir else ""))
             # not rebuilt under the guests' feet
             held.enter_context(kmod.using_build(release, kdir=kdir, make_vars=make_vars))
-            check_module_params(specs, release, opts.experiments_file)
+            check_module_params(specs, release, opts.source)
         opts.out.mkdir(parents=True, exist_ok=True)
         held.enter_context(out_dir_lock(opts.out))
         return _boot_and_ingest(specs, opts, console, engine)
@@ -329,7 +334,7 @@ def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, e
     started = time.monotonic()
     try:
         # every VM's console goes to out/.vm-<k>.log (kept in its run directories), one VM or many
-        codes = _run_pool(engine, guests, opts, out, slots, console)
+        codes = _run_pool(engine, specs, guests, opts, out, slots, console)
         _account(specs, parts, time.monotonic() - started, engine.name, slots, console)
     finally:
         run_dirs = []
@@ -394,6 +399,8 @@ def guest_parts(specs: list[RunSpec], slots: int, engine: engines.Engine) -> lis
 def _account(specs: list[RunSpec], parts: list[list[int]], wall_s: float, engine: str, slots: int,
              console: Console) -> None:
     """Print what the session cost beside the estimates, then log it for this host's next ones."""
+    from ..emulation import hostcost  # the host's alone: an import more in a guest moves its clock
+
     factor = hostcost.host_factor(engine)
     console.print(cost_line(specs, parts, wall_s, engine, slots, factor), highlight=False)
     guest_s = sum(specs[i].scenario.duration_s for part in parts for i in part)
@@ -411,7 +418,7 @@ def session_estimate(specs: list[RunSpec], parts: list[list[int]], engine: str, 
 
 
 def cost_line(specs: list[RunSpec], parts: list[list[int]], wall_s: float, engine: str, slots: int,
-              factor: hostcost.HostFactor | None = None) -> str:
+              factor: HostFactor | None = None) -> str:
     """What the session cost, beside what the cost model `cctest list` uses had estimated (and, where
     this host has run sessions before, the model scaled by them), so that a user can check the
     estimate: host seconds per guest second of the flows, per VM slot."""
@@ -425,22 +432,17 @@ def cost_line(specs: list[RunSpec], parts: list[list[int]], wall_s: float, engin
             f"{scaled})")
 
 
-def guest_command(opts: RunOptions, part: list[int], places: engines.Places) -> list[str]:
-    """The `cctest run --native` a guest runs for the selected runs at `part` (indices into the
-    selection), in the guest's own paths: the same plan as the host's, and its runs named by their
-    places in that plan, so a shard, --only points or a VM's share all reach the guest as the host
-    chose them."""
-    in_plan = [opts.plan_indices[i] for i in part] if opts.plan_indices is not None else part
-    cmd = [places.python, "-m", "cctest", "run", *opts.names, "-f", places.experiments,
-           "--out", places.out, "--native", "--in-vm", "--no-ingest", "--manifest", places.manifest,
-           "--only-runs", ",".join(map(str, in_plan))]
-    if opts.repetitions is not None:
-        cmd += ["--repetitions", str(opts.repetitions)]
-    if opts.first_repetition:
-        cmd += ["--first-repetition", str(opts.first_repetition)]
-    if opts.force:
-        cmd += ["--force"]
-    return cmd
+def write_guest_plan(specs: list[RunSpec], part: list[int], opts: RunOptions, places: engines.Places) -> None:
+    """The guest's plan file: the runs at `part` (indices into the selection) as the host made
+    them, and where the guest writes and lists them, in its own names."""
+    guestplan.write(places.host_plan, [specs[i] for i in part], names=opts.names, out=places.out,
+                    manifest=places.manifest)
+
+
+def guest_command(places: engines.Places) -> list[str]:
+    """What a guest runs: its plan file, read by the hidden `cctest guest-run`. No experiments file,
+    no selection: the plan holds exactly the runs the host chose for it."""
+    return [places.python, "-m", "cctest", "guest-run", places.plan]
 
 
 def keep_console(log: Path, run_dirs: list[Path]) -> str | None:
@@ -466,8 +468,8 @@ def read_manifest(manifest: Path) -> list[str]:
 POOL_POLL_S = 2.0
 
 
-def _run_pool(engine: engines.Engine, guests: list[Guest], opts: RunOptions, out: Path, slots: int,
-              console: Console) -> list[int]:
+def _run_pool(engine: engines.Engine, specs: list[RunSpec], guests: list[Guest], opts: RunOptions, out: Path,
+              slots: int, console: Console) -> list[int]:
     """Boot the guests in order, at most `slots` at a time, each pinned to a slot's CPU and with its
     console in out/.vm-<k>.log; say which run each is on as its manifest grows. On an interrupt the
     running guests are asked to stop (they keep what they measured) and the rest never boot."""
@@ -480,9 +482,10 @@ def _run_pool(engine: engines.Engine, guests: list[Guest], opts: RunOptions, out
             while waiting and free:
                 k, slot = waiting.pop(0), free.pop(0)
                 guest = guests[k]
-                guest.places = engine.places(out, k, opts.experiments_file)
-                guest.proc = engine.start(guest_command(opts, guest.part, guest.places), guest.places, k,
-                                          out / f".vm-{k}.log", seed=guest.seed, slot=slot)
+                guest.places = engine.places(out, k)
+                write_guest_plan(specs, guest.part, opts, guest.places)
+                guest.proc = engine.start(guest_command(guest.places), guest.places, k, out / f".vm-{k}.log",
+                                          seed=guest.seed, slot=slot)
                 running[k] = slot
             for k in list(running):
                 guest = guests[k]

@@ -320,3 +320,149 @@ def test_run_refuses_booleans_for_numbers_and_seeds_beyond_64_bits(tmp_path, arg
 def test_a_claim_where_boolean_is_refused_for_a_numeric_matrix_key(tmp_path):
     with pytest.raises(ScenarioError, match="where buffer_bdp: True is not among the matrix's values"):
         parse_experiments(MATRIX + "    expect: [{claim: 'jain > 0', where: {buffer_bdp: true}}]\n", "x.yaml")
+
+
+# --- include: and suite files ------------------------------------------------------------------
+
+SUITE = ('suite: {tag: paper-005, title: "005: A paper"}\n'
+         "scenarios:\n  five:\n    tags: [paper-005]\n    flows: [{cc: cubic}]\n")
+WITH_SUITE = GOOD + "include: [suites/paper-005.yaml]\n"
+
+
+def including(*entries: str) -> str:
+    return GOOD + f"include: [{', '.join(entries)}]\n"
+
+
+def suite(tag: str = "paper-005", header: str = "", scenarios: str = "", **keys: str) -> str:
+    head = header or f'suite: {{tag: {tag}, title: "A paper"}}\n'
+    body = scenarios or f"  five:\n    tags: [{tag}]\n    flows: [{{cc: cubic}}]\n"
+    return head + "".join(f"{k}: {v}\n" for k, v in keys.items()) + "scenarios:\n" + body
+
+
+BIG_COMMENT = "# " + "x" * 600_000 + "\n"  # two of these are more than one file may hold in all
+# name -> (files under the experiments file's folder, the file the line names, what it must contain)
+HOSTILE_SUITES: dict[str, tuple[dict[str, str], str, str]] = {
+    "includes itself": ({"exp.yaml": including("exp.yaml")}, "exp.yaml", "includes itself"),
+    "includes itself by another name": ({"exp.yaml": including("./sub/../exp.yaml"), "sub/x": ""}, "exp.yaml",
+                                        "includes itself"),
+    "a cycle through a suite file": ({"exp.yaml": WITH_SUITE,
+                                      "suites/paper-005.yaml": suite(include="[../exp.yaml]")},
+                                     "suites/paper-005.yaml", "unknown top-level key include"),
+    "the same suite twice": ({"exp.yaml": including("suites/paper-005.yaml", "suites/./paper-005.yaml"),
+                              "suites/paper-005.yaml": SUITE}, "exp.yaml", "include.1"),
+    "a missing include": ({"exp.yaml": WITH_SUITE}, "exp.yaml", "include.0: suites/paper-005.yaml: no such file"),
+    "an absolute include": ({"exp.yaml": including("/etc/hostname")}, "exp.yaml", "an absolute path"),
+    "an include outside the folder": ({"exp.yaml": including("../outside.yaml"), "../outside.yaml": SUITE},
+                                      "exp.yaml", "outside the experiments file's folder"),
+    "a directory": ({"exp.yaml": including("suites"), "suites/x": ""}, "suites", "a directory"),
+    "include not a list": ({"exp.yaml": GOOD + "include: suites/paper-005.yaml\n"}, "exp.yaml",
+                           "key include: a list of suite files"),
+    "include a number": ({"exp.yaml": including("5")}, "exp.yaml", "include.0: 5: an entry is a file's path"),
+    "33 includes": ({"exp.yaml": including(*[f"s{i}.yaml" for i in range(33)])}, "exp.yaml", "at most 32"),
+    "a scenario in two files": ({"exp.yaml": WITH_SUITE, "suites/paper-005.yaml": suite(
+        scenarios="  one:\n    tags: [paper-005]\n    flows: [{cc: cubic}]\n")}, "suites/paper-005.yaml",
+        "scenario one: defined already in"),
+    "a scenario in two suites": ({"exp.yaml": including("suites/paper-005.yaml", "suites/paper-006.yaml"),
+                                  "suites/paper-005.yaml": SUITE,
+                                  "suites/paper-006.yaml": suite("paper-006", scenarios=(
+                                      "  five:\n    tags: [paper-006]\n    flows: [{cc: cubic}]\n"))},
+                                 "suites/paper-006.yaml", "scenario five: defined already in"),
+    "a suite tag no scenario carries": ({"exp.yaml": WITH_SUITE, "suites/paper-005.yaml": suite(
+        scenarios="  five:\n    tags: [quick-005]\n    flows: [{cc: cubic}]\n")}, "suites/paper-005.yaml",
+        "suite.tag: no scenario of the file carries paper-005"),
+    "a suite tag that is no paper tag": ({"exp.yaml": WITH_SUITE, "suites/paper-005.yaml": suite("paper-5")},
+                                         "suites/paper-005.yaml", "suite.tag: 'paper-5' is no suite tag"),
+    "a suite without a title": ({"exp.yaml": WITH_SUITE,
+                                 "suites/paper-005.yaml": suite(header="suite: {tag: paper-005}\n")},
+                                "suites/paper-005.yaml", "suite.title"),
+    "a two-line title": ({"exp.yaml": WITH_SUITE,
+                          "suites/paper-005.yaml": suite(header='suite: {tag: paper-005, title: "a\\nb"}\n')},
+                         "suites/paper-005.yaml", "suite.title"),
+    "an unknown suite key": ({"exp.yaml": WITH_SUITE, "suites/paper-005.yaml": suite(
+        header='suite: {tag: paper-005, title: "A", titel: "B"}\n')}, "suites/paper-005.yaml",
+        "suite.titel: unknown key; did you mean title?"),
+    "a suite file without its header": ({"exp.yaml": WITH_SUITE, "suites/paper-005.yaml": "scenarios: {}\n"},
+                                        "suites/paper-005.yaml", "key suite: missing"),
+    "a suite file with defaults": ({"exp.yaml": WITH_SUITE, "suites/paper-005.yaml": suite(defaults="{}")},
+                                   "suites/paper-005.yaml", "unknown top-level key defaults"),
+    "a suite file without scenarios": ({"exp.yaml": WITH_SUITE,
+                                        "suites/paper-005.yaml": 'suite: {tag: paper-005, title: "A"}\n'},
+                                       "suites/paper-005.yaml", "key scenarios"),
+    "two suites of one tag": ({"exp.yaml": including("suites/paper-005.yaml", "suites/again.yaml"),
+                               "suites/paper-005.yaml": SUITE, "suites/again.yaml": suite(scenarios=(
+                                   "  again:\n    tags: [paper-005]\n    flows: [{cc: cubic}]\n"))},
+                              "suites/again.yaml", "one file per suite"),
+    "another suite's tag": ({"exp.yaml": including("suites/paper-005.yaml", "suites/paper-006.yaml"),
+                             "suites/paper-005.yaml": suite(scenarios=(
+                                 "  five:\n    tags: [paper-005]\n    flows: [{cc: cubic}]\n"
+                                 "  six-copy:\n    tags: [quick-006]\n    flows: [{cc: cubic}]\n")),
+                             "suites/paper-006.yaml": suite("paper-006", scenarios=(
+                                 "  six:\n    tags: [paper-006]\n    flows: [{cc: cubic}]\n"))},
+                            "suites/paper-005.yaml", "scenario six-copy: key tags: quick-006 is the suite of"),
+    "a suite's tag outside its file": ({"exp.yaml": WITH_SUITE.replace("flows:", "tags: [paper-005]\n    flows:"),
+                                        "suites/paper-005.yaml": SUITE}, "exp.yaml",
+                                       "scenario one: key tags: paper-005 is the suite of"),
+    "a bad scenario in a suite": ({"exp.yaml": WITH_SUITE, "suites/paper-005.yaml": SUITE.replace(
+        "{cc: cubic}", "{cc: cubic, rtt_ms: .inf}")}, "suites/paper-005.yaml", "scenario five: key flows.0.rtt_ms"),
+    "bad YAML in a suite": ({"exp.yaml": WITH_SUITE, "suites/paper-005.yaml": "suite: [\n"},
+                            "suites/paper-005.yaml", "not valid YAML"),
+    "bytes split over files": ({"exp.yaml": BIG_COMMENT + WITH_SUITE,
+                                "suites/paper-005.yaml": BIG_COMMENT + SUITE}, "suites/paper-005.yaml",
+                               "at most 1048576 bytes in all) is at most"),
+    "values split over files": ({"exp.yaml": matrix(f"{{rtt_ms: {numbers(2_000)}}}") + WITH_SUITE.removeprefix(GOOD),
+                                 "suites/paper-005.yaml": SUITE + f"    matrix: {{rtt_ms: {numbers(19_000)}}}\n"},
+                                "suites/paper-005.yaml", "more than 17"),
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE_SUITES)
+def test_each_hostile_include_or_suite_is_one_line_exit_2_naming_its_file(tmp_path, name):
+    files, named, expected = HOSTILE_SUITES[name]
+    folder = tmp_path / "lab"
+    for relative, text in files.items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(text)
+    path = folder / "exp.yaml"
+    for args in (["run", "one", "-f", str(path), "--dry-run"], ["list", "-f", str(path)]):
+        started = time.perf_counter()
+        result = CliRunner().invoke(main, args)
+        elapsed = time.perf_counter() - started
+        assert result.exit_code == 2, (args, result.output, result.exception)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, lines
+        assert lines[0].removeprefix("error: ").startswith(str(folder / named)) and expected in lines[0], lines[0]
+        assert result.stdout == ""
+        assert elapsed < 1.0, f"{args[0]}: {elapsed:.2f} s"
+
+
+def test_an_escaping_symlink_is_refused_as_outside_the_folder(tmp_path):
+    (tmp_path / "lab" / "suites").mkdir(parents=True)
+    (tmp_path / "outside.yaml").write_text(SUITE)
+    (tmp_path / "lab" / "suites" / "paper-005.yaml").symlink_to(tmp_path / "outside.yaml")
+    (tmp_path / "lab" / "exp.yaml").write_text(WITH_SUITE)
+    result = CliRunner().invoke(main, ["list", "-f", str(tmp_path / "lab" / "exp.yaml")])
+    assert result.exit_code == 2 and "include.0: suites/paper-005.yaml: outside" in result.stderr
+
+
+def test_a_suite_file_named_as_the_experiments_file_is_refused(tmp_path):
+    (tmp_path / "paper-005.yaml").write_text(SUITE)
+    result = CliRunner().invoke(main, ["list", "-f", str(tmp_path / "paper-005.yaml")])
+    assert result.exit_code == 2 and "a suite file (it has suite:)" in result.stderr
+
+
+def test_include_in_a_text_without_a_file_is_refused():
+    with pytest.raises(ScenarioError, match=r"^x\.yaml: key include: its paths are relative"):
+        parse_experiments(WITH_SUITE, "x.yaml")
+
+
+def test_a_valid_suite_adds_its_scenarios_title_and_file(tmp_path):
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "paper-005.yaml").write_text(SUITE)
+    (tmp_path / "exp.yaml").write_text(WITH_SUITE)
+    from cctest.model.scenario import load_experiments
+
+    experiments = load_experiments(tmp_path / "exp.yaml")
+    assert list(experiments.scenarios) == ["one", "five"]  # the experiments file's first, then each suite's
+    assert experiments.suites["paper-005"].title == "005: A paper"
+    assert experiments.file_of("five") == str(tmp_path / "suites" / "paper-005.yaml")
+    assert experiments.get("five").duration_s == 10  # the experiments file's defaults apply

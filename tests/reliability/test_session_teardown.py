@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from cctest.emulation import vm
+from cctest.model import guestplan
 from cctest.run import session
 from tests import REPO
 
@@ -96,15 +97,14 @@ def test_a_guest_crash_is_reported_naming_the_oops_and_its_console_kept(tmp_path
     real_start = vm.start
 
     def start_and_record(kernel, cmd, rwdirs, clock, log=None, **kw):
-        manifest = Path(cmd[cmd.index("--manifest") + 1])
+        manifest = Path(guestplan.read(Path(cmd[-1])).manifest)  # the guest's one argument: its plan file
         manifest.write_text(f"{run_dir}\n")  # the guest records its run directory before the run
         return real_start(kernel, cmd, rwdirs, clock, log, **kw)
 
     monkeypatch.setattr(vm, "start", start_and_record)
     monkeypatch.setattr(session, "finalize_each", lambda dirs, console, failures: None)
-    opts = session.RunOptions(experiments_file=Path("experiments.yaml"), names=["s"], repetitions=None, out=out,
-                              mode="vm", kernel=None, kvm=False, ingest=True, in_vm=False, manifest=None,
-                              clock=vm.VMClock(), jobs=1, force=False)
+    opts = session.RunOptions(source=Path("experiments.yaml"), names=["s"], out=out, mode="vm", kernel=None, kvm=False,
+                              clock=vm.VMClock(), jobs=1)
     from cctest.emulation import engines
     from cctest.model.plan import expand
     from cctest.model.scenario import parse_experiments

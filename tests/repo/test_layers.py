@@ -160,13 +160,14 @@ def test_the_cycle_finder_finds_a_circle(graph, expected):
     assert cycles(graph) == expected
 
 
-# What a guest imports to make runs (cctest run --native --in-vm, then each capture's start): under
+# What a guest imports to make runs (cctest guest-run PLAN, then each capture's start): under
 # emulation every import costs host time (pandas alone took 1.75 s of a UML guest's 10 s to its first
 # run), and its tables are made on the host afterwards.
 GUEST_RUN_PATH = ["cctest.cli.main", "cctest.run.session", "cctest.run.runner", "cctest.run.doctor",
                   "cctest.host.net.topology", "cctest.host.net.traffic", "cctest.host.net.schedule",
                   "cctest.host.captures", "cctest.host.journal", "cctest.host.rundir", "cctest.host.tracefs",
                   "cctest.host.cgroup", "cctest.host.vmtime", "cctest.model.scenario", "cctest.model.plan",
+                  "cctest.model.guestplan",
                   "cctest.kernel.kmod", "cctest.kernel.modsource"]
 HOST_ONLY = ("pandas", "numpy", "pyarrow", "plotly")
 
@@ -176,3 +177,18 @@ def test_the_guest_run_path_imports_no_table_library():
             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HOST_ONLY!r} and '.' not in m))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# Every file a UML guest loads is system calls at guest time, and some fail (each costs a
+# microsecond of guest time in time-travel mode): one module more on the run path moves a seeded
+# run's time zero and with it every table. The list is the run path's cctest modules; changing it
+# changes every seeded UML run's bytes, so it is changed on purpose (and docs/uml.md's determinism
+# holds per code version).
+GUEST_MODULES = REPO / "tests" / "fixtures" / "guest_run_path_modules.txt"
+
+
+def test_the_guest_run_path_loads_the_modules_it_always_has():
+    code = (f"import importlib, sys\nfor m in {GUEST_RUN_PATH!r}: importlib.import_module(m)\n"
+            "print('\\n'.join(sorted(m for m in sys.modules if m.split('.')[0] == 'cctest')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    assert out.split() == GUEST_MODULES.read_text().split()

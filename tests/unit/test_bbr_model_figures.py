@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from cctest.analysis.bbr_model import bbr_model_figures
+from cctest.model.record import RunRecord
 from tests import REPO
 
 RUN = REPO / "tests" / "fixtures" / "runs" / "core-vs-kernel-50-20261123-073134-f0.cc-bbr-r0"
@@ -17,12 +18,13 @@ RUN = REPO / "tests" / "fixtures" / "runs" / "core-vs-kernel-50-20261123-073134-
 
 @pytest.fixture()
 def recorded():
-    return json.loads((RUN / "meta.json").read_text()), pd.read_parquet(RUN / "ss.parquet")
+    link = RunRecord.model_validate(json.loads((RUN / "meta.json").read_text())).link
+    return link, pd.read_parquet(RUN / "ss.parquet")
 
 
 def test_figures_of_a_recorded_lone_bbr_flow(recorded):
-    meta, ss = recorded
-    figures = bbr_model_figures(meta, ss)
+    link, ss = recorded
+    figures = bbr_model_figures(link, ss)
     assert figures["samples"] == len(ss[ss["t_s"] > 2.0])
     # kernel bbr paces 1 % below gain x estimate
     assert figures["pacing_margin"] == pytest.approx(0.99, abs=1e-6)
@@ -40,21 +42,21 @@ def test_figures_of_a_recorded_lone_bbr_flow(recorded):
 
 
 def test_figures_follow_the_samples(recorded):
-    meta, ss = recorded
-    base = bbr_model_figures(meta, ss)
+    link, ss = recorded
+    base = bbr_model_figures(link, ss)
     # an estimate 10 % higher everywhere is an overestimate everywhere; the margin is unchanged
     # because the pacing rate is compared with the estimate it came from
     inflated = ss.assign(bbr_bw_bps=ss["bbr_bw_bps"] * 1.1, pacing_rate_bps=ss["pacing_rate_bps"] * 1.1)
-    figures = bbr_model_figures(meta, inflated)
+    figures = bbr_model_figures(link, inflated)
     assert figures["overestimated"] == 1.0
     assert figures["bw_over_capacity"] == pytest.approx(base["bw_over_capacity"] * 1.1)
     assert figures["pacing_margin"] == pytest.approx(base["pacing_margin"])
     # without the margin, pacing = gain x estimate
     unmargined = ss.assign(pacing_rate_bps=ss["bbr_bw_bps"] * ss["bbr_pacing_gain"])
-    assert bbr_model_figures(meta, unmargined)["pacing_margin"] == pytest.approx(1.0)
+    assert bbr_model_figures(link, unmargined)["pacing_margin"] == pytest.approx(1.0)
     # a link twice as fast: the same estimate is half its payload rate, the same cwnd half its BDP
-    faster = {**meta, "link": {**meta["link"], "rate_mbps": 2 * meta["link"]["rate_mbps"]}}
+    faster = link.model_copy(update={"rate_mbps": 2 * link.rate_mbps})
     assert bbr_model_figures(faster, ss)["bw_over_capacity"] == pytest.approx(base["bw_over_capacity"] / 2)
     assert bbr_model_figures(faster, ss)["cwnd_over_bdp"] == pytest.approx(base["cwnd_over_bdp"] / 2)
     # samples before settle_s are left out
-    assert bbr_model_figures(meta, ss, settle_s=10.0)["samples"] < base["samples"]
+    assert bbr_model_figures(link, ss, settle_s=10.0)["samples"] < base["samples"]

@@ -13,12 +13,14 @@ from click.testing import CliRunner
 from cctest.analysis import derived
 from cctest.cli.main import main
 from cctest.host.net.schedule import LinkSchedule
-from cctest.host.rundir import base_meta
+from cctest.host.rundir import base_record
 from cctest.model import dumbbell
 from cctest.model.aqm import AQMS, AqmKind, aqm_counters
 from cctest.model.bottleneck import chain, rate_change, shaper_burst_bytes, timed_changes
 from cctest.model.plan import expand
+from cctest.model.record import Link
 from cctest.model.scenario import ScenarioError, parse_experiments
+from tests import REPO
 
 BASE = """
 defaults:
@@ -78,7 +80,7 @@ def test_parameters_and_ecn_reach_the_aqm():
 
 def test_meta_records_the_aqm_with_its_defaults_and_the_schedule(tmp_path):
     (run,) = runs("{aqm: pie, aqm_params: {beta: 10}, rate_schedule: [{at_s: 6, rate_mbps: 5}]}")
-    link = base_meta(tmp_path, run, "vm")["link"]
+    link = base_record(tmp_path, run, "vm").dump()["link"]
     assert link["aqm"] == "pie" and link["ecn"] is False
     assert link["aqm_params"] == {"target_ms": 15.0, "tupdate_ms": 15.0, "alpha": 2, "beta": 10}
     assert link["rate_schedule"] == [{"at_s": 6.0, "rate_mbps": 5.0}]
@@ -115,10 +117,10 @@ def test_an_outage_sets_each_receiver_ports_loss_to_100_and_back(tmp_path):
     (clean,) = runs("{outages: [{at_s: 5, duration_s: 1}]}")
     assert [q.tc for q in dumbbell.qdiscs(clean) if q.role == "loss"] == [
         (f"qdisc replace dev ccs2-rcv0 root handle 1: netem loss random 0% limit {clean.link.netem_limit_pkts}",)]
-    assert base_meta(tmp_path, clean, "vm")["link"]["outages"] == [{"at_s": 5.0, "duration_s": 1.0}]
+    assert base_record(tmp_path, clean, "vm").dump()["link"]["outages"] == [{"at_s": 5.0, "duration_s": 1.0}]
     (none,) = runs("{}")
     assert not [q for q in dumbbell.qdiscs(none) if q.role == "loss"]
-    assert base_meta(tmp_path, none, "vm")["link"]["outages"] == []
+    assert base_record(tmp_path, none, "vm").dump()["link"]["outages"] == []
 
 
 def test_the_shaper_burst_is_4_ms_and_never_below_two_frames():
@@ -167,11 +169,11 @@ def test_bad_bottleneck_input_exits_2(tmp_path):
 
 
 def rate_at(link, t):
-    return derived.link_rate_mbps_at({"link": link}, t)
+    return derived.link_rate_mbps_at(Link.model_validate(link), t)
 
 
 def mean_rate(link, start_s, end_s):
-    return derived.link_bytes_between({"link": link}, start_s, end_s) * 8 / 1e6 / (end_s - start_s)
+    return derived.link_bytes_between(Link.model_validate(link), start_s, end_s) * 8 / 1e6 / (end_s - start_s)
 
 
 def test_rate_at_follows_the_schedule():
@@ -212,6 +214,62 @@ def test_aqm_counters_read_each_kinds_statistics():
     assert aqm_counters("netem", b"") == {} and aqm_counters("codel", codel[:8]) == {}
 
 
+def test_the_vm_suite_runs_every_aqm():
+    """tests/vm/scenarios.yaml's aqm-vs-fifo sweeps the registry: a new AQM is run for real there."""
+    from cctest.model.scenario import load_experiments
+
+    suite = load_experiments(REPO / "tests" / "vm" / "scenarios.yaml")
+    assert suite.get("aqm-vs-fifo").matrix["aqm"] == list(AQMS)
+
+
+def test_each_aqm_reads_its_counters_itself_and_fq_codel_only_the_qdiscs():
+    """Aqm.counters is the AQM's: fq_codel's union carries a flow's statistics too (type 1), which
+    the qdisc's row must not take; a kind with no statistics reads none."""
+    from cctest.model.aqm import REGISTRY
+
+    fq = struct.pack("<IIIIIIIIII", 0, 1514, 9, 13, 2, 1, 0, 0, 4096, 0) + bytes(8)
+    assert REGISTRY["fq_codel"].counters(fq)["limit_drops"] == 9
+    assert REGISTRY["fq_codel"].counters(struct.pack("<I", 1) + fq[4:]) == {}
+    assert REGISTRY["fifo"].counters(fq) == {}
+    assert aqm_counters("fq_codel", fq) == REGISTRY["fq_codel"].counters(fq)
+
+
+def nested(attributes: dict[int, bytes]) -> bytes:
+    """Netlink attributes as the kernel nests them in TCA_STATS_APP for cake: length, type, value, padded to 4."""
+    out = b""
+    for kind, value in attributes.items():
+        out += struct.pack("<HH", 4 + len(value), kind) + value + bytes(-len(value) % 4)
+    return out
+
+
+def test_an_aqm_with_nested_statistics_reads_them_through_the_same_entry_point(monkeypatch):
+    """cake reports its statistics as nested attributes, not one struct: its class overrides
+    `counters`, and the qdisc capture's one call (aqm_counters) reads it unchanged."""
+    from cctest.model import aqm
+
+    class NestedStats(aqm.Aqm):
+        kind = "cake"
+        DROPS, MARKS = 7, 8  # this AQM's attribute numbers
+
+        @classmethod
+        def counters(cls, app: bytes) -> dict:
+            values, at = {}, 0
+            while at + 4 <= len(app):
+                length, kind = struct.unpack_from("<HH", app, at)
+                if length < 4:
+                    return {}
+                values[kind] = int.from_bytes(app[at + 4:at + length], "little")
+                at += (length + 3) & ~3
+            if cls.DROPS not in values or cls.MARKS not in values:
+                return {}
+            return {"ecn_marks": values[cls.MARKS], "limit_drops": values[cls.DROPS], "xstats": values}
+
+    monkeypatch.setitem(aqm.REGISTRY, "cake", NestedStats)
+    app = nested({1: struct.pack("<I", 3), 7: struct.pack("<I", 41), 8: struct.pack("<Q", 5)})
+    assert aqm_counters("cake", app) == {"ecn_marks": 5, "limit_drops": 41, "xstats": {1: 3, 7: 41, 8: 5}}
+    assert aqm_counters("cake", nested({1: struct.pack("<I", 3)})) == {}
+
+
 def test_outages_applied_pairs_each_start_with_its_end():
     (run,) = runs("{outages: [{at_s: 2, duration_s: 1}, {at_s: 5, duration_s: 0.5}], "
                   "rate_schedule: [{at_s: 4, rate_mbps: 5}]}")
@@ -241,4 +299,6 @@ def test_every_list_of_aqms_is_the_registry():
     assert probed == {aqm.SHAPER_MODULE} | {a.module for a in aqm.REGISTRY.values() if a.module}
     shaped = [kind for kind in kinds if kind != "fifo"]
     assert set(shaped) <= set(derived.BUFFER_KINDS)
-    assert all(aqm.REGISTRY[kind].xstats is not None for kind in shaped)
+    assert all(aqm.REGISTRY[kind].counters(b"") == {} for kind in kinds)  # nothing read from nothing
+    assert all(aqm.REGISTRY[kind].xstats is not None or aqm.REGISTRY[kind].counters is not aqm.Aqm.counters
+               for kind in shaped)  # each AQM reads its own statistics

@@ -8,6 +8,7 @@ import pytest
 from cctest.analysis import ingest, load
 from cctest.host import captures
 from cctest.host.captures.base import PHASES
+from cctest.model.record import Flow, RunRecord
 from tests import REPO
 
 DOC = (REPO / "docs" / "run-directory.md").read_text()
@@ -76,7 +77,7 @@ def test_ingest_and_report_use_the_registry():
 
 
 def test_raw_names_per_flow():
-    flows = [{"flow": 0}, {"flow": 1}]
+    flows = [Flow(flow=0), Flow(flow=1)]
     names = captures.raw_names(flows)
     assert {"iperf3-0.json", "iperf3-1.json", "ping-0.txt", "ping-1.txt", "ss.jsonl", "qdisc.log",
             "bpftrace.log", "tracefs.log", "cpu.jsonl"} == set(names)
@@ -86,7 +87,7 @@ def test_raw_names_per_flow():
 @pytest.mark.parametrize("capture", captures.REGISTRY, ids=lambda c: c.name)
 def test_parse_of_absent_input_gives_no_table_but_flows(capture):
     """A run whose raw files are all absent: only flows (from meta.json) comes out."""
-    run = captures.RunView.of({"run_id": "r", "t0_monotonic_ns": 0,
-                               "flows": [{"flow": 0, "cc": "cubic", "server_port": 5201}]})
+    run = captures.RunView.of(RunRecord.model_validate({"run_id": "r", "t0_monotonic_ns": 0,
+                                                        "flows": [{"flow": 0, "cc": "cubic", "server_port": 5201}]}))
     tables = capture.parse({}, run)
     assert list(tables) == (["flows"] if "flows" in capture.tables else [])

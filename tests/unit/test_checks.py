@@ -9,19 +9,21 @@ import pytest
 from cctest.analysis import checks
 from cctest.analysis.derived import counter_growth, union_length
 from cctest.analysis.ingest import ingest_run
+from cctest.model.record import RunRecord
 from tests import REPO
 
 RAW = REPO / "tests" / "fixtures" / "raw"  # recorded in a VM; see its README
 PAYLOAD = 1448 / 1514  # MSS / Ethernet frame at MTU 1500: the most payload a link rate carries
 
 
-def make_meta(rate_mbps=20.0, rtts=(20.0, 20.0)):
-    return {
+def make_record(rate_mbps=20.0, rtts=(20.0, 20.0), **more):
+    return RunRecord.model_validate({
         "run_id": "r1",
         "link": {"rate_mbps": rate_mbps},
         "flows": [{"flow": i, "rtt_ms": rtt, "start_s": 5.0 * i, "launched_s": 5.0 * i + 0.01,
                    "duration_s": 10.0, "server_port": 5201 + i} for i, rtt in enumerate(rtts)],
-    }
+        **more,
+    })
 
 
 def make_tables(rx_bytes=(20_000_000, 10_000_000), ping_ms=((20.1, 19.9, 20.3), (20.0, 21.0, 55.0)),
@@ -55,7 +57,7 @@ def by_name(result, name):
 
 def test_good_run_passes_with_hand_computed_values():
     rx = (20_000_000, 15_625_000)  # 35.625e6 B * 8 / 15 s = 19.0 Mbit/s of payload
-    res = checks.evaluate(make_meta(), make_tables(rx_bytes=rx))
+    res = checks.evaluate(make_record(), make_tables(rx_bytes=rx))
     assert res["verdict"] == "pass", res
     (g,) = by_name(res, "goodput")
     # of the 20 * 1448 / 1514 = 19.13 Mbit/s of payload a 20 Mbit/s link carries
@@ -71,7 +73,7 @@ def test_good_run_passes_with_hand_computed_values():
 
 
 def test_low_goodput_only_warns_and_reports_ratio():
-    res = checks.evaluate(make_meta(), make_tables(rx_bytes=(10_000_000, 5_000_000)))
+    res = checks.evaluate(make_record(), make_tables(rx_bytes=(10_000_000, 5_000_000)))
     (g,) = by_name(res, "goodput")
     assert g["ok"] is False
     assert g["measured"] == pytest.approx(15e6 * 8 / 15 / 20e6 / PAYLOAD, abs=1e-4)  # 0.42
@@ -79,7 +81,7 @@ def test_low_goodput_only_warns_and_reports_ratio():
 
 
 def test_goodput_above_link_rate_fails():
-    res = checks.evaluate(make_meta(rate_mbps=10.0), make_tables(rx_bytes=(20_000_000, 15_625_000)))
+    res = checks.evaluate(make_record(rate_mbps=10.0), make_tables(rx_bytes=(20_000_000, 15_625_000)))
     (g,) = by_name(res, "goodput")
     assert g["measured"] == pytest.approx(1.9 / PAYLOAD, abs=1e-4)
     assert res["verdict"] == "fail"
@@ -88,14 +90,14 @@ def test_goodput_above_link_rate_fails():
 def test_missing_receiver_total_falls_back_to_sender_total():
     t = make_tables(rx_bytes=(20_000_000, 15_625_000))
     t["flows"].loc[1, "bytes_received"] = float("nan")
-    res = checks.evaluate(make_meta(), t)
+    res = checks.evaluate(make_record(), t)
     (g,) = by_name(res, "goodput")
     assert g["measured"] == pytest.approx((20e6 + 15_625_000 * 1.01) * 8 / 15 / 20e6 / PAYLOAD, rel=1e-4)
     assert "sender total used" in g["detail"]
 
 
 def test_base_rtt_off_by_more_than_ten_percent_fails():
-    res = checks.evaluate(make_meta(rtts=(20.0, 40.0)),
+    res = checks.evaluate(make_record(rtts=(20.0, 40.0)),
                           make_tables(rx_bytes=(20_000_000, 15_625_000)))
     rtt0, rtt1 = by_name(res, "base_rtt")
     assert rtt0["ok"] is True and rtt1["ok"] is False and rtt1["expected"] == 40.0
@@ -103,9 +105,9 @@ def test_base_rtt_off_by_more_than_ten_percent_fails():
 
 
 def test_base_rtt_tolerance_boundary():
-    ok = checks.evaluate(make_meta(rtts=(20.0,)), {"ping": pd.DataFrame(
+    ok = checks.evaluate(make_record(rtts=(20.0,)), {"ping": pd.DataFrame(
         {"flow": [0, 0], "seq": [1, 2], "rtt_ms": [21.9, 40.0]})})
-    bad = checks.evaluate(make_meta(rtts=(20.0,)), {"ping": pd.DataFrame(
+    bad = checks.evaluate(make_record(rtts=(20.0,)), {"ping": pd.DataFrame(
         {"flow": [0], "seq": [1], "rtt_ms": [22.1]})})
     assert by_name(ok, "base_rtt")[0]["ok"] is True
     assert by_name(bad, "base_rtt")[0]["ok"] is False
@@ -119,7 +121,7 @@ def dropping_qdisc_beside_a_quiet_bottleneck(iface: str, role: str, drops: int) 
         (0.0, "r-eth1", "bottleneck", "htb", "1:", "root", 0),
         (9.0, "r-eth1", "bottleneck", "htb", "1:", "root", 0),
     ]
-    return checks.evaluate(make_meta(), make_tables(rx_bytes=(20_000_000, 15_625_000), qdisc_rows=rows))
+    return checks.evaluate(make_record(), make_tables(rx_bytes=(20_000_000, 15_625_000), qdisc_rows=rows))
 
 
 def test_drops_outside_bottleneck_fail():
@@ -150,7 +152,7 @@ def test_union_length_of_overlapping_spans():
 
 
 def test_missing_tables_give_null_checks_and_warn():
-    res = checks.evaluate(make_meta(), {"flows": make_tables()["flows"]})
+    res = checks.evaluate(make_record(), {"flows": make_tables()["flows"]})
     assert res["verdict"] == "warn"
     assert all(c["ok"] is None for c in by_name(res, "base_rtt"))
     assert by_name(res, "drops_outside_bottleneck")[0]["ok"] is None
@@ -161,8 +163,8 @@ def test_recorded_run_checks(tmp_path):
     shutil.copytree(RAW, run / "raw")
     shutil.move(run / "raw" / "meta.json", run / "meta.json")
     tables = ingest_run(run)
-    meta = json.loads((run / "meta.json").read_text())
-    res = checks.write_checks(run, meta, tables)
+    record = RunRecord.model_validate(json.loads((run / "meta.json").read_text()))
+    res = checks.write_checks(run, record, tables)
     on_disk = json.loads((run / "checks.json").read_text())
     assert on_disk == res
     assert on_disk["verdict"] in ("pass", "warn", "fail")
@@ -192,7 +194,7 @@ def test_goodput_span_prefers_iperf3_elapsed_time():
     # iperf3 says flow 1 ran only 2 s (interrupted): active span 0..10 s (flow 0) -> 10 s
     t["flows"]["launched_s"] = [0.0, 5.0]
     t["flows"]["elapsed_s"] = [10.0, 2.0]
-    res = checks.evaluate(make_meta(), t)
+    res = checks.evaluate(make_record(), t)
     (g,) = by_name(res, "goodput")
     assert g["measured"] == pytest.approx(35_625_000 * 8 / 10 / 20e6 / PAYLOAD, abs=1e-4)
 
@@ -210,7 +212,7 @@ def test_goodput_counts_what_was_acked_while_flows_ran_not_the_later_drain():
             acked = min(k / 10, 10.0) * 1e6 + (0.5e6 if k / 10 >= 11 else 0)
             rows.append({"flow": flow, "t_s": t_s, "bytes_acked": acked})
     t["ss"] = pd.DataFrame(rows)
-    res = checks.evaluate(make_meta(), t)
+    res = checks.evaluate(make_record(), t)
     (g,) = by_name(res, "goodput")
     assert g["measured"] == pytest.approx(20e6 * 8 / 15 / 20e6 / PAYLOAD, abs=1e-4)
 
@@ -223,13 +225,13 @@ def cpu_table(busy_fracs, interval_s=0.5, start_s=0.0):
 
 
 def test_cpu_busy_passes_with_slack_and_warns_when_saturated():
-    meta = {**make_meta(), "vm": {"clock": "virtual"}, "mode": "vm"}
+    record = make_record(vm={"clock": "virtual"}, mode="vm")
     tables = make_tables(rx_bytes=(20_000_000, 15_625_000))
     # flows are active 0.01..15.01 s: 30 intervals inside, the last one (15.0..15.5) outside
-    relaxed = checks.evaluate(meta, {**tables, "cpu": cpu_table([0.6] * 30 + [1.0])})
+    relaxed = checks.evaluate(record, {**tables, "cpu": cpu_table([0.6] * 30 + [1.0])})
     check = next(c for c in relaxed["checks"] if c["name"] == "cpu_busy")
     assert check["ok"] and check["measured"] == pytest.approx(0.6) and relaxed["verdict"] == "pass"
-    saturated = checks.evaluate(meta, {**tables, "cpu": cpu_table([0.5] * 2 + [0.99] * 28)})
+    saturated = checks.evaluate(record, {**tables, "cpu": cpu_table([0.5] * 2 + [0.99] * 28)})
     check = next(c for c in saturated["checks"] if c["name"] == "cpu_busy")
     # time-weighted: (2 * 0.5 + 28 * 0.99) / 30 = 0.957
     assert check["ok"] is False and check["measured"] == pytest.approx((1 + 28 * 0.99) / 30, abs=1e-4)
@@ -238,8 +240,8 @@ def test_cpu_busy_passes_with_slack_and_warns_when_saturated():
 
 def test_missing_cpu_samples_warn_only_for_runs_that_should_have_them():
     tables = make_tables(rx_bytes=(20_000_000, 15_625_000))
-    assert checks.evaluate({**make_meta(), "vm": None}, tables)["verdict"] == "warn"
-    old = checks.evaluate(make_meta(), tables)  # recorded before CPU sampling existed
+    assert checks.evaluate(make_record(vm=None), tables)["verdict"] == "warn"
+    old = checks.evaluate(make_record(), tables)  # recorded before CPU sampling existed
     assert old["verdict"] == "pass"
     assert next(c for c in old["checks"] if c["name"] == "cpu_busy")["ok"] is None
 
@@ -251,8 +253,8 @@ def test_cpu_check_on_recorded_vm_runs_tells_a_saturated_guest(shift, busy, ok):
     from cctest.analysis.ingest import build_tables
 
     fixture = REPO / "tests" / "fixtures" / "cpu" / f"shift{shift}"
-    meta = json.loads((fixture / "meta.json").read_text())
-    tables = build_tables(meta, {"cpu.jsonl": (fixture / "cpu.jsonl").read_text()})
-    check, severity = checks.check_cpu_busy(meta, tables["cpu"], None, None)
+    record = RunRecord.model_validate(json.loads((fixture / "meta.json").read_text()))
+    tables = build_tables(record, {"cpu.jsonl": (fixture / "cpu.jsonl").read_text()})
+    check, severity = checks.check_cpu_busy(record, tables["cpu"], None, None)
     assert check["ok"] is ok and check["measured"] == pytest.approx(busy, abs=0.002)
     assert severity == checks.WARN

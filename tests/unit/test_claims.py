@@ -19,7 +19,7 @@ from hypothesis import given, settings, strategies as st
 from cctest.analysis.claims import Expectation, check_expectation, judge
 from cctest.cli.main import main
 from cctest.model.claim_language import ClaimError, parse
-from cctest.model.scenario import ScenarioError, parse_experiments
+from cctest.model.scenario import ScenarioError, load_experiments, parse_experiments
 from tests import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "runs"
@@ -506,6 +506,14 @@ def quick_claims() -> list[tuple[str, str]]:
             if any(t.startswith("quick-") for t in s.tags) for e in s.expect]
 
 
+def reading_claims() -> list[tuple[str, str]]:
+    from cctest.model.scenario import load_experiments
+
+    experiments = load_experiments(REPO / "experiments.yaml")
+    return [(name, e.claim) for name, s in experiments.scenarios.items()
+            if any(t.startswith("reading-") for t in s.tags) for e in s.expect]
+
+
 def sanity_claims() -> list[tuple[str, str]]:
     from cctest.model.scenario import load_experiments
 
@@ -524,12 +532,15 @@ def test_the_reproduction_page_lists_every_paper_claim_never_run_ones_included(t
     text = page.read_text()
     claims = paper_claims()
     rows = [line for line in text.splitlines() if line.startswith("| `")]
-    assert len(rows) == len(claims) + len(quick_claims())  # the scaled-down suites' in tables of their own
+    # the scaled-down suites' and the other readings' in tables of their own
+    assert len(rows) == len(claims) + len(quick_claims()) + len(reading_claims())
     for name, claim in claims:
         assert any(f"`{name}`" in row and f"`{claim}`" in row.replace("\\|", "|") and "| not run |" in row
                    for row in rows), (name, claim)
-    for k in range(5):
-        assert f"## 00{k}: " in text and f"--tag paper-00{k} --out results/paper-00{k}" in text
+    suites = load_experiments(REPO / "experiments.yaml").suites
+    assert len(suites) >= 5  # the seed papers, and any suite added since
+    for tag, suite in suites.items():
+        assert f"## {suite.title}\n" in text and f"--tag {tag} --out results/{tag}" in text
     sanity = len(sanity_claims())
     scored = len(claims) - sanity
     score = (f"0 of {scored} claims pass (0 known failure(s); 0 fail; 0 inconclusive; 0 incomplete; {scored} not run); "
@@ -558,15 +569,16 @@ def test_the_reproduction_page_shows_measured_claims_with_their_status_and_triag
         shutil.copytree(run, copy)
         meta["repetition"], meta["run_id"] = rep, f"{meta['run_id']}-{rep}"
         (copy / "meta.json").write_text(json.dumps(meta))
-    experiments = (REPO / "experiments.yaml").read_text()
-    # the demo ran cubic and bbr: the claims name bbr_modest, so only a bbr claim can be judged; add one
-    marker = '      - claim: "0.4 < share(bbr_modest) < 0.5"'
-    experiments = experiments.replace(marker, '      - claim: "share(bbr) > 0.9"\n        source: "002 test"\n'
-                                      '        paper: "0.93"\n'
-                                      '        known: {triage: setting, reason: "a test reason"}\n'
-                                      + marker, 1)
     f = tmp_path / "experiments.yaml"
-    f.write_text(experiments)
+    shutil.copyfile(REPO / "experiments.yaml", f)
+    shutil.copytree(REPO / "suites", tmp_path / "suites")
+    # the demo ran cubic and bbr: the claims name bbr_modest, so only a bbr claim can be judged; add one
+    suite = tmp_path / "suites" / "paper-002.yaml"
+    marker = '      - claim: "0.4 < share(bbr_modest) < 0.5"'
+    suite.write_text(suite.read_text().replace(marker, '      - claim: "share(bbr) > 0.9"\n        source: "002 test"\n'
+                                               '        paper: "0.93"\n'
+                                               '        known: {triage: setting, reason: "a test reason"}\n'
+                                               + marker, 1))
     page = tmp_path / "reproduction.md"
     result = CliRunner().invoke(main, ["check", str(tmp_path / "results"), "--markdown", str(page), "-f", str(f),
                                        "-o", str(tmp_path / "c.json")])
@@ -576,7 +588,7 @@ def test_the_reproduction_page_shows_measured_claims_with_their_status_and_triag
     known = rows["| `modest-vs-bbr`: `share(bbr) > 0.9`"]
     # the untagged copy left out
     assert "| 0.93 | share(bbr) = 0.544 ± 0 | 3 | known fail | setting | a test reason |" in known
-    assert "1 run(s) without a paper-00N tag" in result.output
+    assert "1 run(s) without a paper-00N, quick-00N or reading-00N tag" in result.output
     retrans = "0.4 * retrans_per_mb(bbr) < retrans_per_mb(bbr_modest) < 0.6 * retrans_per_mb(bbr)"
     assert "untriaged" in rows[f"| `modest-vs-bbr`: `{retrans}`"]
     # experiments.yaml's triage
@@ -595,7 +607,7 @@ def test_the_committed_reproduction_page_and_readme_agree_with_experiments_yaml(
     rows = [line.replace("\\|", "|") for line in text.splitlines() if line.startswith("| `")]
     for name, claim in paper_claims():
         assert any(f"`{name}`" in row and f"`{claim}`" in row for row in rows), (name, claim)
-    assert len(rows) == len(paper_claims()) + len(quick_claims())
+    assert len(rows) == len(paper_claims()) + len(quick_claims()) + len(reading_claims())
     score = text.split("**Score: ", 1)[1].split(".**", 1)[0]
     readme = (REPO / "README.md").read_text()
     assert f"<!-- reproduction-score --> **Reproduction of the seed papers:** {score}: " \

@@ -152,6 +152,22 @@ class _Ctx:
         self.params = {"experiments_file": str(path)}
 
 
+def test_completion_offers_the_suite_files_scenarios_and_tags(tmp_path):
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "paper-005.yaml").write_text("suite: {tag: paper-005, title: A}\n"
+                                                         "scenarios: {five: {tags: [paper-005]}}\n")
+    (tmp_path / "outside.yaml").write_text("scenarios: {far: {tags: [far]}}\n")
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "suites").symlink_to(tmp_path / "suites")
+    (tmp_path / "lab" / "exp.yaml").write_text("scenarios: {one: {}}\n"
+                                               "include: [suites/paper-005.yaml, ../outside.yaml]\n")
+    ctx = _Ctx(tmp_path / "lab" / "exp.yaml")
+    assert complete_scenarios(ctx, None, "") == ["one"]  # the suite lies outside the folder, through a link
+    (tmp_path / "lab" / "suites").unlink()
+    (tmp_path / "suites").rename(tmp_path / "lab" / "suites")
+    assert complete_scenarios(ctx, None, "") == ["one", "five"] and complete_tags(ctx, None, "p") == ["paper-005"]
+
+
 def test_completion_offers_scenario_names_and_tags(sweep_file, tmp_path):
     assert complete_scenarios(_Ctx(sweep_file), None, "sw") == ["sweep-one"]
     assert complete_scenarios(_Ctx(sweep_file), None, "") == ["sweep-one", "other"]

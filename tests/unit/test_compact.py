@@ -157,9 +157,10 @@ def _experiments(tmp_path: Path) -> Path:
 
 def test_the_committed_page_regenerates_from_records_line_by_line(tmp_path, monkeypatch):
     """docs/reproduction.md and README's score line, re-judged from the compact records in records/
-    with experiments.yaml, by the command the page names: the same, line by line."""
+    with experiments.yaml and its suites, by the command the page names: the same, line by line."""
     (tmp_path / "records").symlink_to(REPO / "records")
     shutil.copy(REPO / "experiments.yaml", tmp_path)
+    shutil.copytree(REPO / "suites", tmp_path / "suites")
     (tmp_path / "docs").mkdir()
     shutil.copy(REPO / "README.md", tmp_path)
     monkeypatch.chdir(tmp_path)

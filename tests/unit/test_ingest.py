@@ -16,6 +16,7 @@ from cctest.host.captures.ping import parse_ping
 from cctest.host.captures.qdisc import parse_qdisc_log
 from cctest.host.captures.sockdiag import parse_sock_diag, sock_diag_metrics
 from cctest.host.captures.tcp_probe import parse_tcp_probe
+from cctest.model.record import RunRecord
 from tests import REPO
 
 RAW = REPO / "tests" / "fixtures" / "raw"
@@ -111,16 +112,16 @@ SS_TWO_SOCKETS = "\n".join([
 ]) + "\n"
 
 
-def hand_meta(**flow0):
+def hand_record(**flow0):
     f0 = {"flow": 0, "cc": "bbr", "rtt_ms": 20.0, "start_s": 0.0, "launched_s": 0.5,
           "duration_s": 2.0, "server_port": 5201, "sender_ip": "10.0.1.1"}
     f0.update(flow0)
-    return {"run_id": "hand", "t0_monotonic_ns": 1_000_000_000, "flows": [f0]}
+    return RunRecord.model_validate({"run_id": "hand", "t0_monotonic_ns": 1_000_000_000, "flows": [f0]})
 
 
 def test_ss_mapping_keeps_only_the_data_connection():
     iperf = json.dumps({"start": {"connected": [{"local_port": 40668, "remote_port": 5201}]}})
-    tables = build_tables(hand_meta(), {"ss.jsonl": SS_TWO_SOCKETS, "iperf3-0.json": iperf})
+    tables = build_tables(hand_record(), {"ss.jsonl": SS_TWO_SOCKETS, "iperf3-0.json": iperf})
     ss = tables["ss"]
     assert list(ss.columns) == COLUMNS["ss"]
     assert ss["cwnd"].tolist() == [45.0, 50.0]            # never the control socket's 10
@@ -131,7 +132,7 @@ def test_ss_mapping_keeps_only_the_data_connection():
 
 
 def test_ss_mapping_without_iperf3_json_picks_busiest_socket():
-    tables = build_tables(hand_meta(), {"ss.jsonl": SS_TWO_SOCKETS, "iperf3-0.json": None})
+    tables = build_tables(hand_record(), {"ss.jsonl": SS_TWO_SOCKETS, "iperf3-0.json": None})
     assert tables["ss"]["cwnd"].tolist() == [45.0, 50.0]
     assert tables["flows"]["local_port"].tolist() == [40668]
     # no iperf3 results, so the flow's totals and throughput are the ss samples'
@@ -140,7 +141,7 @@ def test_ss_mapping_without_iperf3_json_picks_busiest_socket():
 
 
 def test_absent_inputs_omit_tables_but_keep_flows():
-    tables = build_tables(hand_meta(), {})
+    tables = build_tables(hand_record(), {})
     assert list(tables) == ["flows"]
     flows = tables["flows"]
     assert list(flows.columns) == COLUMNS["flows"]
@@ -361,9 +362,9 @@ def test_ingest_run_with_truncated_and_missing_iperf3(run_dir):
 
 
 def test_throughput_falls_back_to_scheduled_start_without_launch_time():
-    meta = hand_meta(launched_s=None, start_s=3.0)
+    record = hand_record(launched_s=None, start_s=3.0)
     iperf = raw("iperf3-0.json")
-    tp = build_tables(meta, {"iperf3-0.json": iperf})["throughput"]
+    tp = build_tables(record, {"iperf3-0.json": iperf})["throughput"]
     assert tp["t_s"].iloc[0] == pytest.approx(3.0 + 0.103136)
 
 

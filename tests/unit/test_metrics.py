@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from cctest.analysis import derived as D, metrics as M, stats
+from cctest.model.record import RunRecord
 from tests.report_fixtures import FlowSpec, RunSpec, make_run
 
 
@@ -82,22 +83,29 @@ def test_flow_totals_prefers_receiver_bytes():
 def test_link_fullness_and_rate_schedule():
     # 20 Mbit/s for 1 s carries 2.5 MB of frames, 2.5 MB x 1448/1514 of payload.
     meta = {"link": {"rate_mbps": 20, "mtu": 1500}, "flows": [{"flow": 0, "start_s": 0, "duration_s": 1}]}
+    record = RunRecord.model_validate(meta)
     pay = 2_500_000 * 1448 / 1514
     flows = pd.DataFrame({"flow": [0], "launched_s": [0.0], "elapsed_s": [1.0], "bytes_received": [pay / 2],
                           "bytes_sent": [pay]})
-    full = D.link_fullness(meta, {"flows": flows})
+    full = D.link_fullness(record, {"flows": flows})
     assert full["fraction"] == pytest.approx(0.5) and full["span_s"] == pytest.approx(1.0)
     # a schedule halves the rate after 0.5 s: 0.75 of the bytes fit, so the same delivery is 2/3 full
-    sched = {**meta, "link": {**meta["link"], "rate_schedule": [{"at_s": 0.5, "rate_mbps": 10}]}}
-    assert D.link_rate_mbps_at(sched, [0.0, 0.49, 0.5, 3.0]).tolist() == [20, 20, 10, 10]
-    assert D.link_bytes_between(sched, 0, 1) == pytest.approx(0.75 * 2_500_000)
+    halved = {**meta["link"], "rate_schedule": [{"at_s": 0.5, "rate_mbps": 10}]}
+    sched = RunRecord.model_validate({**meta, "link": halved})
+    assert sched.link is not None
+    assert D.link_rate_mbps_at(sched.link, [0.0, 0.49, 0.5, 3.0]).tolist() == [20, 20, 10, 10]
+    assert D.link_bytes_between(sched.link, 0, 1) == pytest.approx(0.75 * 2_500_000)
     assert D.link_fullness(sched, {"flows": flows})["fraction"] == pytest.approx(2 / 3)
-    assert math.isnan(D.link_fullness({"link": {}, "flows": []}, {"flows": flows})["fraction"])
+    empty = RunRecord.model_validate({"link": {}, "flows": []})
+    assert math.isnan(D.link_fullness(empty, {"flows": flows})["fraction"])
 
 
 def test_default_bin_is_one_rtt_but_at_least_100_ms():
-    assert D.default_bin_s({"link": {"rtt_ms": 20}, "flows": [{"rtt_ms": 20}]}) == pytest.approx(0.1)
-    assert D.default_bin_s({"link": {"rtt_ms": 20}, "flows": [{"rtt_ms": 20}, {"rtt_ms": 160}]}) == pytest.approx(0.16)
+    def bin_s(meta):
+        return D.default_bin_s(RunRecord.model_validate(meta))
+
+    assert bin_s({"link": {"rtt_ms": 20}, "flows": [{"rtt_ms": 20}]}) == pytest.approx(0.1)
+    assert bin_s({"link": {"rtt_ms": 20}, "flows": [{"rtt_ms": 20}, {"rtt_ms": 160}]}) == pytest.approx(0.16)
 
 
 def test_queueing_delay_from_backlog_and_srtt():
@@ -156,7 +164,7 @@ def test_run_metrics_constant_rates(tmp_path):
                                    duration_s=10, constant_mbps=[10, 10], buffer_bdp=2))
     from cctest.analysis.load import load_run
     run = load_run(d)
-    res = M.run_metrics(run.meta, run.tables, skip_s=2)
+    res = M.run_metrics(run.record, run.tables, skip_s=2)
     r = res.run
     assert r.jain == pytest.approx(1.0)
     assert r.jain_steady == pytest.approx(1.0)
@@ -172,7 +180,7 @@ def test_run_metrics_constant_rates(tmp_path):
     d3 = make_run(tmp_path / "b", RunSpec(flows=[FlowSpec("bbr", 10)] * 3, duration_s=10,
                                           constant_mbps=[10, 5, 5]))
     run3 = load_run(d3)
-    assert M.run_metrics(run3.meta, run3.tables).run.jain == pytest.approx(400 / 450)
+    assert M.run_metrics(run3.record, run3.tables).run.jain == pytest.approx(400 / 450)
 
 
 def test_steady_jain_with_a_late_starter():

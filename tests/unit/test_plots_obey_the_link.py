@@ -17,6 +17,7 @@ import pytest
 
 from cctest.analysis import checks, derived as D, metrics as M
 from cctest.analysis.load import load_run
+from cctest.model.record import Link
 from cctest.report.build import Options, write_report
 from tests import REPO
 
@@ -36,11 +37,11 @@ def sample_jitter_s(t) -> float:
     return float(np.std(d)) if d.size > 1 else 0.0
 
 
-def bin_quantum_bytes(meta: dict, sample_t, t: float) -> float:
+def bin_quantum_bytes(link: Link, sample_t, t: float) -> float:
     """How far one bin of a sampled byte counter can read above what the link carried, from the
     measurement alone: one frame at each bin edge (the counter moves in whole packets) plus what
     the link carries in the samples' timing uncertainty at both edges."""
-    return 2 * D.frame_bytes(meta) + 2 * D.link_rate_mbps_at(meta, t) * 1e6 / 8 * sample_jitter_s(sample_t)
+    return 2 * D.frame_bytes(link) + 2 * D.link_rate_mbps_at(link, t) * 1e6 / 8 * sample_jitter_s(sample_t)
 
 
 def _array(v) -> np.ndarray:
@@ -70,33 +71,37 @@ def demo_page(tmp_path_factory):
 def test_aggregate_never_exceeds_the_link_by_more_than_a_bins_quantisation(demo_page):
     figs, _ = demo_page
     run = load_run(DEMO)
-    bin_s = D.default_bin_s(run.meta)
+    recorded = run.record.link
+    assert recorded is not None
+    bin_s = D.default_bin_s(run.record)
     x, y = figs["throughput"]["traces"]["aggregate (bottleneck sent)"]
     assert len(x) >= 0.9 * 20 / bin_s  # every bin of the 20 s run is drawn
     bq = D.bottleneck_samples(run.tables["qdisc"])
     bin_start = x - bin_s
-    link = np.array([D.link_bytes_between(run.meta, t, t + bin_s) for t in bin_start])
-    quantum = np.array([bin_quantum_bytes(run.meta, bq["t_s"], t) for t in bin_start])
+    link = np.array([D.link_bytes_between(recorded, t, t + bin_s) for t in bin_start])
+    quantum = np.array([bin_quantum_bytes(recorded, bq["t_s"], t) for t in bin_start])
     got = y * 1e6 / 8 * bin_s
     worst = int(np.argmax(got - link - quantum))
     assert (got <= link + quantum + 1).all(), (
         f"bin at {bin_start[worst]:.1f} s: {y[worst]:.2f} Mbit/s, link {link[worst] * 8 / bin_s / 1e6:g} "
         f"+ quantum {quantum[worst]:.0f} B")
     # and the link was full: the busiest bins are at its rate, not far below
-    assert np.percentile(y, 90) >= 0.9 * D.link_rate_mbps_at(run.meta, 10.0)
+    assert np.percentile(y, 90) >= 0.9 * D.link_rate_mbps_at(recorded, 10.0)
     # per flow: never above the link (the sender-interval bug drew 37.6 and 47.1 Mbit/s here)
     for name, (_, fy) in figs["throughput"]["traces"].items():
         if name.startswith("flow"):
-            assert np.nanmax(fy) <= D.link_rate_mbps_at(run.meta, 0.0) * 1.0 + quantum.max() * 8 / bin_s / 1e6
+            assert np.nanmax(fy) <= D.link_rate_mbps_at(recorded, 0.0) * 1.0 + quantum.max() * 8 / bin_s / 1e6
 
 
 def test_utilisation_figure_stays_within_the_link(demo_page):
     figs, _ = demo_page
     run = load_run(DEMO)
     bq = D.bottleneck_samples(run.tables["qdisc"])
-    bin_s = D.default_bin_s(run.meta)
+    bin_s = D.default_bin_s(run.record)
+    link = run.record.link
+    assert link is not None
     (_, util), = figs["utilisation"]["traces"].values()
-    slack = bin_quantum_bytes(run.meta, bq["t_s"], 0.0) / D.link_bytes_between(run.meta, 0, bin_s)
+    slack = bin_quantum_bytes(link, bq["t_s"], 0.0) / D.link_bytes_between(link, 0, bin_s)
     assert np.nanmax(util) <= 100 * (1 + slack)
     assert np.nanmax(util) >= 90  # the figure is the link's, not a fraction of it
 
@@ -123,9 +128,9 @@ def test_sampling_gaps_break_the_line():
 def test_drops_and_fullness_have_one_answer(path, tmp_path):
     """The report's overview, its metrics and checks.json agree on drops and link fullness."""
     run = load_run(path)
-    ev = checks.evaluate(run.meta, run.tables)
+    ev = checks.evaluate(run.record, run.tables)
     by = {c["name"]: c for c in ev["checks"]}
-    res = M.run_metrics(run.meta, run.tables)
+    res = M.run_metrics(run.record, run.tables)
     assert res.run.bottleneck_drops == by["bottleneck_drops"]["measured"]
     assert res.run.utilisation == pytest.approx(by["goodput"]["measured"], abs=1e-4)
     out = tmp_path / "r.html"
@@ -148,7 +153,7 @@ def test_a_starved_sampler_is_shown_as_such(tmp_path):
     x, _ = figs["queue"]["traces"]["backlog"]
     gaps = int(np.isnan(x).sum())
     run = load_run(WALL)
-    spans = D.flow_spans(run.meta, run.tables["flows"], run.tables["throughput"])
+    spans = D.flow_spans(run.record.flows or [], run.tables["flows"], run.tables["throughput"])
     in_run = bq[(bq["t_s"] >= min(0.0, spans["t_start"].min()))
                 & (bq["t_s"] <= spans["t_end"].max() + M.RUN_TAIL_S)]
     assert len(x) - gaps == len(in_run) and gaps >= 1
@@ -167,21 +172,19 @@ def test_the_link_rate_line_follows_a_rate_schedule():
     starting rate (which would make every bin after a step look under-used)."""
     import plotly.graph_objects as go
 
-    from cctest.model.record import Link, RunRecord
+    from cctest.model.record import RunRecord
     from cctest.report import run_figures
 
     link = {"rate_mbps": 20, "rate_schedule": [{"at_s": 6, "rate_mbps": 10}, {"at_s": 9, "rate_mbps": 15}]}
     view = run_figures._RunView.__new__(run_figures._RunView)
-    view.meta = {"link": link, "flows": [{"start_s": 1, "duration_s": 12}]}
-    view.record = RunRecord.model_validate(view.meta)
+    view.record = RunRecord.model_validate({"link": link, "flows": [{"start_s": 1, "duration_s": 12}]})
     view.link = Link.model_validate(link)
     fig = go.Figure()
     view.link_rate_line(fig)
     (line,) = fig.data
     assert list(line.x) == [0, 6, 9, 13] and list(line.y) == [20, 10, 15, 15] and line.line.shape == "hv"
     steady = go.Figure()
-    view.meta["link"] = {"rate_mbps": 20}
-    view.link = Link.model_validate(view.meta["link"])
+    view.link = Link(rate_mbps=20)
     view.link_rate_line(steady)
     assert not steady.data and steady.layout.shapes[0].y0 == 20
 

@@ -17,7 +17,7 @@ from cctest.cli.main import main as cli_main
 from cctest.cli.report import report_command
 from cctest.emulation import engines, vm
 from cctest.host import vmtime
-from cctest.host.rundir import base_meta, write_meta
+from cctest.host.rundir import base_record, write_meta
 from cctest.kernel import kmod
 from cctest.model import record
 from cctest.model.plan import expand
@@ -56,7 +56,7 @@ def test_a_record_of_todays_format_loads_as_version_1_and_round_trips():
 def test_the_report_reads_todays_record_into_the_model(tmp_path):
     shutil.copy(FIXTURE, tmp_path / "meta.json")
     run = load_run(tmp_path)
-    assert isinstance(run.record, record.RunRecord) and run.meta == todays()
+    assert isinstance(run.record, record.RunRecord) and run.record.dump() == todays()
     assert run.run_id == "20261124-210346-f1.cc-bbr-r0"
 
 
@@ -90,41 +90,45 @@ def test_the_link_fields_the_report_reads_come_from_the_model():
     assert record.LINK_SETTINGS == ("rate_mbps", "rtt_ms", "buffer_bdp", "loss_pct")
 
 
-def _as_the_runner_fills_it(meta: dict) -> dict:
-    """Every key the runner adds after base_meta, each from the code that makes it."""
-    meta["phase_s"] = {}
-    meta["vm"] = {"clock": "virtual", "icount_shift": None, "vcpus": 1, "kvm": False,
-                  "boot": {"guest_s": 1.5, "wall_s": None}}
-    clock = vmtime.PhaseClock(meta["phase_s"], meta["vm"])
+def _as_the_runner_fills_it(run: record.RunRecord, monkeypatch) -> record.RunRecord:
+    """Every field the runner sets after base_record, each from the code that makes it."""
+    monkeypatch.setenv("CCTEST_VM_CLOCK", "virtual")
+    monkeypatch.setenv("CCTEST_VM_VCPUS", "1")
+    run.phase_s = {}
+    run.vm = vmtime.vm_record({"guest_s": 1.5, "wall_s": None})
+    clock = vmtime.PhaseClock(run.phase_s, run.vm)
     clock.switch("flows")
     clock.switch(None)
-    vmtime.add_totals(meta["vm"])
+    vmtime.add_totals(run.vm)
     loaded = kmod.LoadedModule("bbr3", {"beta_pct": 70}, "/x/bbr3.ko", "a" * 64, True, {"beta_pct": "70"}, "bbr3")
-    meta["modules"].append(loaded.as_meta())
-    meta["modules"][0]["fallbacks"] = 1
-    meta["fallback_sockets"] = 1
-    meta.update(tracefs="mounted at /sys/kernel/tracing for this run, unmounted at its end", topology="built",
-                offloads={"ccs1-btl": {"tso": "off", "gso": "off", "gro": "off"}},
-                sysctls={"net.ipv4.tcp_ecn": {"old": "2", "new": "1", "scope": "each sender's namespace"}},
-                qdisc_plan={"ccs1-btl": {"role": "bottleneck", "node": "root", "tc": ["qdisc replace dev x"]}},
-                t0_monotonic_ns=123, flows_started_at="2026-11-24T21:03:46.000+00:00",
-                rate_schedule_applied=[{"at_s": 4.0, "rate_mbps": 5.0, "applied_s": 4.0012}],
-                outages_applied=[{"at_s": 6.0, "duration_s": 1.0, "started_s": 6.001, "ended_s": None}],
-                qdiscs={"ccs1-btl": "qdisc netem 1: root"}, status="ok", error=None, end_time="2026-11-24T21:04:16")
-    meta["flows"][0].update(launched_s=0.0012, exit_code=0)
-    meta["warnings"].append("link schedule: 1 of 2 changes applied")
-    return meta
+    assert run.modules is not None and run.flows is not None and run.warnings is not None
+    run.modules.append(record.Module(**loaded.as_meta()))
+    run.modules[0].fallbacks = 1
+    run.fallback_sockets = 1
+    run.tracefs = "mounted at /sys/kernel/tracing for this run, unmounted at its end"
+    run.topology = "built"
+    run.offloads = {"ccs1-btl": {"tso": "off", "gso": "off", "gro": "off"}}
+    run.sysctls = {"net.ipv4.tcp_ecn": record.Sysctl(old="2", new="1", scope="each sender's namespace")}
+    run.qdisc_plan = {"ccs1-btl": record.PlannedQdisc(role="bottleneck", node="root", tc=["qdisc replace dev x"])}
+    run.t0_monotonic_ns, run.flows_started_at = 123, "2026-11-24T21:03:46.000+00:00"
+    run.rate_schedule_applied = [record.AppliedRateStep(at_s=4.0, rate_mbps=5.0, applied_s=4.0012)]
+    run.outages_applied = [record.AppliedOutage(at_s=6.0, duration_s=1.0, started_s=6.001, ended_s=None)]
+    run.qdiscs = {"ccs1-btl": "qdisc netem 1: root"}
+    run.status, run.error, run.end_time = "ok", None, "2026-11-24T21:04:16"
+    run.flows[0].launched_s, run.flows[0].exit_code = 0.0012, 0
+    run.warnings.append("link schedule: 1 of 2 changes applied")
+    return run
 
 
 def test_what_rundir_writes_is_a_valid_record(tmp_path, monkeypatch):
     monkeypatch.setenv("CCTEST_ENGINE_META", "{not json")  # the host's record, unreadable: said so
     (spec,) = expand(parse_experiments(SCENARIO, "exp.yaml"), "one")
-    meta = base_meta(tmp_path, spec, "vm")
-    write_meta(tmp_path, meta)
+    run = base_record(tmp_path, spec, "vm")
+    write_meta(tmp_path, run)
     written = json.loads((tmp_path / "meta.json").read_text())
     assert written["schema_version"] == record.SCHEMA_VERSION and written["engine"]["name"] == "unknown"
     assert written["link"]["outages"] == [{"at_s": 6.0, "duration_s": 1.0}] and written["link"]["aqm"] == "red"
-    write_meta(tmp_path, _as_the_runner_fills_it(meta))
+    write_meta(tmp_path, _as_the_runner_fills_it(run, monkeypatch))
     written = json.loads((tmp_path / "meta.json").read_text())
     run = record.read_record(written, "meta.json")
     assert record.undeclared(run) == [] and run.dump() == written
@@ -140,11 +144,18 @@ def test_the_engines_records_have_a_typed_home():
 
 def test_writing_refuses_a_key_without_a_field_and_a_value_of_the_wrong_type(tmp_path):
     (spec,) = expand(parse_experiments(SCENARIO, "exp.yaml"), "one")
-    meta = base_meta(tmp_path, spec, "native")
+    run = base_record(tmp_path, spec, "native")
+    meta = run.dump()
     with pytest.raises(TypeError, match=r"without a field in cctest/model/record.py: novelty, flows\.1\.goodput"):
-        write_meta(tmp_path, {**meta, "novelty": 1, "flows": [meta["flows"][0], {**meta["flows"][1], "goodput": 1}]})
+        novel = {**meta, "novelty": 1, "flows": [meta["flows"][0], {**meta["flows"][1], "goodput": 1}]}
+        write_meta(tmp_path, record.RunRecord.model_validate(novel))
+    assert run.link is not None and run.flows is not None
+    run.link.rate_mbps = float("nan")  # set as the runner sets a field: not validated until written
     with pytest.raises(ValidationError, match="rate_mbps"):
-        write_meta(tmp_path, {**meta, "link": {**meta["link"], "rate_mbps": float("nan")}})
+        write_meta(tmp_path, run)
+    run.link.rate_mbps, run.flows[0].exit_code = 10, "0"  # type: ignore[assignment]
+    with pytest.raises(ValidationError, match="exit_code"), pytest.warns(UserWarning, match="serializer"):
+        write_meta(tmp_path, run)
     assert not (tmp_path / "meta.json").exists()
 
 

@@ -119,7 +119,7 @@ def test_flow_totals_match_receiver_bytes_for_real_runs():
     checked = 0
     for d in REAL_RUNS:
         run = load_run(d)
-        res = M.run_metrics(run.meta, run.tables)
+        res = M.run_metrics(run.record, run.tables)
         fl = pd.read_parquet(d / "flows.parquet").set_index("flow")
         for f in res.flows:
             received = fl.loc[f["flow"], "bytes_received"]
@@ -127,7 +127,7 @@ def test_flow_totals_match_receiver_bytes_for_real_runs():
                 continue
             assert f["bytes"] == pytest.approx(received, rel=0.01)
             checked += 1
-            if run.meta.get("status") == "ok":
+            if run.record.status == "ok":
                 # the sender-side intervals (the time series) add up to iperf3's sender total
                 assert f["bytes_intervals"] == pytest.approx(fl.loc[f["flow"], "bytes_sent"], rel=0.01)
     assert checked, "no flow with a receiver total in the real runs"
@@ -258,7 +258,7 @@ def test_large_run_is_decimated_for_display(tmp_path):
     run = load_run(d)
     _, js = read_summary(out)
     bq = run.tables["qdisc"][run.tables["qdisc"]["role"] == "bottleneck"]
-    full = (bq["backlog_bytes"] * 8 / (run.meta["link"]["rate_mbps"] * 1e6) * 1e3).mean()
+    full = (bq["backlog_bytes"] * 8 / (run.record.link.rate_mbps * 1e6) * 1e3).mean()
     assert js["runs"][0]["mean_queue_delay_ms"] == pytest.approx(full)
 
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from cctest.cli import main as cli
 from cctest.cli.main import main
-from cctest.emulation import engines
+from cctest.emulation import engines, vm
 from cctest.run import session
 
 EXPERIMENTS = """
@@ -70,22 +70,27 @@ def test_a_bad_only_is_one_line_naming_the_file_key_and_allowed_values(experimen
 
 
 def test_a_vm_guest_makes_exactly_the_runs_the_host_selected(experiments, tmp_path, monkeypatch):
-    """The guest re-plans the whole invocation and takes its runs by place in that plan: a shard of
-    --only points of extra repetitions must reach it as the host chose them, in one VM or several."""
+    """The guest reads its runs from the plan file the host wrote, never the experiments file: a
+    shard of --only points of extra repetitions must reach it as the host chose them, in one VM or
+    several."""
     seen = {}
     monkeypatch.setattr(cli, "_execute", lambda specs, opts: seen.update(specs=specs, opts=opts))
     args = ["run", "s", "-f", str(experiments), "--vm", "--engine", "qemu", "-n", "3", "--first-repetition", "3",
             "--only", "flows.1.cc=bbr_cws", "--shard", "2/2"]
     assert CliRunner().invoke(main, args).exit_code == 0
-    host = [(s.label, s.repetition, s.seed) for s in seen["specs"]]
+    specs = seen["specs"]
+    host = [(s.label, s.repetition, s.seed) for s in specs]
     assert 0 < len(host) < 9 and all("bbrcws" in label for label, *_ in host)
+    experiments.unlink()  # the guest has no use for it
+    made = []
+    monkeypatch.setattr(session, "run_native", lambda runs, opts, console: made.extend(runs) or [])
     for parts in ([list(range(len(host)))], [[0], list(range(1, len(host)))]):  # one VM, two VMs
-        guest = []
-        for part in parts:
-            places = engines.Places(python="python3", src="/src", experiments=str(experiments), out=str(tmp_path),
-                                    manifest="/m.txt", host_manifest=tmp_path / "m.txt", to_host=Path)
-            cmd = session.guest_command(seen["opts"], part, places)
-            result = CliRunner().invoke(main, [*cmd[cmd.index("run"):], "--dry-run", "--json"])
+        made.clear()
+        for k, part in enumerate(parts):
+            places = engines.QemuEngine(Path("/boot/vmlinuz-x"), vm.VMClock()).places(tmp_path, k)
+            session.write_guest_plan(specs, part, seen["opts"], places)
+            cmd = session.guest_command(places)
+            result = CliRunner().invoke(main, cmd[cmd.index("guest-run"):])
             assert result.exit_code == 0, result.output
-            guest += [(f"{r['label']}", r["repetition"], r["seed"]) for r in json.loads(result.stdout)]
-        assert guest == host
+        assert made == specs
+        assert [(s.label, s.repetition, s.seed) for s in made] == host

@@ -1,6 +1,6 @@
-"""The paper suites in experiments.yaml: one scaled-down suite per seed paper, tagged quick-000 ...
-quick-004, and the scenarios at the paper's own scale, tagged paper-00N (the score), each with claims
-that cite the paper and can be judged on the runs the suite makes."""
+"""The paper suites experiments.yaml includes, one file per seed paper (suites/paper-00N.yaml): its
+scaled-down scenarios, tagged quick-00N, and those at the paper's own scale, tagged paper-00N (the
+score), each with claims that cite the paper and can be judged on the runs the suite makes."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from cctest.model.scenario import load_experiments
 from tests import REPO
 
 EXPERIMENTS = load_experiments(REPO / "experiments.yaml")  # loading parses every claim and checks its ccs run
-PAPERS = [f"00{k}" for k in range(5)]
+PAPERS = [tag.removeprefix("paper-") for tag in EXPERIMENTS.suites]  # each suite file's header
 # What the quick suites are sized for (docs/papers.md, "The suites"): the estimate `cctest list` shows for
 # two VMs, per repetition (each quick scenario runs 3).
 MAX_SUITE_VM_MINUTES_PER_REPETITION = 40
@@ -42,6 +42,13 @@ def test_paper_scale_scenarios_fix_n_and_cite_their_paper():
             for entry in scenario.expect:
                 assert entry.source.startswith(f"{tag[-3:]} "), f"{name}: {entry.claim!r} cites {entry.source!r}"
                 assert entry.paper.strip(), f"{name}: {entry.claim!r} has no paper: value"
+
+
+def test_the_five_seed_papers_each_have_a_suite_file_with_a_title():
+    assert PAPERS[:5] == ["000", "001", "002", "003", "004"]  # the seed papers, in the page's order
+    for tag, suite in EXPERIMENTS.suites.items():
+        assert suite.title.startswith(f"{tag.removeprefix('paper-')}: "), suite.title
+        assert {EXPERIMENTS.file_of(name) for name in tagged(tag)} == {str(REPO / "suites" / f"{tag}.yaml")}
 
 
 @pytest.mark.parametrize("paper", PAPERS)

@@ -21,6 +21,7 @@ from cctest.host.captures.tcp_probe import (
     parse_tracefs_probe,
     tracefs_events,
 )
+from cctest.model.record import RunRecord
 from tests import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "tracefs"
@@ -226,14 +227,11 @@ def test_the_command_file_execs_the_command_from_the_checkouts_fixed_place():
     assert text.startswith("cd /run/share/src && exec env X='1 2' CCTEST_VM_ENGINE=uml python3 -m cctest run 'a b'")
 
 
-def test_a_home_links_the_checkout_and_venv_and_stages_the_experiments_file(tmp_path):
-    experiments = tmp_path / "mine.yaml"
-    experiments.write_text("scenarios: {}\n")
+def test_a_home_links_the_checkout_and_venv_and_names_its_files_at_fixed_places(tmp_path):
     home = umlshare.prepare(tmp_path / "out", 4)
     assert home.path == tmp_path / "out" / ".uml-4" and home.written.is_dir() and not any(home.written.iterdir())
     assert (home.path / "src").resolve() == REPO and (home.path / "init.sh").read_bytes() == umlshare.INIT.read_bytes()
-    assert home.stage(experiments, "experiments.yaml") == "/run/share/home/experiments.yaml"
-    assert (home.path / "experiments.yaml").read_text() == "scenarios: {}\n"
+    assert home.plan == home.path / "plan.json" and home.guest(home.plan) == "/run/share/home/plan.json"
     assert home.guest(home.manifest) == "/run/share/home/manifest.txt"
     assert home.to_host("/run/share/out/s/run-1") == tmp_path / "out" / "s" / "run-1"
     (home.written / "stale").write_text("x")
@@ -380,7 +378,7 @@ def test_a_recorded_uml_trace_gives_the_tcp_probe_and_cc_state_tables():
     with the meta.json and port map of its run."""
     text = (FIXTURES / "trace.log").read_text()
     info = json.loads((FIXTURES / "run.json").read_text())
-    run = RunView.of(info["meta"])
+    run = RunView.of(RunRecord.model_validate(info["meta"]))
     run.ports = {int(k): v for k, v in info["ports"].items()}
     probe = TcpProbe().parse({"tracefs.log": text}, run)["tcp_probe"]
     assert set(probe["flow"]) == set(run.ports)
@@ -429,6 +427,7 @@ def test_every_run_boots_its_own_guest_with_its_own_seed_and_slots_are_reused(tm
     seed, so neither -j nor a shard can change what a run measures; guests never share a CPU slot."""
     from rich.console import Console
 
+    from cctest.model import guestplan
     from cctest.model.plan import expand
     from cctest.model.scenario import parse_experiments
     from cctest.run import session
@@ -444,19 +443,21 @@ def test_every_run_boots_its_own_guest_with_its_own_seed_and_slots_are_reused(tm
         boot_per_run = True
         seeds: list = []
         slots: list = []
-        commands: list = []
+        plans: list = []
 
         def describe(self):
             return "recording"
 
-        def places(self, out, index, experiments):
-            return engines.Places(python="python3", src="/src", experiments=str(experiments), out=str(out),
-                                  manifest=str(out / f"m{index}"), host_manifest=out / f"m{index}", to_host=Path)
+        def places(self, out, index):
+            return engines.Places(python="python3", src="/src", plan=str(out / f"p{index}"), out=str(out),
+                                  manifest=str(out / f"m{index}"), host_plan=out / f"p{index}",
+                                  host_manifest=out / f"m{index}", to_host=Path)
 
         def start(self, guest_cmd, places, index, log, seed=None, slot=None):
             self.seeds.append(seed)
             self.slots.append(slot)
-            self.commands.append(guest_cmd)
+            assert guest_cmd[-2:] == ["guest-run", places.plan]
+            self.plans.append(guestplan.read(places.host_plan))
             return Done()
 
         def stop_all(self, guests):
@@ -471,13 +472,13 @@ def test_every_run_boots_its_own_guest_with_its_own_seed_and_slots_are_reused(tm
     monkeypatch.setattr(session, "finalize_each", lambda dirs, console, failures: None)
     monkeypatch.setattr(session, "_available_memory_gb", lambda: 64.0)
     engine = Recording()
-    opts = session.RunOptions(experiments_file=Path("experiments.yaml"), names=["s"], repetitions=None, out=tmp_path,
-                              mode="vm", kernel=None, kvm=False, ingest=True, in_vm=False, manifest=None,
-                              clock=vm.VMClock(), jobs=2, force=False, engine="uml")
+    opts = session.RunOptions(source=Path("experiments.yaml"), names=["s"], out=tmp_path, mode="vm", kernel=None,
+                              kvm=False, clock=vm.VMClock(), jobs=2, engine="uml")
     monkeypatch.setattr(session, "POOL_POLL_S", 0.0)
     session._boot_and_ingest(specs, opts, Console(file=open(os.devnull, "w")), engine)
     assert sorted(engine.seeds) == sorted(spec.seed for spec in specs) and len(set(engine.seeds)) == 4
-    assert all(cmd[cmd.index("--only-runs") + 1].isdigit() for cmd in engine.commands)  # one run each
+    # one run each, the one the guest's kernel is seeded for
+    assert [[run.seed for run in plan.runs] for plan in engine.plans] == [[seed] for seed in engine.seeds]
     assert set(engine.slots) == {0, 1}
 
 

@@ -48,3 +48,42 @@ def test_an_unknown_engine_is_a_usage_error(monkeypatch):
         harness.engine_choice()
     monkeypatch.setenv("CCTEST_ENGINE", "")
     assert harness.engine_choice() is None
+
+
+def test_each_vm_gets_its_share_of_the_runs_in_a_plan_file_and_every_run_once(tmp_path):
+    """guest.py hands its VM's plan file to `cctest guest-run`, as a session's guest runs it: the
+    shares together are every plain job's runs, each once, and each plan reads back as its share."""
+    from cctest.emulation import engines, vm
+    from cctest.model import guestplan
+    from cctest.model.plan import expand
+    from cctest.model.scenario import load_experiments
+
+    plain = ["cubic-fills-the-link", "cubic-bbr-shallow", "delay-deep"]
+    shares = harness.vm_shares([*plain, "interrupt:interrupt-me", "kill9:interrupt-me"], 3)
+    experiments = load_experiments(str(GUEST.parent / "scenarios.yaml"))
+    every = [spec for name in plain for spec in expand(experiments, name)]
+    shared = [run for runs, _, _ in shares for run in runs]
+    assert len(shared) == len(every) and all(shared.count(spec) == 1 for spec in every)
+    assert sorted(job for _, _, specials in shares for job in specials) == ["interrupt:interrupt-me",
+                                                                           "kill9:interrupt-me"]
+    for k, (runs, names, _) in enumerate(shares):
+        places = engines.QemuEngine(tmp_path / "vmlinuz", vm.VMClock()).places(tmp_path, k)
+        args = harness.plan_args(runs, names, places)
+        if not runs:
+            assert args == []
+            continue
+        assert args == ["--plan", places.plan, *plain]
+        plan = guestplan.read(places.host_plan)
+        assert plan.runs == runs and plan.manifest == f"{places.out}/runs.manifest"
+
+
+def test_a_special_jobs_plan_holds_every_run_of_its_scenario(tmp_path):
+    from cctest.model import guestplan
+    from cctest.model.plan import expand
+    from cctest.model.scenario import load_experiments
+    from tests.vm import guest
+
+    path = guest.plan_of("interrupt-me", tmp_path / "out", tmp_path / "kill9_interrupt-me.manifest")
+    plan = guestplan.read(path)
+    assert plan.runs == expand(load_experiments(str(GUEST.parent / "scenarios.yaml")), "interrupt-me")
+    assert (plan.out, plan.manifest) == (str(tmp_path / "out"), str(tmp_path / "kill9_interrupt-me.manifest"))

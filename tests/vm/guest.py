@@ -1,9 +1,9 @@
 """Runs inside the VM: real cctest runs for the integration tests, then what the host asserts on.
 
-usage: guest.py OUT_DIR [--only-runs I,J,...] JOB [JOB ...]
-A job is a scenario name in tests/vm/scenarios.yaml (run to completion; all of these run in one
-`cctest run` process, as a user would sweep them, which saves a process start per job; with
---only-runs, only those of that invocation's runs, as `cctest run -j` gives each VM its share), or
+usage: guest.py OUT_DIR [--plan PLAN JOB [JOB ...]] [SPECIAL_JOB ...]
+A job is a scenario name in tests/vm/scenarios.yaml: PLAN, the plan file the host wrote, holds this
+VM's share of the jobs' runs, as `cctest run -j` gives each VM its share, and they run to completion
+in one `cctest guest-run PLAN` process, as a user's sweep would. A special job is
 `interrupt:<scenario>` (SIGINT once flows are running, then record what is left on the system), or
 `kill9:<scenario>` (SIGKILL mid-flow, try a second run, then `cctest clean`), or
 `kill9all:<scenario>` (SIGKILL the run's whole cgroup mid-flow, iperf3 included, then `cctest
@@ -29,12 +29,22 @@ SCENARIOS = HERE / "scenarios.yaml"
 STATE_DIR = Path("/run/cctest")
 
 
-def cctest(scenarios: list[str], out: Path, manifest: Path, only_runs: str | None = None) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "cctest", "run", *scenarios, "-f", str(SCENARIOS), "--out", str(out),
-           "--native", "--in-vm", "--no-ingest", "--manifest", str(manifest)]
-    if only_runs:
-        cmd += ["--only-runs", only_runs]
-    return subprocess.Popen(cmd, cwd=HERE.parent.parent)
+def guest_run(plan: Path, **kw) -> subprocess.Popen:
+    """cctest as a --vm session's guest runs: the runs in the plan file, natively, no tables."""
+    return subprocess.Popen([sys.executable, "-m", "cctest", "guest-run", str(plan)], cwd=HERE.parent.parent, **kw)
+
+
+def plan_of(scenario: str, out: Path, manifest: Path) -> Path:
+    """A plan file of every run of `scenario`, written here, for a special job (the host splits only
+    the plain jobs' runs)."""
+    from cctest.model import guestplan
+    from cctest.model.plan import expand
+    from cctest.model.scenario import load_experiments
+
+    path = manifest.with_suffix(".plan.json")
+    runs = expand(load_experiments(SCENARIOS), scenario)
+    guestplan.write(path, runs, names=[scenario], out=str(out), manifest=str(manifest))
+    return path
 
 
 def run_dirs(manifest: Path) -> list[str]:
@@ -125,7 +135,7 @@ def wait_for_flows(proc: subprocess.Popen, manifest: Path) -> tuple[bool, str]:
 
 def interrupt(scenario: str, out: Path, manifest: Path) -> dict:
     unmounted = unmount_tracing()
-    proc = cctest([scenario], out, manifest)
+    proc = guest_run(plan_of(scenario, out, manifest))
     started, seen = wait_for_flows(proc, manifest)
     during = system_leftovers()
     proc.send_signal(signal.SIGINT)
@@ -143,21 +153,22 @@ def interrupt(scenario: str, out: Path, manifest: Path) -> dict:
 def kill9(scenario: str, out: Path, manifest: Path) -> dict:
     """SIGKILL mid-flow (no teardown possible), then `cctest clean` must remove the leftovers."""
     unmounted = unmount_tracing()
-    proc = cctest([scenario], out, manifest)
+    proc = guest_run(plan_of(scenario, out, manifest))
     started, seen = wait_for_flows(proc, manifest)
     during = system_leftovers()
     proc.kill()
     proc.wait()
     before = system_leftovers()
-    refused = subprocess.run([sys.executable, "-m", "cctest", "run", scenario, "-f", str(SCENARIOS), "--native",
-                              "--in-vm", "--out", str(out / "refused")], capture_output=True, text=True)
+    refused = guest_run(plan_of(scenario, out / "refused", out / "refused.manifest"), stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
+    refused_stderr = refused.communicate()[1]
     clean = subprocess.run([sys.executable, "-m", "cctest", "clean"], capture_output=True, text=True)
     left = system_leftovers()
     remount_tracing(unmounted)
     return {"flows_were_running": started, "seen": seen, "before_clean": before, "leftovers": left,
             "during": during, "pid": proc.pid, "unmounted": unmounted,
             "clean_exit_code": clean.returncode, "clean_output": clean.stdout,
-            "second_run_exit_code": refused.returncode, "second_run_stderr": refused.stderr}
+            "second_run_exit_code": refused.returncode, "second_run_stderr": refused_stderr}
 
 
 def kill9_all(scenario: str, out: Path, manifest: Path) -> dict:
@@ -165,7 +176,7 @@ def kill9_all(scenario: str, out: Path, manifest: Path) -> dict:
     would (the run's cgroup.kill): iperf3 -J writes nothing, yet the run directory must still yield
     each flow's bytes, from ss. Then `cctest clean`."""
     unmounted = unmount_tracing()
-    proc = cctest([scenario], out, manifest)
+    proc = guest_run(plan_of(scenario, out, manifest))
     started, seen = wait_for_flows(proc, manifest)
     groups = list(run_cgroups())
     if groups:
@@ -315,16 +326,18 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     results = {}
     jobs = sys.argv[2:]
-    only_runs = None
-    if jobs[:1] == ["--only-runs"]:
-        only_runs, jobs = jobs[1], jobs[2:]
+    plan = None
+    if jobs[:1] == ["--plan"]:
+        plan, jobs = Path(jobs[1]), jobs[2:]
     plain = [job for job in jobs if ":" not in job]
     special = [job for job in jobs if ":" in job]
-    if plain:
-        manifest = out / "runs.manifest"
+    if plan is not None:
+        from cctest.model import guestplan
+
+        manifest = Path(guestplan.read(plan).manifest)
         manifest.unlink(missing_ok=True)
         started = time.monotonic()
-        code = cctest(plain, out, manifest, only_runs).wait()
+        code = guest_run(plan).wait()
         batch = {"exit_code": code, "leftovers": system_leftovers(), "wall_s": round(time.monotonic() - started, 1)}
         dirs = run_dirs(manifest)
         for job in plain:  # run dirs are <out>/<scenario>/<run id>

@@ -157,10 +157,11 @@ def run_vm_jobs(items: Iterable[pytest.Item]) -> dict:
             kmod.build(engine.release(), kdir=kdir, make_vars=make_vars)
         guests = []
         releases = []
-        for k, args in enumerate(vm_shares(by_engine[name], n_guests)):
+        for k, (runs, plain, specials) in enumerate(vm_shares(by_engine[name], n_guests)):
             guest_dir = out / f"{name}{k}"
             guest_dir.mkdir()
-            places = engine.places(guest_dir, k, GUEST.parent / "scenarios.yaml")
+            places = engine.places(guest_dir, k)
+            args = [*plan_args(runs, plain, places), *specials]
             script = f"{places.src}/{GUEST.relative_to(REPO)}"
             guests.append(engine.start([places.python, script, places.out, *args], places, k,
                                        log=out / f"{name}{k}.log"))
@@ -183,9 +184,20 @@ def run_vm_jobs(items: Iterable[pytest.Item]) -> dict:
     return results
 
 
-def vm_shares(jobs: list[str], n_vms: int) -> list[list[str]]:
-    """guest.py's arguments for each VM: the plain jobs' runs split as `cctest run -j` splits
-    them, and each interrupt/kill job (one short and one long run) on the VM with the least."""
+def plan_args(runs: list, plain: list[str], places) -> list[str]:
+    """guest.py's arguments for a VM's share of the plain jobs: the plan file holding those runs,
+    written where the guest reads it as a session's host writes it, then the jobs' names."""
+    from cctest.model import guestplan
+
+    if not runs:
+        return []
+    guestplan.write(places.host_plan, runs, names=plain, out=places.out, manifest=f"{places.out}/runs.manifest")
+    return ["--plan", places.plan, *plain]
+
+
+def vm_shares(jobs: list[str], n_vms: int) -> list[tuple[list, list[str], list[str]]]:
+    """Each VM's share: the plain jobs' runs split as `cctest run -j` splits them, the plain jobs,
+    and each interrupt/kill job (one short and one long run) on the VM with the least."""
     from cctest.model.plan import RUN_OVERHEAD_S, expand, split_for_vms
     from cctest.model.scenario import load_experiments
 
@@ -201,12 +213,8 @@ def vm_shares(jobs: list[str], n_vms: int) -> list[list[str]]:
         k = min(range(len(parts)), key=lambda v: loads[v])
         extra[k].append(job)
         loads[k] += 90  # two runs, one cut short, and a `cctest clean`
-    shares = []
-    for part, specials in zip(parts, extra, strict=True):
-        args = (["--only-runs", ",".join(map(str, part)), *plain] if part else []) + specials
-        if args:
-            shares.append(args)
-    return shares
+    return [([specs[i] for i in part], plain, specials)
+            for part, specials in zip(parts, extra, strict=True) if part or specials]
 
 
 def merge_vm_results(dirs: list[tuple[Path, Callable[[str], Path]]], codes: list[int]) -> tuple[dict, str]:

@@ -18,12 +18,14 @@ from cctest.analysis.derived import (
     link_bytes_between,
     link_rate_mbps_at,
 )
+from cctest.model.aqm import AQMS as REGISTERED
 from cctest.model.bottleneck import ECN_SYSCTL
+from cctest.model.record import Link
 from tests.vm.test_vm_modules import find, meta_of, runs_of
 
 pytestmark = pytest.mark.vm
 
-AQMS = ["fq_codel", "codel", "pie", "red"]
+AQMS = [kind for kind in REGISTERED if kind != "fifo"]  # scenarios.yaml's aqm-vs-fifo runs each (test_bottleneck)
 STEADY_FROM_S = 3.0  # after slow start and its first recovery
 
 
@@ -93,7 +95,7 @@ def test_the_aggregate_follows_a_rate_step_within_a_few_rtts(vm_results, aqm):
     assert meta["status"] == "ok"
     applied = meta["rate_schedule_applied"]
     assert len(applied) == 1 and 6.0 <= applied[0]["applied_s"] < 6.1, applied
-    assert link_rate_mbps_at(meta, [5.9, 6.1]).tolist() == [20, 10]
+    assert link_rate_mbps_at(Link.model_validate(meta["link"]), [5.9, 6.1]).tolist() == [20, 10]
     before = dequeued_mbps(run, np.array([2.0, 6.0]))[0]
     assert 0.85 * 20 <= before <= 1.03 * 20, before
     # 0.25 s bins from 0.1 s (a few RTTs) after the step: each at the new rate, none above it
@@ -111,7 +113,8 @@ def test_an_outage_delivers_nothing_then_the_link_comes_back(vm_results):
     (applied,) = meta["outages_applied"]
     assert applied["at_s"] == 5 and applied["duration_s"] == 1, applied
     assert 5.0 <= applied["started_s"] < 5.05 and 6.0 <= applied["ended_s"] < 6.05, applied
-    assert link_bytes_between(meta, 5.0, 6.0) == 0  # what utilisation and goodput count against
+    link = Link.model_validate(meta["link"])
+    assert link_bytes_between(link, 5.0, 6.0) == 0  # what utilisation and goodput count against
     ss = pd.read_parquet(run / "ss.parquet")
     # nothing acknowledged once what was on the wire at 5 s is (a queue of at most 2.5 BDP: 70 ms):
     # every sample from 5.1 s to the end of the outage reads the same count (the samples, not an
@@ -124,5 +127,5 @@ def test_an_outage_delivers_nothing_then_the_link_comes_back(vm_results):
     assert counter_growth(loss[loss["t_s"] < 5.0]["drops"]) == 0
     assert counter_growth(loss[(loss["t_s"] > 4.9) & (loss["t_s"] < 6.2)]["drops"]) > 0
     # and the flow fills the link again within the second after it
-    payload_rate = link_bytes_between(meta, 7.5, 9.5) / 2 * 1448 / 1514
+    payload_rate = link_bytes_between(link, 7.5, 9.5) / 2 * 1448 / 1514
     assert acked_within(ss, 0, 7.5, 9.5) / 2 >= 0.9 * payload_rate

@@ -12,6 +12,7 @@ import pytest
 from cctest.analysis.bbr_model import bbr_model_figures
 from cctest.emulation.uml import dmesg_problems
 from cctest.kernel.projectccs import project_ccs, tree_modules
+from cctest.model.record import Link
 
 pytestmark = pytest.mark.vm
 
@@ -110,7 +111,8 @@ def test_core_alone_delivers_like_kernel_bbr(vm_results, rate_mbps):
 
 def model_means(paths: list[Path]) -> pd.Series:
     """`bbr_model.bbr_model_figures` of each run, averaged over the runs."""
-    return pd.DataFrame([bbr_model_figures(meta_of(p), pd.read_parquet(p / "ss.parquet")) for p in paths]).mean()
+    return pd.DataFrame([bbr_model_figures(Link.model_validate(meta_of(p)["link"]), pd.read_parquet(p / "ss.parquet"))
+                         for p in paths]).mean()
 
 
 @pytest.mark.vm_jobs("core-vs-kernel-bbr", "core-vs-kernel-bbr-50")

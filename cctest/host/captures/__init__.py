@@ -11,6 +11,8 @@ in docs/run-directory.md, and its tests. A figure of it is one step in report/ru
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .base import BASE_RTT, SAMPLING, TRACING, Capture, RunView, StartContext, per_flow
 from .cc_state import ModuleState
 from .cpu import Cpu
@@ -20,6 +22,9 @@ from .ping import Ping
 from .qdisc import Qdisc
 from .sockdiag import SockDiag
 from .tcp_probe import TcpProbe
+
+if TYPE_CHECKING:
+    from ...model.record import Flow
 
 IPERF3 = Iperf3()
 SOCKETS = SockDiag()
@@ -36,8 +41,8 @@ def starting_in(phase: str) -> list[Capture]:
     return [capture for capture in REGISTRY if capture.starts == phase]
 
 
-def raw_names(flows: list[dict]) -> list[str]:
-    """The raw files ingest reads for a run with these flows (meta.json's), each once."""
+def raw_names(flows: list[Flow]) -> list[str]:
+    """The raw files ingest reads for a run with these flows (its record's), each once."""
     names = [name for capture in REGISTRY for pattern in capture.raw_files for name in per_flow(pattern, flows)]
     return list(dict.fromkeys(names))
 

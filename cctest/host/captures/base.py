@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
     import pandas as pd
 
+    from ...model.record import Flow, RunRecord
+
 NS_PER_S = 1_000_000_000
 US_PER_MS = 1000.0
 
@@ -42,31 +44,42 @@ class StartContext:
 
 @dataclass
 class RunView:
-    """What parsing needs to know about the run (from meta.json), and what one capture's parse
+    """What parsing needs to know about the run (from its record), and what one capture's parse
     leaves for the others: iperf3's results and each flow's data-connection port."""
 
     run_id: str
     t0_ns: int
-    flows: list[dict]  # meta.json's flows, in flow order
+    flows: list[Flow]  # the record's flows, in flow order
     iperf: dict = field(default_factory=dict)  # flow -> iperf3.Iperf3Result
     ports: dict[int, int] = field(default_factory=dict)  # flow -> local port of its data connection
     parsed: dict[str, Any] = field(default_factory=dict)  # a parse shared by two steps, by raw name
 
     @classmethod
-    def of(cls, meta: dict) -> RunView:
-        return cls(run_id=str(meta["run_id"]), t0_ns=int(meta["t0_monotonic_ns"]),
-                   flows=sorted(meta.get("flows", []), key=lambda f: int(f["flow"])))
+    def of(cls, record: RunRecord) -> RunView:
+        """The view of a run's record; it must have its time zero (ingest gives a run that ended
+        before time zero one)."""
+        if record.t0_monotonic_ns is None:
+            raise ValueError("a run without its time zero (t0_monotonic_ns) has no time to place samples at")
+        return cls(run_id=str(record.run_id), t0_ns=record.t0_monotonic_ns,
+                   flows=sorted(record.flows or [], key=flow_number))
 
     def t_s(self, t_ns: pd.Series) -> pd.Series:
         """CLOCK_MONOTONIC nanoseconds -> seconds after the run's time zero."""
         return (t_ns.astype("int64") - self.t0_ns) / NS_PER_S
 
 
-def per_flow(pattern: str, flows: list[dict]) -> list[str]:
+def flow_number(flow: Flow) -> int:
+    """A flow's number: a flow recorded without one has no raw files or rows to be placed in."""
+    if flow.flow is None:
+        raise ValueError(f"a flow in meta.json without its number ({flow.model_dump(exclude_unset=True)})")
+    return flow.flow
+
+
+def per_flow(pattern: str, flows: list[Flow]) -> list[str]:
     """A raw file name pattern with `<flow>` -> one name per flow (others as they are)."""
     if "<flow>" not in pattern:
         return [pattern]
-    return [pattern.replace("<flow>", str(f["flow"])) for f in flows]
+    return [pattern.replace("<flow>", str(flow_number(f))) for f in flows]
 
 
 class Capture:
@@ -131,8 +144,8 @@ def map_by_ports(df: pd.DataFrame, run: RunView, sport: str, dport: str) -> pd.D
     """Keep the rows of the flows' data connections and add a `flow` column."""
     import pandas as pd
 
-    keys = pd.DataFrame([{sport: run.ports[int(f["flow"])], dport: int(f["server_port"]),
-                          "flow": int(f["flow"])} for f in run.flows if int(f["flow"]) in run.ports],
+    keys = pd.DataFrame([{sport: run.ports[flow_number(f)], dport: f.server_port, "flow": flow_number(f)}
+                         for f in run.flows if flow_number(f) in run.ports],
                         columns=[sport, dport, "flow"])
     cols = [c for c in df.columns if c != "flow"]
     return df[cols].merge(keys.astype("int64"), on=[sport, dport], how="inner")

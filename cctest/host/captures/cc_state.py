@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING
 
 from .. import tracefs
-from .base import Capture, RunView, map_by_ports
+from .base import Capture, RunView, flow_number, map_by_ports
 
 if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
     import pandas as pd
@@ -108,7 +108,7 @@ class ModuleState(Capture):
             return {}
         state = map_by_ports(state, run, "sport", "dport")
         if from_tracefs:
-            cc_of = {int(f["flow"]): f["cc"] for f in run.flows}
+            cc_of = {flow_number(f): f.cc for f in run.flows}
             state["cc"] = state["flow"].map(cc_of)
         state["t_s"] = run.t_s(state["t_ns"])
         return {"cc_state": self.finish("cc_state", state, run, strings=("cc", "key"))}

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .base import US_PER_MS, Capture, RunView, num
+from .base import US_PER_MS, Capture, RunView, flow_number, num
 
 if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
     import pandas as pd
@@ -198,8 +198,8 @@ class Iperf3(Capture):
 
     def results(self, raw: dict[str, str | None], run: RunView) -> dict[int, Iperf3Result]:
         """flow -> what its client output says (flows without one are left out)."""
-        return {int(f["flow"]): parse_iperf3_json(text)
-                for f in run.flows if (text := raw.get(client_file(f["flow"]))) is not None}
+        return {flow_number(f): parse_iperf3_json(text)
+                for f in run.flows if (text := raw.get(client_file(flow_number(f)))) is not None}
 
     def parse(self, raw: dict[str, str | None], run: RunView) -> dict[str, pd.DataFrame]:
         """flows always (from meta.json when iperf3 said nothing); throughput when any client did."""
@@ -213,13 +213,13 @@ class Iperf3(Capture):
 
         rows = []
         for f in run.flows:
-            i = int(f["flow"])
+            i = flow_number(f)
             r = run.iperf.get(i, Iperf3Result())
-            rows.append({"flow": i, "cc": f.get("cc"), "rtt_ms": f.get("rtt_ms"),
-                         "start_s": f.get("start_s"), "launched_s": f.get("launched_s"),
-                         "duration_s": f.get("duration_s"), "elapsed_s": r.sender_seconds,
+            rows.append({"flow": i, "cc": f.cc, "rtt_ms": f.rtt_ms,
+                         "start_s": f.start_s, "launched_s": f.launched_s,
+                         "duration_s": f.duration_s, "elapsed_s": r.sender_seconds,
                          "local_port": run.ports.get(i),
-                         "server_port": f.get("server_port"), "sender_ip": f.get("sender_ip"),
+                         "server_port": f.server_port, "sender_ip": f.sender_ip,
                          "bytes_sent": r.bytes_sent, "bytes_received": r.bytes_received,
                          "retransmits": r.retransmits, "mean_rtt_ms": r.mean_rtt_ms,
                          "max_snd_cwnd_bytes": r.max_snd_cwnd_bytes,
@@ -240,10 +240,10 @@ class Iperf3(Capture):
 
         parts = []
         for f in run.flows:
-            i = int(f["flow"])
+            i = flow_number(f)
             if i not in run.iperf or run.iperf[i].intervals.empty:
                 continue
-            launched = _first_not_none(f.get("launched_s"), f.get("start_s"), 0.0)
+            launched = _first_not_none(f.launched_s, f.start_s, 0.0)
             iv = run.iperf[i].intervals.copy()
             iv["flow"] = i
             iv["t_s"] = iv.pop("t_rel_s") + float(launched)

@@ -7,7 +7,7 @@ import re
 import subprocess
 from typing import TYPE_CHECKING
 
-from .base import BASE_RTT, Capture, RunView, StartContext, Undo
+from .base import BASE_RTT, Capture, RunView, StartContext, Undo, flow_number
 
 if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
     import pandas as pd
@@ -53,9 +53,9 @@ class Ping(Capture):
 
         parts = []
         for f in run.flows:
-            text = raw.get(PING_FILE.replace("<flow>", str(f["flow"])))
+            text = raw.get(PING_FILE.replace("<flow>", str(flow_number(f))))
             if text is not None:
                 p = parse_ping(text)
-                p["flow"] = int(f["flow"])
+                p["flow"] = flow_number(f)
                 parts.append(p)
         return {"ping": self.finish("ping", pd.concat(parts), run)} if parts else {}

@@ -19,7 +19,7 @@ try:
 except ImportError:  # a report-only install (no `run` extra): reading tables needs no netlink
     DiagSocket = None
 
-from .base import SAMPLING, US_PER_MS, Capture, RunView, StartContext, Undo, require_pyroute2
+from .base import SAMPLING, US_PER_MS, Capture, RunView, StartContext, Undo, flow_number, require_pyroute2
 from .sampler import PeriodicSampler, enter_netns, start_threads
 
 SS_COLUMNS = ("run_id", "flow", "t_s", "cwnd", "ssthresh", "srtt_ms", "rttvar_ms", "min_rtt_ms", "mss",
@@ -188,9 +188,9 @@ class SockDiag(Capture):
         ss_raw = self.sockets(raw, run)
         if ss_raw is None:
             return {}
-        keys = pd.DataFrame([{"flow": int(f["flow"]), "local_port": run.ports[int(f["flow"])],
-                              "peer_port": int(f["server_port"])}
-                             for f in run.flows if int(f["flow"]) in run.ports],
+        keys = pd.DataFrame([{"flow": flow_number(f), "local_port": run.ports[flow_number(f)],
+                              "peer_port": f.server_port}
+                             for f in run.flows if flow_number(f) in run.ports],
                             columns=["flow", "local_port", "peer_port"]).astype("int64")
         ss = ss_raw.dropna(subset=["local_port", "peer_port"]).astype(
             {"local_port": "int64", "peer_port": "int64"}).merge(

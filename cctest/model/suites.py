@@ -1,0 +1,78 @@
+"""Paper suites: one file per seed paper, included by the experiments file.
+
+A suite file opens with `suite: {tag, title}`, then holds its `scenarios:`. The tag (`paper-NNN`)
+marks the scenarios at the paper's own scale, and their scaled-down copies carry `quick-NNN`; the
+title heads the paper's section of docs/reproduction.md. The experiments file lists its suite files
+under `include:`, as paths relative to its own folder and inside it: a VM guest is handed that
+folder, never the rest of the machine.
+
+Pure checks only: scenario.py reads the files and turns each refusal here into one line naming the
+file and the key.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+from typing import Annotated
+
+from pydantic import StringConstraints, field_validator
+
+from ..base.strict import Strict
+
+SUITE_TAG = r"paper-\d{3}"  # the reproduction page and the claims' score read this form
+MAX_INCLUDES = 32  # suite files per experiments file: a paper each, with room to grow
+
+
+class Suite(Strict):
+    """A paper suite's header: the tag its paper-scale scenarios carry and the paper's title."""
+
+    tag: str
+    title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200,
+                                            pattern=r"^[^\n]*$")]
+
+    @field_validator("tag")
+    @classmethod
+    def paper_tag(cls, tag: str) -> str:
+        if not re.fullmatch(SUITE_TAG, tag):
+            raise ValueError(f"{tag!r} is no suite tag; a suite tag is paper-NNN (three digits), e.g. paper-005")
+        return tag
+
+    @property
+    def quick_tag(self) -> str:
+        """The tag of the suite's scaled-down copies, outside the score."""
+        return self.tag.replace("paper-", "quick-", 1)
+
+    def owns(self, tag: str) -> bool:
+        return tag in (self.tag, self.quick_tag)
+
+
+def suite_tag_of(tag: str) -> str | None:
+    """The suite tag a scenario tag belongs to (paper-NNN for paper-NNN, quick-NNN and reading-NNN),
+    else None."""
+    match = re.fullmatch(r"(?:paper|quick|reading)-(\d{3})", tag)
+    return f"paper-{match.group(1)}" if match else None
+
+
+def include_path(entry: object, folder: Path) -> Path:
+    """The file an `include:` entry names: a relative path inside `folder` (the experiments file's),
+    symbolic links resolved. ValueError, saying what is allowed, for anything else."""
+    if not isinstance(entry, str) or not entry.strip():
+        raise ValueError(f"{entry!r}: an entry is a file's path relative to the experiments file, "
+                         "e.g. suites/paper-000.yaml")
+    if PurePosixPath(entry).is_absolute() or Path(entry).is_absolute():
+        raise ValueError(f"{entry}: an absolute path; name the file relative to the experiments file's folder")
+    root = folder.resolve()
+    target = (root / entry).resolve()
+    if not target.is_relative_to(root):
+        raise ValueError(f"{entry}: outside the experiments file's folder ({root}); the suites live beside it "
+                         "(a VM guest sees that folder only)")
+    return target
+
+
+def check_suite_tags(suite: Suite, tags_by_scenario: dict[str, list[str]]) -> None:
+    """A suite's scenarios: at least one carries its tag. ValueError otherwise."""
+    if not any(suite.tag in tags for tags in tags_by_scenario.values()):
+        raise ValueError(f"suite.tag: no scenario of the file carries {suite.tag}; tag its paper-scale "
+                         f"scenarios {suite.tag} (scaled-down copies {suite.quick_tag})")
+
