@@ -452,8 +452,9 @@ def _judged(e: Expectation, label: str, samples: list[tuple[Any, Callable[[ast.e
         if e.steady_from_s is not None and any(t in steady_terms(claim) for t in unmeasured):
             reason += (f" (steady_from_s: {e.steady_from_s:g} s needs the runs' throughput series; a compact "
                        "record keeps the windows from whole seconds only)")
-    if n is not None and present is not None and present < n and verdict == "no data" and not samples:
-        verdict, reason = "incomplete", f"incomplete ({present} of {n})"
+    if n is not None and present is not None and present < n and verdict == "no data":
+        # a point still short of its n is incomplete, whatever its first runs lack (e.g. not ingested yet)
+        verdict, reason = "incomplete", f"incomplete ({present} of {n})" + (f"; {reason}" if reason else "")
     if unhealthy:
         healthy = f"the healthy runs alone: {verdict}" if samples else "no healthy run"
         reason = (f"health fail, left out: {', '.join(unhealthy)}; {healthy}" + (f" ({reason})" if reason else ""))

@@ -18,8 +18,12 @@ from __future__ import annotations
 import contextlib
 import unicodedata
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 FAILED = 1
 BAD_INPUT = 2
@@ -55,7 +59,7 @@ def printable(text: object, limit: int | None = MAX_LINE_CHARS) -> str:
     return line
 
 
-def say(console, *parts: object | tuple[object, str], limit: int | None = MAX_LINE_CHARS) -> None:
+def say(console: Console, *parts: object | tuple[object, str], limit: int | None = MAX_LINE_CHARS) -> None:
     """Print one line of text that may come from a file or a name (a run directory, a scenario, a
     journal) on a rich console: each part is printable() and never read as markup, so `[/]` cannot
     raise, `[see fig.3]` cannot vanish and no escape reaches the terminal. A part may be a
@@ -74,7 +78,7 @@ class CctestError(Exception):
 
     exit_code = FAILED
 
-    def __init__(self, message: str):
+    def __init__(self, message: str) -> None:
         # Keys, values and tool output quoted into a message may hold line breaks, terminal escapes
         # or a megabyte of text: it stays one line a terminal shows as written.
         super().__init__(printable(message))
@@ -108,12 +112,12 @@ def exit_on_error(ctx: click.Context) -> Iterator[None]:
 
 
 class Command(click.Command):
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:
         with exit_on_error(ctx):
             return super().invoke(ctx)
 
 
 class Group(click.Group):
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:
         with exit_on_error(ctx):
             return super().invoke(ctx)

@@ -20,6 +20,9 @@ import yaml
 
 from .errors import BadInput
 
+if TYPE_CHECKING:
+    from collections.abc import Hashable
+
 MAX_NESTING = 32  # an experiments file is a few levels deep; deeper is a mistake or an attack
 MAX_VALUES = 20_000  # values (scalars and collections), aliases expanded: experiments.yaml has 1 259, and
 # building 20 000 takes PyYAML ~0.3 s (the budget for an answer is 1 s)
@@ -139,7 +142,7 @@ class StrictLoader(FAST_SAFE_LOADER):
     number), and number forms that read as something else than they show (`020` is octal 16,
     `1:30` is sexagesimal 90)."""
 
-    def construct_mapping(self, node, deep=False):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
         seen: dict = {}
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -157,7 +160,7 @@ class StrictLoader(FAST_SAFE_LOADER):
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
 
-    def construct_yaml_int(self, node):
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
         text = node.value.replace("_", "").lstrip("+-")
         if ":" in text or (len(text) > 1 and text.startswith("0") and text[1].isdigit()):
             form = "a sexagesimal (base 60) number" if ":" in text else "an octal number"
@@ -170,7 +173,7 @@ class StrictLoader(FAST_SAFE_LOADER):
             raise Refused(f"line {node.start_mark.line + 1}: a number of {len(node.value)} digits; "
                           "not a value any key takes") from None
 
-    def construct_yaml_float(self, node):
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
         if ":" in node.value:
             raise Refused(f"line {node.start_mark.line + 1}: {node.value} reads as a sexagesimal (base 60) "
                           f"number in YAML ({super().construct_yaml_float(node)}); write it as a plain number")
@@ -181,7 +184,7 @@ StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yam
 StrictLoader.add_constructor("tag:yaml.org,2002:float", StrictLoader.construct_yaml_float)
 
 
-def load_yaml(text: str):
+def load_yaml(text: str) -> Any:
     """The document in `text`, built only after check_yaml_events; Refused with a one-line reason
     (a line number, no path) for anything else, YAML syntax errors included."""
     return _load_counted(text, MAX_VALUES)[0]
@@ -209,7 +212,7 @@ def decode_utf8(data: bytes) -> str:
                       "save it as UTF-8") from None
 
 
-def load_yaml_file(path: str | Path, max_bytes: int, what: str = "the file"):
+def load_yaml_file(path: str | Path, max_bytes: int, what: str = "the file") -> Any:
     """read_bounded + decode_utf8 + load_yaml, the refusals prefixed with the path."""
     try:
         return load_yaml(decode_utf8(read_bounded(path, max_bytes, what)))
@@ -221,10 +224,10 @@ class Budget:
     """One allowance of bytes and YAML values for a set of files read as one input (an experiments
     file and the suite files it includes): splitting a file into many buys no more of either."""
 
-    def __init__(self, max_bytes: int, max_values: int = MAX_VALUES):
+    def __init__(self, max_bytes: int, max_values: int = MAX_VALUES) -> None:
         self.bytes_left, self.values_left = max_bytes, max_values
 
-    def load_file(self, path: str | Path, what: str, shown: str | None = None):
+    def load_file(self, path: str | Path, what: str, shown: str | None = None) -> Any:
         """load_yaml_file within what is left; the refusals prefixed with `shown` (default: the path)."""
         try:
             data = read_bounded(path, self.bytes_left, what)

@@ -13,7 +13,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -27,9 +27,16 @@ from .report import check_command, report_command
 from .validate import validate_command
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import TracebackType
+
     from rich.console import Console
 
     from ..emulation.hostcost import HostFactor
+    from ..emulation.vm import VMClock
+    from ..model.plan import RunSpec
+    from ..model.scenario import Experiments, Link, Scenario
+    from ..run.session import RunOptions
 
 DEFAULT_EXPERIMENTS = "experiments.yaml"
 
@@ -37,25 +44,27 @@ DEFAULT_EXPERIMENTS = "experiments.yaml"
 class _LazyConsole:
     """rich's Console, made on first use: importing rich costs a tenth of a second of every --help."""
 
-    def __init__(self, **kw):
+    _console: Console | None
+
+    def __init__(self, **kw: Any) -> None:
         self._kw, self._console = kw, None
 
-    def _real(self):
+    def _real(self) -> Console:
         if self._console is None:
             from rich.console import Console
 
             self._console = Console(**self._kw)
         return self._console
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._real(), name)
 
     # special methods are looked up on the type, never through __getattr__: a live Progress enters
     # its console as a context manager
-    def __enter__(self):
+    def __enter__(self) -> Console:
         return self._real().__enter__()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: *tuple[type[BaseException] | None, BaseException | None, TracebackType | None]) -> None:
         return self._real().__exit__(*exc)
 
 
@@ -64,7 +73,7 @@ console = cast("Console", _LazyConsole())
 err_console = cast("Console", _LazyConsole(stderr=True))
 
 
-def load_experiments(path: str):
+def load_experiments(path: str) -> Experiments:
     from ..model.scenario import load_experiments as load
 
     return load(path)
@@ -75,7 +84,7 @@ experiments_option = click.option("-f", "--file", "experiments_file", default=DE
 json_option = click.option("--json", "as_json", is_flag=True, help="print JSON on stdout instead of a table")
 
 
-def print_json(data) -> None:
+def print_json(data: object) -> None:
     from ..base.jsonsafe import dumps
 
     click.echo(dumps(data, indent=1, default=str))
@@ -122,7 +131,7 @@ def host_scale(engine: str) -> HostFactor | None:
     return hostcost.host_factor(engine)
 
 
-def scenario_plan(experiments, name: str, force: bool, cores: int, engine: str,
+def scenario_plan(experiments: Experiments, name: str, force: bool, cores: int, engine: str,
                   scale: HostFactor | None = None) -> dict:
     """One scenario as `list --json` and `show` give it: link, flows, matrix, claims, runs and the
     estimated wall time natively and with --vm on `cores` single-vCPU VMs of `engine` (the cost model
@@ -150,7 +159,7 @@ def scenario_plan(experiments, name: str, force: bool, cores: int, engine: str,
     }
 
 
-def _bottleneck_text(link) -> str:
+def _bottleneck_text(link: Link) -> str:
     buffer = f"{link.buffer_bdp:g} BDP" if link.buffer_bdp is not None else f"{link.buffer_bytes} B"
     out = f"{link.rate_mbps:g} Mbit/s, {link.rtt_ms:g} ms, {buffer}"
     if link.aqm != "fifo":
@@ -163,7 +172,7 @@ def _bottleneck_text(link) -> str:
     return out
 
 
-def _flows_text(scenario) -> str:
+def _flows_text(scenario: Scenario) -> str:
     return ", ".join(
         f"{f.count}x{f.cc}" + (f"@{f.rtt_ms:g}ms" if f.rtt_ms else "") + (f"+{f.start_s:g}s" if f.start_s else "")
         for f in scenario.flows)
@@ -221,7 +230,7 @@ def _cells(*texts: str) -> list:
     return [Text(errors.printable(text, limit=None)) for text in texts]
 
 
-def _wide_console():
+def _wide_console() -> Console:
     """The console, or in a pipe one wide enough that no cell is cut at 80 columns."""
     if console.is_terminal:
         return console
@@ -272,7 +281,7 @@ def show(name: str, experiments_file: str, force: bool, as_json: bool) -> None:
         errors.say(console, line, limit=None)
 
 
-def tagged(experiments, experiments_file: str, tags: tuple[str, ...]) -> list[str]:
+def tagged(experiments: Experiments, experiments_file: str, tags: tuple[str, ...]) -> list[str]:
     """Scenarios carrying any of `tags`, in file order; a tag nothing carries is bad input."""
     names = []
     for tag in tags:
@@ -331,8 +340,10 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 @click.option("--dry-run", is_flag=True, help="print topology, commands and flow schedule; change nothing")
 @click.option("--json", "as_json", is_flag=True, help="with --dry-run: the runs as JSON on stdout")
 @force_option
-def run(scenarios, experiments_file, tags, repetitions, first_repetition, only_points, out, mode, engine, kernel, kvm,
-        clock, icount_shift, jobs, shard, dry_run, as_json, force) -> None:
+def run(scenarios: Sequence[str], experiments_file: str, tags: tuple[str, ...], repetitions: int | None,
+        first_repetition: int, only_points: tuple[str, ...], out: str, mode: str | None, engine: str,
+        kernel: str | None, kvm: bool, clock: str | None, icount_shift: int | None, jobs: int | None,
+        shard: str | None, dry_run: bool, as_json: bool, force: bool) -> None:
     """Run SCENARIOS for real and write one run directory per run."""
     from ..model.plan import check_point_filter, in_points
     from ..run.session import RunOptions
@@ -393,8 +404,8 @@ def parse_points(given: tuple[str, ...]) -> dict[str, list]:
     return points
 
 
-def _planned_runs(experiments, experiments_file: str, scenarios: list[str], repetitions: int | None,
-                  force: bool, first_repetition: int = 0) -> list:
+def _planned_runs(experiments: Experiments, experiments_file: str, scenarios: list[str], repetitions: int | None,
+                  force: bool, first_repetition: int = 0) -> list[RunSpec]:
     """Every run the scenarios expand to, checked before anything is built: their number (at most
     MAX_RUNS without --force) and the module parameters insmod would refuse."""
     from ..kernel.modsource import check_declared_params
@@ -413,7 +424,7 @@ def _planned_runs(experiments, experiments_file: str, scenarios: list[str], repe
 
 
 def _vm_clock(mode: str | None, engine: str, kernel: str | None, kvm: bool, clock: str | None,
-              icount_shift: int | None):
+              icount_shift: int | None) -> VMClock:
     """--vm's clock, once the VM options were found to work together (bad input before anything is set up)."""
     from ..emulation import vm
 
@@ -440,7 +451,7 @@ def _sharded(specs: list, kept: list[int], shard_option: str | None, quiet: bool
     return mine
 
 
-def _print_dry_run(specs: list, vm_clock, as_json: bool) -> None:
+def _print_dry_run(specs: list[RunSpec], vm_clock: VMClock, as_json: bool) -> None:
     from ..model import dumbbell
 
     if as_json:
@@ -452,7 +463,7 @@ def _print_dry_run(specs: list, vm_clock, as_json: bool) -> None:
         click.echo(dumbbell.describe(spec))
 
 
-def _execute(specs: list, opts) -> None:
+def _execute(specs: list[RunSpec], opts: RunOptions) -> None:
     """The runs, natively or in VMs."""
     from ..run.session import choose_mode, run_in_vm, run_native
 
@@ -478,7 +489,7 @@ def _run_and_list(make_runs: Callable[[], list[Path]]) -> None:
         errors.say(console, f"run directory: {run_dir}")
 
 
-def dry_run_json(spec, vm_clock, engine: str, scale: float = 1.0) -> dict:
+def dry_run_json(spec: RunSpec, vm_clock: VMClock, engine: str, scale: float = 1.0) -> dict:
     """One planned run as `run --dry-run --json` prints it: what it runs, on which link, its seed and
     the estimated wall time (with --vm on `engine`: the cost model times this host's `scale`)."""
     import dataclasses
@@ -613,7 +624,7 @@ def modules_unload(name: str) -> None:
 
 @main.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-def ingest(run_dirs) -> None:
+def ingest(run_dirs: tuple[str, ...]) -> None:
     """(Re)make the tidy tables and health verdict of run directories from their raw captures (a
     compact one, without raw/, keeps its tables and has its health judged again)."""
     from ..run.session import finalize_each

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import webbrowser
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,8 +15,17 @@ from ..analysis.defaults import DEFAULT_MAX_POINTS
 from ..base import atomic, errors
 from ..base.errors import BadInput, CctestError, ClaimsFailed, printable
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-def claims_options(command):
+    from click.decorators import FC
+
+    from ..analysis.claims import Verdict
+    from ..analysis.judge import Claims
+    from ..analysis.load import Run
+
+
+def claims_options(command: FC) -> FC:
     """-f FILE and --recorded-claims: whose claims `report` and `check` judge the runs with."""
     command = click.option("--recorded-claims", is_flag=True,
                            help="Judge with the claims recorded in each run's scenario.yaml instead of the "
@@ -28,7 +38,7 @@ def claims_options(command):
 DEFAULT_EXPERIMENTS = "experiments.yaml"
 
 
-def claims_source(experiments_file: str, recorded: bool, every_scenario: bool = False):
+def claims_source(experiments_file: str, recorded: bool, every_scenario: bool = False) -> Claims:
     """The Claims to judge with; an experiments file named with -f that does not exist is bad input.
     Without -f and with no experiments.yaml here (run directories judged outside a checkout, as a
     report-only install does), the runs' recorded claims judge, and the first line says so."""
@@ -70,8 +80,10 @@ def claims_source(experiments_file: str, recorded: bool, every_scenario: bool = 
               help="With --figures: the files' format.")
 @click.option("--no-fail", is_flag=True, help="Report failed claims without exit code 3.")
 @claims_options
-def report_command(paths, output, open_, bin_ms, skip_s, jain_window_s, max_points, compare_paths,
-                   threshold, title, figures_dir, figures_format, no_fail, experiments_file, recorded_claims):
+def report_command(paths: tuple[Path, ...], output: Path, open_: bool, bin_ms: float | None, skip_s: float,
+                   jain_window_s: float, max_points: int, compare_paths: tuple[Path, Path] | None, threshold: float,
+                   title: str | None, figures_dir: Path | None, figures_format: str, no_fail: bool,
+                   experiments_file: str, recorded_claims: bool) -> None:
     """Write one self-contained HTML report (plus its summary .csv/.json) from run directories.
 
     PATHS are run directories (holding meta.json) or any directories containing run directories
@@ -116,14 +128,14 @@ def report_command(paths, output, open_, bin_ms, skip_s, jain_window_s, max_poin
         webbrowser.open(res.html.resolve().as_uri())
     if res.compare is not None:
         if res.compare.empty:
-            raise BadInput(f"no configuration (scenario + matrix) present in both {compare_paths[0]} and "
-                           f"{compare_paths[1]}: nothing compared")
+            raise BadInput(f"no configuration (scenario + matrix) present in both {compare_paths[0]} and "  # type: ignore[index]  # res.compare is made only with --compare
+                           f"{compare_paths[1]}: nothing compared")  # type: ignore[index]
         if res.regressions:
             raise CctestError(f"{res.regressions} regression(s) beyond {threshold:g} %")
     exit_on_claims(res.claims, no_fail)
 
 
-def print_claims(verdicts) -> None:
+def print_claims(verdicts: list[Verdict]) -> None:
     """One line per claim with its status; below a claim judged at several points, one per point."""
     from ..analysis.claims import results
 
@@ -148,7 +160,7 @@ def print_claims(verdicts) -> None:
         click.echo(printable(f"score: {score(results(verdicts))}"))
 
 
-def exit_on_claims(verdicts, no_fail: bool) -> None:
+def exit_on_claims(verdicts: list[Verdict], no_fail: bool) -> None:
     """Exit 3 when a claim fails or a known failure passes (docs/experiments.md, "Claims"); otherwise report."""
     from ..analysis.claims import GATE, results, status_counts
 
@@ -175,7 +187,8 @@ def exit_on_claims(verdicts, no_fail: bool) -> None:
 @click.option("--no-fail", is_flag=True, help="Report failed claims without exit code 3.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout (as written to -o).")
 @claims_options
-def check_command(paths, output, skip_s, markdown, readme, no_fail, as_json, experiments_file, recorded_claims):
+def check_command(paths: tuple[Path, ...], output: Path, skip_s: float, markdown: Path | None, readme: Path | None,
+                  no_fail: bool, as_json: bool, experiments_file: str, recorded_claims: bool) -> None:
     """Judge run directories with the experiments file's claims (as `cctest report`, without HTML).
 
     Each claim of a scenario that ran gets a status: pass, fail, known-fail, unexpected-pass,
@@ -225,7 +238,8 @@ def check_command(paths, output, skip_s, markdown, readme, no_fail, as_json, exp
     exit_on_claims(verdicts, no_fail)
 
 
-def _check_outputs(paths, output: Path, markdown: Path | None, readme: Path | None, experiments_file: str) -> None:
+def _check_outputs(paths: Sequence[Path], output: Path, markdown: Path | None, readme: Path | None,
+                   experiments_file: str) -> None:
     """Every file `check` writes, before anything is: regular files of their own, none an input or
     inside a run, none given twice, and a README that has the line its score goes on."""
     from ..analysis.judge import run_dirs_of
@@ -251,7 +265,8 @@ def _experiment_files(experiments_file: str) -> list[Path]:
         return [Path(experiments_file)]
 
 
-def _paper_suite_runs(paths, experiments_file: str, skipped: list[str]) -> tuple[list, list, dict[str, str]]:
+def _paper_suite_runs(paths: Sequence[Path], experiments_file: str,
+                      skipped: list[str]) -> tuple[list, list, dict[str, str]]:
     """The paper suites' claims of the experiments file, the runs under PATHS that belong to a paper
     suite (their scenario.yaml carries a paper-00N tag) and the suites' titles by tag; what is left
     out is named in `skipped`."""
@@ -283,8 +298,8 @@ def _paper_suite_runs(paths, experiments_file: str, skipped: list[str]) -> tuple
     return expectations, loaded, {tag: suite.title for tag, suite in experiments.suites.items()}
 
 
-def _write_reproduction(markdown: Path, readme: Path | None, paths, verdicts, loaded, n_runs: int,
-                        titles: dict[str, str], as_json: bool) -> None:
+def _write_reproduction(markdown: Path, readme: Path | None, paths: Sequence[Path], verdicts: list[Verdict],
+                        loaded: list[Run], n_runs: int, titles: dict[str, str], as_json: bool) -> None:
     """The reproduction page (one table per paper) and, with --readme, its score line in the README."""
     from ..analysis.claims import results
     from ..analysis.provenance import engine_build, module_builds, scenario_tags

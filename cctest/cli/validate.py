@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..base import errors
 from ..base.errors import BadInput
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+    from ..validation.gains import Summary
 
 
 def _writable(path: Path, option: str, suffixes: tuple[str, ...]) -> None:
@@ -37,7 +43,8 @@ def _writable(path: Path, option: str, suffixes: tuple[str, ...]) -> None:
               help="The testbed's table [default: data/peer/cao2019/original_result_imc_bbr.csv].")
 @click.option("--readme", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="Rewrite this file's '<!-- validation-score -->' line with the agreement figures.")
-def validate_command(paths, output, figure_path, html_path, testbed_path, readme):
+def validate_command(paths: tuple[Path, ...], output: Path, figure_path: Path | None, html_path: Path | None,
+                     testbed_path: Path | None, readme: Path | None) -> None:
     """Compare the peer suite's runs (peer/cao2019.yaml, tag peer-cao2019) with the testbed's table
     and write the validation page: per cell the testbed's gain of BBR over CUBIC, ours (mean and
     95 % interval over BBR/CUBIC pairs of one seed), the difference, the engine and kernel; the share
@@ -84,7 +91,7 @@ def validate_command(paths, output, figure_path, html_path, testbed_path, readme
     if html_path is not None:
         atomic.write_text(html_path, _html(fig, summaries, text))
     if readme_text is not None:
-        atomic.write_text(readme, readme_text)
+        atomic.write_text(readme, readme_text)  # type: ignore[arg-type]  # readme_text is made only from a readme
     for s in summaries:
         click.echo(page.summary_line(s))
     if why:
@@ -93,7 +100,7 @@ def validate_command(paths, output, figure_path, html_path, testbed_path, readme
                + (f", {readme}" if readme_text else ""))
 
 
-def _html(fig, summaries, markdown: str) -> str:
+def _html(fig: go.Figure, summaries: list[Summary], markdown: str) -> str:
     """The report page: the summary and the heatmap pair, rendered as `cctest report` renders figures."""
     from ..report.figure import Fig
     from ..report.html import Page, esc

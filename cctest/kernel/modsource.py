@@ -22,10 +22,24 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..base.errors import BadInput
 from . import projectccs
 from .modparams import ParamSpec, param_problem
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Protocol
+
+    class PlannedRun(Protocol):
+        """What check_declared_params reads of a run: model.plan.RunSpec, a layer above this one."""
+
+        @property
+        def modules(self) -> dict[str, dict[str, int]]: ...
+
+        def params_key(self, cc: str) -> str: ...
+
 
 MODULES_DIR = projectccs.MODULES_DIR
 _STRING = r'"(?:[^"\\\n]|\\.)*"'
@@ -279,7 +293,7 @@ def param_problems(cc: str, params: dict[str, int]) -> list[str]:
     return problems
 
 
-def check_declared_params(specs, source) -> None:
+def check_declared_params(specs: Iterable[PlannedRun], source: str) -> None:
     """Every run's module parameters against the sources' declarations, before anything is built:
     BadModuleParameter names the file, scenario, flow key, parameter and what is allowed."""
     seen: set[tuple] = set()

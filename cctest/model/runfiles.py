@@ -21,8 +21,12 @@ import errno
 import os
 import stat
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
 
 from ..base.safeload import READ_FLAGS, Refused, check_regular, decode_utf8, kind_of, load_yaml, read_open
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 MAX_JSON_BYTES = 16 << 20  # meta.json and checks.json are kilobytes: a bound, not a limit any run meets
@@ -83,7 +87,7 @@ def read_bytes(run_dir: Path | str, relative: str, max_bytes: int, what: str) ->
         raise _named(run_dir, relative, error) from None
 
 
-def read_json(run_dir: Path | str, relative: str, what: str | None = None):
+def read_json(run_dir: Path | str, relative: str, what: str | None = None) -> Any:
     """A run's JSON file as data (None when absent); Refused when it is no JSON."""
     import json
 
@@ -96,7 +100,7 @@ def read_json(run_dir: Path | str, relative: str, what: str | None = None):
         raise _named(run_dir, relative, Refused(f"not JSON ({error.__class__.__name__}: {error})")) from None
 
 
-def read_yaml(run_dir: Path | str, relative: str, max_bytes: int, what: str):
+def read_yaml(run_dir: Path | str, relative: str, max_bytes: int, what: str) -> Any:
     """A run's YAML file, built by the bounded loader of experiments files (None when absent)."""
     data = read_bytes(run_dir, relative, max_bytes, what)
     if data is None:
@@ -117,7 +121,7 @@ def check_table_size(rows: int, columns: int, file_bytes: int) -> None:
                       f"{allowed} values at this size (at most {CELLS_PER_BYTE} per byte, {MAX_TABLE_CELLS} in all)")
 
 
-def read_table(run_dir: Path | str, name: str):
+def read_table(run_dir: Path | str, name: str) -> pd.DataFrame | None:
     """`<name>.parquet` of a run as a DataFrame, None when absent; Refused when it is a link, no
     regular file, or larger (by its footer) than its bytes can hold. A file pyarrow cannot read
     raises pyarrow's error, for the caller to note."""

@@ -7,6 +7,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -33,6 +34,9 @@ from .colors import CCColors, flow_ccs
 from .html import Page, esc, fmt, fmt_ci, table
 from .run_figures import run_figures
 from .sweep_figures import sweep_figures, throughput_table
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 NO_BOTTLENECK_NOTE = ("qdisc.parquet has no bottleneck samples while the flows ran: no drops, queue "
                       "occupancy or backlog delay")
@@ -277,8 +281,9 @@ class _Analysis:
     sides: tuple[Summary, Summary] | None = None  # baseline's and candidate's summaries
 
 
-def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
-                 threshold_pct: float = 5.0, claims: Claims | None = None) -> Result:
+def write_report(paths: Sequence[Path | str], output: Path, opts: Options, *,
+                 compare_paths: tuple[Path, Path] | None = None, threshold_pct: float = 5.0,
+                 claims: Claims | None = None) -> Result:
     """Load, analyse and judge the runs (with `claims`, default: those recorded with them), then
     write the page (sections in order) and its files."""
     output = Path(output)
@@ -309,7 +314,8 @@ def write_report(paths, output: Path, opts: Options, *, compare_paths=None,
                   a.verdicts, claims_path, exported)
 
 
-def check_report_outputs(paths, output: Path, opts: Options, compare_paths=None) -> None:
+def check_report_outputs(paths: Sequence[Path | str], output: Path, opts: Options,
+                         compare_paths: tuple[Path, Path] | None = None) -> None:
     """Before anything is read or written: the page and its companions go to regular files of their
     own, outside the runs; so does the --figures folder."""
     runs = run_dirs_of(list(compare_paths or paths))
@@ -327,7 +333,8 @@ def check_report_outputs(paths, output: Path, opts: Options, compare_paths=None)
                                    "outside the runs they are made from")
 
 
-def _analyse_all(paths, opts: Options, compare_paths, threshold_pct: float, skipped: list[str],
+def _analyse_all(paths: Sequence[Path | str], opts: Options, compare_paths: tuple[Path, Path] | None,
+                 threshold_pct: float, skipped: list[str],
                  claims: Claims) -> _Analysis:
     """Metrics of every run; with compare_paths, both sides, their comparison, and the claims
     judged on the candidate (it must bear them out)."""
@@ -368,15 +375,15 @@ def _run_notes(runs: list[Run]) -> list[str]:
     return [f"{shown(run.path)}: {note}" for run in runs for note in run.notes]
 
 
-def _compare_section(page: Page, a: _Analysis, compare_paths, threshold_pct: float,
+def _compare_section(page: Page, a: _Analysis, compare_paths: tuple[Path, Path] | None, threshold_pct: float,
                      warnings: list[str]) -> int:
     """The baseline-vs-candidate table; returns the number of regressions."""
     cmp = a.cmp
     if cmp is None:
         return 0
     page.h2("Comparison", "compare")
-    page.add(f"<p class='kv'>baseline <b>{esc(compare_paths[0])}</b> vs candidate "
-             f"<b>{esc(compare_paths[1])}</b>; regression = change in the worse direction by more than "
+    page.add(f"<p class='kv'>baseline <b>{esc(compare_paths[0])}</b> vs candidate "  # type: ignore[index]  # a.cmp is made only with compare_paths
+             f"<b>{esc(compare_paths[1])}</b>; regression = change in the worse direction by more than "  # type: ignore[index]
              f"<b>{threshold_pct:g} %</b> of the baseline mean.</p>")
     assert a.sides is not None  # analysed with the comparison
     ub, uc = unmatched_groups(*a.sides)
@@ -435,8 +442,8 @@ def companion(output: Path, kind: str) -> Path:
     return output.with_name(f"{output.stem}.{kind}")
 
 
-def _write_files(page: Page, output: Path, a: _Analysis, opts: Options, compare_paths, threshold_pct: float,
-                 regressions: int) -> tuple[Path, Path, Path | None]:
+def _write_files(page: Page, output: Path, a: _Analysis, opts: Options, compare_paths: tuple[Path, Path] | None,
+                 threshold_pct: float, regressions: int) -> tuple[Path, Path, Path | None]:
     """The page, and beside it <stem>.summary.csv, <stem>.summary.json and (with claims) <stem>.claims.json."""
     output.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(output, page.render(), errors="replace")
@@ -444,7 +451,7 @@ def _write_files(page: Page, output: Path, a: _Analysis, opts: Options, compare_
     atomic.write_text(csv_path, spreadsheet_safe(summary_frame(a.summary)).to_csv(index=False), errors="replace")
     js = summary_json(a.summary, opts.as_dict())
     if a.cmp is not None:
-        js["compare"] = {"baseline": str(compare_paths[0]), "candidate": str(compare_paths[1]),
+        js["compare"] = {"baseline": str(compare_paths[0]), "candidate": str(compare_paths[1]),  # type: ignore[index]
                          "threshold_pct": threshold_pct, "regressions": regressions,
                          "rows": json.loads(a.cmp.to_json(orient="records")) if not a.cmp.empty else []}
     atomic.write_text(json_path, jsonsafe.dumps(js, indent=1, default=str))

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 from ..base.errors import CctestError
 
 if TYPE_CHECKING:
-    from .figure import Fig
+    import plotly.graph_objects as go
+
+    from .figure import DFig, Fig
 
 FORMATS = ("svg", "pdf")
 WIDTH_PX = 900  # a two-column figure at 300 dpi is about this wide in CSS pixels
@@ -37,7 +39,7 @@ def _browser() -> str | None:
     return next((path for name in BROWSERS if (path := shutil.which(name))), None)
 
 
-def printable(fig, title: str) -> dict:
+def printable(fig: DFig | go.Figure, title: str) -> dict:
     """A page figure as a plain plotly dict for a file: WebGL traces as SVG ones (a vector file
     cannot hold WebGL), the white template, the figure's title on it."""
     d = copy.deepcopy(fig.to_plotly_json())

@@ -9,9 +9,13 @@ computed from all samples in cctest.analysis.metrics. Traces with many points us
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import plotly.graph_objects as go
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 GL_THRESHOLD = 6000  # a figure with more displayed points than this uses WebGL traces
 
@@ -42,8 +46,8 @@ class DFig:
     runs would spend most of its time there. Rows stack subplots sharing the x axis.
     """
 
-    def __init__(self, data=None, rows: int = 1, row_heights=None, vertical_spacing: float = 0.08,
-                 subplot_titles=None):
+    def __init__(self, data: Iterable[dict] | None = None, rows: int = 1, row_heights: Sequence[float] | None = None,
+                 vertical_spacing: float = 0.08, subplot_titles: Sequence[str] | None = None) -> None:
         self.data = list(data or [])
         self.rows = rows
         self.layout: dict = {"shapes": [], "annotations": []}
@@ -80,28 +84,30 @@ class DFig:
         self.data.append(trace)
         return self
 
-    def _axes(self, kind: str, row: int | None):
+    def _axes(self, kind: str, row: int | None) -> list[dict]:
         rows = [row] if row else range(1, self.rows + 1)
         return [self.layout[self._ax(kind, i)] for i in rows]
 
-    def _update_axes(self, kind: str, row=None, col=None, title_text=None, **kw):
+    def _update_axes(self, kind: str, row: int | None = None, col: int | None = None, title_text: str | None = None,
+                     **kw: Any) -> DFig:
         for ax in self._axes(kind, row):
             if title_text is not None:
                 ax["title"] = {"text": title_text}
             ax.update({k: v for k, v in kw.items() if v is not None})
         return self
 
-    def update_xaxes(self, row=None, col=None, **kw):
+    def update_xaxes(self, row: int | None = None, col: int | None = None, **kw: Any) -> DFig:
         return self._update_axes("x", row, col, **kw)
 
-    def update_yaxes(self, row=None, col=None, **kw):
+    def update_yaxes(self, row: int | None = None, col: int | None = None, **kw: Any) -> DFig:
         return self._update_axes("y", row, col, **kw)
 
-    def update_layout(self, **kw):
+    def update_layout(self, **kw: Any) -> DFig:
         self.layout.update(kw)
         return self
 
-    def add_hline(self, y, line=None, annotation_text=None, annotation_position="top right"):
+    def add_hline(self, y: float, line: dict | None = None, annotation_text: str | None = None,
+                  annotation_position: str = "top right") -> DFig:
         self.layout["shapes"].append(dict(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=y, y1=y,
                                           line=line or {}))
         if annotation_text:
@@ -113,7 +119,8 @@ class DFig:
                 font=dict(size=11, color="#555")))
         return self
 
-    def add_vrect(self, x0, x1, fillcolor="#888", opacity=0.1, line_width=0, annotation_text=None):
+    def add_vrect(self, x0: float, x1: float, fillcolor: str = "#888", opacity: float = 0.1, line_width: float = 0,
+                  annotation_text: str | None = None) -> DFig:
         self.layout["shapes"].append(dict(type="rect", xref="x", x0=x0, x1=x1, yref="y domain", y0=0, y1=1,
                                           fillcolor=fillcolor, opacity=opacity, line={"width": line_width},
                                           layer="below"))

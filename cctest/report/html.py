@@ -8,6 +8,7 @@ import base64
 import html
 import json
 import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,9 @@ from plotly.offline import get_plotlyjs
 
 from ..base.jsonsafe import json_safe
 from .figure import Fig
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Roboto,Helvetica,Arial,sans-serif;margin:0;color:#222;background:#fafafa}
@@ -79,7 +83,7 @@ JS = """
 _DTYPES = {"f": "f4", "i": "i4", "u": "u4", "b": "u1"}
 
 
-def _encode(o):
+def _encode(o: object) -> object:
     """JSON-ready copy of a figure: numeric numpy arrays become plotly.js typed arrays
     ({dtype, bdata: base64}), NaN/inf become null, pandas/numpy containers become lists."""
     if isinstance(o, dict):
@@ -99,11 +103,11 @@ def _encode(o):
     return json_safe(o)
 
 
-def esc(s) -> str:
+def esc(s: object) -> str:
     return html.escape(str(s), quote=True)
 
 
-def fmt(v, digits: int = 3) -> str:
+def fmt(v: Any, digits: int = 3) -> str:
     if v is None:
         return "–"
     if isinstance(v, bool):
@@ -128,7 +132,7 @@ def fmt(v, digits: int = 3) -> str:
     return f"{f:.{digits}g}"
 
 
-def fmt_ci(mean, ci) -> str:
+def fmt_ci(mean: Any, ci: Any) -> str:
     """'mean ± half-width', both to the half-width's precision (two significant digits): never
     '1.002 ± 9.55e-16'. A half-width below a millionth of the mean is no spread: '± 0'."""
     try:
@@ -147,7 +151,8 @@ def fmt_ci(mean, ci) -> str:
     return f"{m:,.{decimals}f} ± {c:,.{decimals}f}"
 
 
-def table(df: pd.DataFrame, left: set[str] | None = None, cls_rows=None, headers: dict | None = None) -> str:
+def table(df: pd.DataFrame, left: set[str] | None = None, cls_rows: Sequence[str] | None = None,
+          headers: dict | None = None) -> str:
     if df is None or df.empty:
         return "<p class='note'>(no rows)</p>"
     left = left or set()
@@ -168,7 +173,7 @@ def table(df: pd.DataFrame, left: set[str] | None = None, cls_rows=None, headers
 
 
 class Page:
-    def __init__(self, title: str, subtitle: str = ""):
+    def __init__(self, title: str, subtitle: str = "") -> None:
         self.title, self.subtitle = title, subtitle
         self.parts: list[str] = []
         self.figs: list[str] = []
@@ -176,11 +181,11 @@ class Page:
         self.scope = "page"  # whose figures are being added (a run's id, across-runs): names exported files
         self.fig_objects: list[tuple[str, Fig]] = []
 
-    def h2(self, text: str, anchor: str):
+    def h2(self, text: str, anchor: str) -> None:
         self.toc.append((anchor, text))
         self.parts.append(f"<h2 id='{esc(anchor)}'>{esc(text)}</h2>")
 
-    def add(self, raw_html: str):
+    def add(self, raw_html: str) -> None:
         self.parts.append(raw_html)
 
     def fig_html(self, f: Fig) -> str:

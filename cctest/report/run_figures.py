@@ -7,6 +7,8 @@ traces are decimated for display (figure.py).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
@@ -17,6 +19,9 @@ from ..model.record import Flow, Link, RunRecord
 from .colors import CCColors, flow_ccs
 from .figure import DFig, Fig, decimate, layout, lines
 from .state_figure import cc_state_figure
+
+if TYPE_CHECKING:
+    from ..analysis.load import Run
 
 
 def _number(flow: Flow, i: int) -> int:
@@ -44,7 +49,7 @@ def flow_colors(record: RunRecord, colors: CCColors) -> dict[int, str]:
     return out
 
 
-def run_figures(run, res: RunMetrics, *, max_points: int = DEFAULT_MAX_POINTS,
+def run_figures(run: Run, res: RunMetrics, *, max_points: int = DEFAULT_MAX_POINTS,
                 jain_window_s: float = DEFAULT_JAIN_WINDOW_S, colors: CCColors | None = None) -> list[Fig]:
     """The figures of one run, in page order; each step returns its figures (none when its data
     is missing). `colors`: the page's cc colours (default: this run's own). Every time axis spans the
@@ -74,7 +79,7 @@ def schedule_range(record: RunRecord) -> tuple[float, float] | None:
 class _RunView:
     """What the figure steps share: the run, its metrics, flow names, the bin and steady window."""
 
-    def __init__(self, run, res: RunMetrics, max_points: int, jain_window_s: float, colors: CCColors):
+    def __init__(self, run: Run, res: RunMetrics, max_points: int, jain_window_s: float, colors: CCColors) -> None:
         self.run, self.res = run, res
         self.colors = colors
         self.record: RunRecord = run.record
@@ -87,23 +92,23 @@ class _RunView:
         self.bin_s = float(self.r.bin_s or DEFAULT_BIN_MS / 1000)
         self.t0, self.t1 = self.r.steady_t0_s, self.r.steady_t1_s
 
-    def name(self, fl) -> str:
+    def name(self, fl: int) -> str:
         return self.names.get(fl, f"flow {fl}")
 
-    def color(self, fl) -> str:
+    def color(self, fl: int) -> str:
         return self.flow_colors.get(int(fl), "#777")
 
-    def steady_band(self, fig) -> None:
+    def steady_band(self, fig: DFig) -> None:
         t0, t1 = self.t0, self.t1
         if pd.notna(t0) and pd.notna(t1) and t1 > t0:
             fig.add_vrect(x0=t0, x1=t1, fillcolor="#888", opacity=0.07, line_width=0)
 
-    def outage_bands(self, fig) -> None:
+    def outage_bands(self, fig: DFig) -> None:
         """Each link.outages span, when the link delivered nothing."""
         for t0, t1 in derived.outage_spans(self.link):
             fig.add_vrect(x0=t0, x1=t1, fillcolor="#d62728", opacity=0.12, line_width=0, annotation_text="outage")
 
-    def link_rate_line(self, fig, scale: float = 1.0, unit: str = "Mbit/s") -> None:
+    def link_rate_line(self, fig: DFig, scale: float = 1.0, unit: str = "Mbit/s") -> None:
         """The link's rate: a line, or a step trace where link.rate_schedule changes it mid-run."""
         rate = self.link.rate_mbps
         if not rate:
@@ -323,7 +328,7 @@ def _cwnd_fig(v: _RunView) -> list[Fig]:
                        color=v.color(fl), legendgroup=str(fl)))
     probe = tp is not None and len(tp)
     if probe:
-        for fl, g in tp.groupby("flow"):
+        for fl, g in tp.groupby("flow"):  # type: ignore[union-attr]  # probe is true only when tp is a table
             tr.append(dict(x=g["t_s"].to_numpy(), y=g["snd_cwnd"].to_numpy(),
                            name=f"{v.names.get(fl, fl)} (tcp_probe)", color=v.color(fl), dash="dot",
                            width=0.8, legendgroup=str(fl)))

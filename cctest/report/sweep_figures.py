@@ -6,6 +6,8 @@ emulation health is *fail* are left out and named. Also the per-flow throughput 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -14,6 +16,9 @@ from ..analysis import metrics, stats
 from ..model.record import LINK_SETTINGS
 from .colors import CCColors, sequential
 from .figure import Fig
+
+if TYPE_CHECKING:
+    from ..analysis.summary import Summary
 
 CI_NOTE = "Points: mean over repetitions; error bars: 95 % Student-t CI."
 # What a matrix key's last part means on an axis; other keys are shown by name.
@@ -30,7 +35,7 @@ class _SweepView:
     left out of every line and named in each figure's note), the page's cc colours, and whether the
     runs are a paper suite (their seed figures are then cited in the notes)."""
 
-    def __init__(self, summary, colors: CCColors | None):
+    def __init__(self, summary: Summary, colors: CCColors | None) -> None:
         runs = summary.runs
         verdict = runs["verdict"] if "verdict" in runs else pd.Series(None, index=runs.index)
         self.failed = runs[verdict == "fail"]
@@ -63,7 +68,7 @@ class _SweepView:
         return df.merge(self.runs[["run_id"] + cols], on="run_id") if cols else df
 
 
-def sweep_figures(summary, colors: CCColors | None = None) -> list[Fig]:
+def sweep_figures(summary: Summary, colors: CCColors | None = None) -> list[Fig]:
     """The across-runs figures, in page order: each named step returns its figures (none when the
     runs do not vary what it plots)."""
     if summary.runs.empty or len(summary.runs) < 2:
@@ -242,7 +247,7 @@ def _sweep_throughput_delay(v: _SweepView) -> list[Fig]:
     return [Fig("Throughput vs delay per flow", fig, v.note(note).replace(" " + CI_NOTE, ""), "sweep_tput_delay")]
 
 
-def throughput_table(summary) -> pd.DataFrame:
+def throughput_table(summary: Summary) -> pd.DataFrame:
     """Max/min/avg throughput (1 s intervals) per configuration, flow and algorithm, averaged over
     repetitions (the layout of 003 Table 1); `health fail`: how many of those runs failed their
     emulation-health checks (their numbers are in the means: read them with that doubt)."""
@@ -334,7 +339,7 @@ def _plotted(df: pd.DataFrame, x: str, y: str, facet: str) -> pd.DataFrame:
 
 
 def _line_fig(df: pd.DataFrame, x: str, y: str, facet: str, line: str, xtitle: str, ytitle: str,
-              yscale: float = 1.0, band: tuple[str, str] | None = None, yrange=None,
+              yscale: float = 1.0, band: tuple[str, str] | None = None, yrange: list[float] | None = None,
               colors: CCColors | None = None) -> go.Figure | None:
     """Mean +- 95 % CI of `y` vs `x`: one panel per `facet` value (wrapped), one line per `line`,
     with a shaded band between the means of the two `band` columns. `x` may be numbers (a line) or

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .gains import CellResult
 from .testbed import Cell, buffer_text
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 COLORSCALE = "RdBu_r"  # blue below 0 (CUBIC ahead), red above (BBR ahead)
 MIN_RANGE = 10.0  # percentage points: a table of small gains is not painted as extremes
@@ -29,7 +33,7 @@ def signed(value: float) -> str:
     return "0" if round(value) == 0 else f"{value:+.0f}"
 
 
-def figure(testbed: dict[Cell, float], results: list[CellResult], engines: list[str]):
+def figure(testbed: dict[Cell, float], results: list[CellResult], engines: list[str]) -> go.Figure:
     """A plotly Figure: one row per buffer, columns testbed + `engines`."""
     from plotly.subplots import make_subplots
 
@@ -67,7 +71,7 @@ def figure(testbed: dict[Cell, float], results: list[CellResult], engines: list[
     return fig
 
 
-def write(fig, path: Path) -> tuple[Path, str]:
+def write(fig: go.Figure, path: Path) -> tuple[Path, str]:
     """Write `fig` as an svg at `path`; or, when the exporter cannot run here, as `path` with .html
     and the reason. Returns the file written and the reason ("" for the svg)."""
     from ..report.export import check_available

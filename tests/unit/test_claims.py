@@ -676,6 +676,22 @@ def test_a_point_is_judged_on_its_declared_n_only(tmp_path):
     assert point["values"]["share(bbr)"]["n"] == 3 and "repetition 3 ignored" in point["reason"]
 
 
+def test_a_point_short_of_its_n_is_incomplete_even_where_its_runs_lack_the_metric():
+    """A campaign's first run of a point, not yet ingested, measures nothing: the point is incomplete, not failed."""
+    from cctest.analysis.claims import Expectation, check_expectation
+
+    e = Expectation.from_entry("s", {"claim": "share(bbr) > 0.5"}, (), 5)
+    runs = pd.DataFrame([{"run_id": "r0", "scenario": "s", "repetition": 0, "group": "g", "group_label": "s"}])
+    groups = pd.DataFrame([{"run_id": "r0", "cc": "bbr", "share": float("nan")}])
+    [v] = check_expectation(e, points(runs, groups))
+    assert v.verdict == "incomplete" and "incomplete (1 of 5)" in v.reason and "share(bbr)" in v.reason, v.reason
+    full = pd.DataFrame([{"run_id": f"r{k}", "scenario": "s", "repetition": k, "group": "g", "group_label": "s"}
+                         for k in range(5)])
+    [v] = check_expectation(e, points(full, pd.DataFrame([{"run_id": f"r{k}", "cc": "bbr", "share": float("nan")}
+                                                          for k in range(5)])))
+    assert v.verdict == "no data"  # all n runs and still nothing measured: a failure to say
+
+
 def test_a_race_is_judged_on_its_runs_and_shows_each(tmp_path):
     from cctest.analysis.claims import Expectation, check_expectation
 
