@@ -153,10 +153,9 @@ class UmlEngine:
         return self.build.tree, ("ARCH=um",)
 
     def meta(self) -> dict:
-        meta = {"name": self.name, "kernel": self.build.meta(), "time_travel": uml.TIME_TRAVEL}
-        if len(umlkernel.SERIES[self.build.series].userspaces) > 1:  # 6.1's record stays as it was: ptrace
-            meta["userspace"] = self.userspace
-        return meta
+        # the mode only where the series has a choice: 6.1's record stays as it was (ptrace)
+        mode = {"userspace": self.userspace} if len(umlkernel.SERIES[self.build.series].userspaces) > 1 else {}
+        return {"name": self.name, "kernel": self.build.meta(), "time_travel": uml.TIME_TRAVEL, **mode}
 
     def guest_env(self, cpu: int | None = None, seed: int | None = None) -> dict[str, str]:
         """What the guest's cctest is told. `rng_seed`: the seed the guest's kernel booted with
