@@ -20,8 +20,16 @@ if [ -z "$engine" ]; then
 fi
 
 if "$engine" image inspect "$IMAGE" >/dev/null 2>&1; then
-  echo "container-base.sh: $engine already has $IMAGE"
-  exit 0
+  # grep exits 1 for "not there"; anything else (the engine could not run it) keeps the image.
+  # Our own resource limits: an engine that raises them fails where it may not (docs/docker.md).
+  rc=0
+  "$engine" run --rm --network none --ulimit "nofile=$(ulimit -Sn):$(ulimit -Hn)" --ulimit nproc=4096:4096 \
+    --entrypoint grep "$IMAGE" -rqs "$SUITE-security" /etc/apt/sources.list /etc/apt/sources.list.d || rc=$?
+  if [ "$rc" != 1 ]; then
+    echo "container-base.sh: $engine already has $IMAGE"
+    exit 0
+  fi
+  echo "container-base.sh: $engine's $IMAGE has no $SUITE-security source: making it anew"
 fi
 
 if [ "$(id -u)" != 0 ]; then
@@ -29,12 +37,14 @@ if [ "$(id -u)" != 0 ]; then
   exit 2
 fi
 
-# The first mirror apt is configured with for $SUITE itself (not -updates or -security), from
-# deb822 .sources files or one-line .list files.
-mirror=$(
+# The first mirror apt is configured with for a suite (e.g. $SUITE itself, not -updates or -security),
+# from deb822 .sources files or one-line .list files.
+mirror_for() {
+  local suite=$1 found
+  found=$(
   {
     for f in /etc/apt/sources.list.d/*.sources; do [ -f "$f" ] && { cat "$f"; echo; }; done
-  } | awk -v suite="$SUITE" '
+  } | awk -v suite="$suite" '
     BEGIN { RS = ""; FS = "\n" }
     {
       uris = ""; ok = 0; enabled = 1
@@ -45,11 +55,17 @@ mirror=$(
       }
       if (ok && enabled && uris != "") { split(uris, u, /[ \t]+/); print u[1]; exit }
     }'
-)
-if [ -z "$mirror" ]; then
-  mirror=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-    sed -e 's/#.*//' -e 's/\[[^]]*\]//' | awk -v suite="$SUITE" '$1 == "deb" && $3 == suite { print $2; exit }')
-fi
+  )
+  if [ -z "$found" ]; then
+    found=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+      sed -e 's/#.*//' -e 's/\[[^]]*\]//' | awk -v suite="$suite" '$1 == "deb" && $3 == suite { print $2; exit }')
+  fi
+  echo "$found"
+}
+mirror=$(mirror_for "$SUITE")
+# Debian's security archive is a mirror of its own; deb.debian.org serves it where apt names none.
+security=$(mirror_for "$SUITE-security")
+security=${security:-http://deb.debian.org/debian-security}
 if [ -z "$mirror" ]; then
   echo "container-base.sh: no Debian $SUITE mirror in /etc/apt/sources.list or /etc/apt/sources.list.d/" >&2
   exit 2
@@ -59,6 +75,22 @@ rootfs=$(mktemp -d /var/tmp/cctest-rootfs.XXXXXX)
 trap 'rm -rf "$rootfs"' EXIT
 echo "container-base.sh: debootstrap $SUITE from $mirror"
 debootstrap --variant=minbase "$SUITE" "$rootfs" "$mirror" >/dev/null
+
+# Debian's own image's sources (deb822), in place of debootstrap's one-line sources.list.
+rm -f "$rootfs/etc/apt/sources.list"
+cat >"$rootfs/etc/apt/sources.list.d/debian.sources" <<EOF
+Types: deb
+URIs: $mirror
+Suites: $SUITE $SUITE-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: $security
+Suites: $SUITE-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
 
 # Slim like Debian's own -slim images: later apt installs leave out docs, man pages and
 # translations, and the apt caches are emptied.

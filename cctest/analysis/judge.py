@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..model.measured import RunMetrics
+from ..model.metric_table import RunMetrics
 from . import metrics
 from .claims import Verdict, expectations_of_experiments, judge_all
 from .defaults import DEFAULT_JAIN_WINDOW_S, DEFAULT_SKIP_S

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..model.measured import CcValues, RunMetrics, RunValues
+from ..model.metric_table import CcValues, RunMetrics, RunValues
 from ..model.record import Link, RunRecord
 from . import derived
 from .defaults import DEFAULT_BIN_MS, DEFAULT_JAIN_WINDOW_S, DEFAULT_SKIP_S

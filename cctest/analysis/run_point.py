@@ -1,5 +1,5 @@
 """A run as a claim sees it: where it lies (scenario, suite tags, matrix point, repetition), its
-health, the builds a verdict may not mix, its terms (the typed rows of model/measured.py), and
+health, the builds a verdict may not mix, its terms (the typed rows of model/metric_table.py), and
 what re-measuring its steady state from another start needs. Built once from the runs and their
 metrics; claims.py judges lists of them."""
 
@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..model.measured import CcValues, RunMetrics, RunValues, WindowMeans
+from ..model.metric_table import CcValues, RunMetrics, RunValues, WindowMeans
 from .provenance import engine_build, module_builds, scenario_tags
 from .stats import jain_index
 from .summary import failing_checks, group_key, group_label, matrix_value

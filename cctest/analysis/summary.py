@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..base.jsonsafe import json_safe
-from ..model.measured import RunMetrics
-from ..model.metric_table import COMPARED, RUN_METRICS
+from ..model.metric_table import COMPARED, RUN_METRICS, RunMetrics
 from ..model.record import LINK_SETTINGS, Link, RunRecord
 from . import stats
 from .load import Run, shown

@@ -21,10 +21,23 @@ def _scenarios(ctx: click.Context) -> dict:
     folder = path.parent.resolve()
     includes = document.get("include")
     for entry in includes if isinstance(includes, list) else []:
-        suite = folder / str(entry)
-        if suite.resolve().is_relative_to(folder):  # as the loader reads includes: inside the folder
-            scenarios.update(_mapping(_document(suite).get("scenarios")))
+        for named in _suite_entries(str(entry), folder):
+            suite = folder / named
+            if suite.resolve().is_relative_to(folder):  # as the loader reads includes: inside the folder
+                scenarios.update(_mapping(_document(suite).get("scenarios")))
     return scenarios
+
+
+def _suite_entries(entry: str, folder: Path) -> list[str]:
+    """An include entry, or the suite files of the folder it names."""
+    from ..model.suites import folder_entries
+
+    if not (folder / entry).is_dir():
+        return [entry]
+    try:
+        return folder_entries(entry, folder / entry)
+    except (OSError, ValueError):
+        return []
 
 
 def _document(path: Path) -> dict:

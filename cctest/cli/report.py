@@ -127,9 +127,10 @@ def report_command(paths: tuple[Path, ...], output: Path, open_: bool, bin_ms: f
     if open_:
         webbrowser.open(res.html.resolve().as_uri())
     if res.compare is not None:
+        assert compare_paths is not None  # res.compare is made only with --compare
         if res.compare.empty:
-            raise BadInput(f"no configuration (scenario + matrix) present in both {compare_paths[0]} and "  # type: ignore[index]  # res.compare is made only with --compare
-                           f"{compare_paths[1]}: nothing compared")  # type: ignore[index]
+            raise BadInput(f"no configuration (scenario + matrix) present in both {compare_paths[0]} and "
+                           f"{compare_paths[1]}: nothing compared")
         if res.regressions:
             raise CctestError(f"{res.regressions} regression(s) beyond {threshold:g} %")
     exit_on_claims(res.claims, no_fail)

@@ -91,7 +91,8 @@ def validate_command(paths: tuple[Path, ...], output: Path, figure_path: Path | 
     if html_path is not None:
         atomic.write_text(html_path, _html(fig, summaries, text))
     if readme_text is not None:
-        atomic.write_text(readme, readme_text)  # type: ignore[arg-type]  # readme_text is made only from a readme
+        assert readme is not None  # readme_text is made only from a readme
+        atomic.write_text(readme, readme_text)
     for s in summaries:
         click.echo(page.summary_line(s))
     if why:

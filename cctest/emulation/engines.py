@@ -48,6 +48,7 @@ class Places:
     host_manifest: Path
     to_host: Callable[[str], Path]
     home: umlshare.Home | None = None
+    python_flags: tuple[str, ...] = ()  # the interpreter's options for the guest's cctest
 
     def release(self) -> None:
         """Once the host has read the manifest: the guest's files gone (its runs are in --out)."""
@@ -174,16 +175,19 @@ class UmlEngine:
         home = umlshare.prepare(out.resolve(), index)
         return Places(python=umlshare.guest_python(), src=str(umlshare.GUEST_SRC), plan=home.guest(home.plan),
                       out=str(umlshare.GUEST_OUT), manifest=home.guest(home.manifest), host_plan=home.plan,
-                      host_manifest=home.manifest, to_host=home.to_host, home=home)
+                      host_manifest=home.manifest, to_host=home.to_host, home=home,
+                      python_flags=umlshare.GUEST_PYTHON_FLAGS)
 
     def start(self, guest_cmd: list[str], places: Places, index: int, log: Path | None,
               seed: int | None = None, slot: int | None = None) -> uml.Instance:
         home = places.home
         assert home is not None, "UML guests boot in a home made by places()"
         cpu = uml.cpu_for(index if slot is None else slot)
-        # cctest imported from the checkout's fixed place, never through the venv's own record of it
-        env = {"PATH": umlshare.guest_path(), "PYTHONPATH": str(umlshare.GUEST_SRC),
-               **self.guest_env(cpu=cpu, seed=seed), **vm.host_clock_env(umlshare.GUEST_HOME), **vm.host_made_env()}
+        # cctest imported from the checkout's fixed place, never through the venv's own record of it;
+        # then the site directories, which the guest's `python -S` does not add itself (umlshare)
+        python_path = ":".join([str(umlshare.GUEST_SRC), *umlshare.guest_site_dirs()])
+        env = {"PATH": umlshare.guest_path(), "PYTHONPATH": python_path, **self.guest_env(cpu=cpu, seed=seed),
+               **vm.host_clock_env(umlshare.GUEST_HOME), **vm.host_made_env(), **umlshare.guest_python_env()}
         return uml.start(self.build, guest_cmd, home, env, index=index, cpu=cpu,
                          log=log, echo=log is None, seed=seed, userspace=self.userspace)
 
@@ -237,6 +241,9 @@ def choose(name: str, kernel: str | None, clock: vm.VMClock) -> Engine:
             raise vm.VMOptionError("--clock, --icount-shift and --kvm are QEMU's; the UML engine always runs on "
                                    "its time-travel clock")
         build = umlkernel.require()
+        problems = uml.host_problems()
+        if problems:
+            raise uml.UMLError("the UML engine cannot boot a guest here: " + "; ".join(problems))
         return UmlEngine(build, umlkernel.userspace(umlkernel.SERIES[build.series]))
     if name == "qemu":
         return QemuEngine(vm.pick_kernel(kernel), clock)

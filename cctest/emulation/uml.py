@@ -62,6 +62,58 @@ def cpu_for(index: int, cpus: list[int] | None = None) -> int:
     return cpus[index % len(cpus)]
 
 
+def memory_dir(environ: dict[str, str] | None = None, mounts: str | None = None) -> Path:
+    """Where the UML kernel process keeps its guest's memory, a sparse file of the guest's size that
+    it maps executable: the first of $TMPDIR, $TMP, $TEMP that is set, else /dev/shm when it is a
+    tmpfs, else /tmp (Linux 6.1 and 7.2, arch/um/os-Linux/mem.c). `mounts`: /proc/self/mounts' text."""
+    env = os.environ if environ is None else environ
+    for var in ("TMPDIR", "TMP", "TEMP"):
+        if env.get(var):
+            return Path(env[var])
+    if mounts is None:
+        try:
+            mounts = Path("/proc/self/mounts").read_text()
+        except OSError:
+            mounts = ""
+    shm_is_tmpfs = any(line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in mounts.splitlines())
+    return Path("/dev/shm") if shm_is_tmpfs else Path("/tmp")
+
+
+def host_problems(environ: dict[str, str] | None = None) -> list[str]:
+    """What keeps this host (typically a container run with an engine's defaults) from booting a
+    guest, each with its remedy; empty where nothing does. The UML kernel exits at once where its
+    memory file cannot be mapped executable, and `setarch -R` fails where a seccomp profile refuses
+    personality(ADDR_NO_RANDOMIZE), as docker's and podman's defaults do (docs/docker.md)."""
+    problems = []
+    where = memory_dir(environ)
+    try:
+        fs = os.statvfs(where)
+    except OSError as err:
+        problems.append(f"the UML kernel keeps each guest's memory in a file in {where}, which it cannot use ({err})")
+    else:
+        if fs.f_flag & os.ST_NOEXEC:
+            problems.append(f"the UML kernel maps each guest's memory ({MEMORY_MB} MB, a sparse file) executable from "
+                            f"{where}, which is mounted noexec here (a container's /dev/shm is): run the container "
+                            f"with --tmpfs /dev/shm:rw,exec,size=<MB>m, at least {MEMORY_MB} MB per guest at once "
+                            "(docs/docker.md), or set TMPDIR to a directory on a tmpfs mounted exec")
+        elif fs.f_blocks * fs.f_frsize < MEMORY_MB * 2**20:
+            problems.append(f"the UML kernel keeps each guest's memory ({MEMORY_MB} MB, a sparse file) in {where}, "
+                            f"which holds only {fs.f_blocks * fs.f_frsize // 2**20} MB here: a guest that fills it "
+                            f"dies; run the container with --tmpfs /dev/shm:rw,exec,size=<MB>m, at least "
+                            f"{MEMORY_MB} MB per guest at once (docs/docker.md)")
+    try:
+        refused = subprocess.run(["setarch", "-R", "true"], capture_output=True, text=True)
+    except OSError as err:
+        problems.append(f"setarch (util-linux) cannot run: {err}")
+    else:
+        if refused.returncode != 0:
+            problems.append("`setarch -R` (each guest boots without address-space randomisation: its memory layout, "
+                            f"and with it a seeded run, would vary otherwise) failed: {refused.stderr.strip()}; a "
+                            "container's default seccomp profile refuses personality(ADDR_NO_RANDOMIZE): run it with "
+                            "a profile that allows it (docs/docker.md)")
+    return problems
+
+
 def kernel_command(build: KernelBuild, cpu: int, memory_mb: int = MEMORY_MB, seed: int | None = None,
                    userspace: str | None = None) -> list[str]:
     """The host command that boots one instance, run in its home (umlshare): pinned to `cpu`, the

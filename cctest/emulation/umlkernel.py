@@ -176,12 +176,17 @@ def read_build(directory: Path) -> KernelBuild | None:
 def find(environ: dict[str, str] | None = None, version: str | None = None,
          sha256: str | None = None) -> KernelBuild | None:
     """The cached build of the selected series for its installed source and this checkout's fragment
-    and patches, or None."""
+    and patches, or None. Where the source is not installed (an image that carries a build without
+    the 140 MB source), the one complete build of the series and this checkout's inputs in the
+    cache, whatever its source version."""
     chosen = series(environ)
     version = version or source_version(chosen)
-    if version is None:
-        return None
     sha256 = sha256 or inputs_sha256(patches=chosen.patches)
+    if version is None:
+        found = [build for path in sorted(cache_root(environ).glob(f"*-{sha256[:HASH_CHARS]}"))
+                 if (build := read_build(path)) is not None and build.inputs_sha256 == sha256
+                 and build.series == chosen.name and path.name == cache_key(build.version, sha256)]
+        return found[0] if len(found) == 1 else None
     build = read_build(cache_root(environ) / cache_key(version, sha256))
     ok = build is not None and build.inputs_sha256 == sha256 and build.series == chosen.name
     return build if ok else None
@@ -201,10 +206,12 @@ def require(environ: dict[str, str] | None = None) -> KernelBuild:
         return build
     chosen = series(environ)
     version = source_version(chosen)
-    why = (f"{chosen.package} is not installed" if version is None
+    sha256 = inputs_sha256(patches=chosen.patches)
+    why = (f"{chosen.package} is not installed, and {cache_root(environ)} holds no single build of this "
+           f"checkout's inputs (sha256 {sha256[:HASH_CHARS]})" if version is None
            else f"no build for {chosen.package} {version} with this checkout's "
                 f"{FRAGMENT.relative_to(REPO_ROOT)} and {chosen.patches.relative_to(REPO_ROOT)}/ (sha256 "
-                f"{inputs_sha256(patches=chosen.patches)[:HASH_CHARS]}) under {cache_root(environ)}")
+                f"{sha256[:HASH_CHARS]}) under {cache_root(environ)}")
     script = BUILD_SCRIPT.relative_to(REPO_ROOT)
     run = str(script) if chosen.name == DEFAULT_SERIES else f"{SERIES_VAR}={chosen.name} {script}"
     raise UMLKernelError(f"the UML engine's kernel is not built: {why}; run {run} (about 10 min on 2 cores), "

@@ -21,7 +21,9 @@ link:
 from __future__ import annotations
 
 import shutil
+import site
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -51,6 +53,45 @@ def guest_python() -> str:
 def guest_path() -> str:
     """The guest's PATH: the venv's programs first, then the system's."""
     return f"{GUEST_VENV / 'bin'}:{SYSTEM_PATH}" if in_venv() else SYSTEM_PATH
+
+
+# The guest's cctest runs `python -S`: its interpreter reads nothing that differs between two machines
+# whose code and packages agree (a failing lookup moves a seeded guest's clock, module docstring), so
+# that a run in a container repeats the same run on a host. `site` would run every .pth file of
+# every site directory (a machine's own, e.g. one importing certifi at each start); the directories
+# come in on PYTHONPATH instead (guest_site_dirs). And the settings below:
+#   PYDANTIC_DISABLE_PLUGINS  pydantic looks for plugins in the entry points of every installed
+#                             distribution, opening each one's entry_points.txt (most do not exist)
+#   PYTHONCOERCECLOCALE, PYTHONUTF8
+#                             the C locale in UTF-8 mode: no C.UTF-8 for Python to coerce to and hand
+#                             its children, whose every setlocale would look for locale.alias and
+#                             locale archives (the `locales` package)
+#   PYTHONTZPATH              zoneinfo's search path as the host's Python has it, so that importing
+#                             zoneinfo does not resolve sysconfig's config directory (libpython3.11)
+GUEST_PYTHON_FLAGS = ("-S",)
+
+
+def guest_python_env() -> dict[str, str]:
+    env = {"PYDANTIC_DISABLE_PLUGINS": "__all__", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "1"}
+    tzpath = sysconfig.get_config_var("TZPATH")
+    if tzpath:
+        env["PYTHONTZPATH"] = tzpath
+    return env
+
+
+def guest_site_dirs() -> list[str]:
+    """The site directories `site` would put on this interpreter's path (those that exist: the
+    venv's, then the system's where the venv includes them), as the guest names them."""
+    dirs = []
+    for found in site.getsitepackages():
+        path = Path(found)
+        if not path.is_dir():
+            continue
+        if in_venv() and path.is_relative_to(sys.prefix):
+            dirs.append(str(GUEST_VENV / path.relative_to(sys.prefix)))
+        else:
+            dirs.append(str(path))
+    return dirs
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """tracefs: the mount the tracers need (mounted by cctest only if absent, and then unmounted
-again), and a recorder of trace events through an instance of our own (the tcp_probe capture's
-path where bpftrace cannot run, e.g. on the UML engine).
+again), and a recorder of trace events through an instance of our own (the run's tracer where
+bpftrace cannot run, e.g. on the UML engine: captures/tracer.py).
 
 A mount cctest made is journaled before it is made, so `cctest clean` unmounts it after a SIGKILL;
 one that was there before the run is never touched.

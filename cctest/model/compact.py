@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, PlainValidator, model_validator
 
 from ..base.errors import BadInput
 from . import versioned
-from .measured import CcValues, RunMetrics, RunValues
+from .metric_table import CcValues, RunMetrics, RunValues
 from .record import Int, Number, Text, _shown
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ from ..kernel.projectccs import KERNEL_CCS, PROJECT_CCS
 from .aqm import AQMS, AqmKind, Queue, aqm_settings
 from .claim_language import ClaimError, parse as parse_claim, steady_terms
 from .metric_table import STEADY_CC_TERMS, STEADY_RUN_TERMS
-from .suites import MAX_INCLUDES, Suite, check_suite_tags, include_path, suite_tag_of
+from .suites import MAX_INCLUDES, Suite, check_file_name, check_suite_tags, folder_entries, include_path, suite_tag_of
 from .wire import ETHERNET_FRAME_BYTES
 
 # Anything but the kernel's and this project's congestion controls is rejected before a run starts.
@@ -571,7 +571,8 @@ def _experiments(document: Any, source: str, path: Path | None, budget: safeload
 
 
 def include_entries(document: Any, source: str, path: Path | None) -> list[tuple[str, Path]]:
-    """The experiments file's `include:` list, each entry with the file it names (suites.include_path)."""
+    """The suite files the experiments file's `include:` list names, each as named there and where
+    it is (suites.include_path); a folder names every suite file in it (suites.folder_entries)."""
     entries = document.get("include") if isinstance(document, dict) else None
     if entries is None:
         return []
@@ -589,15 +590,20 @@ def include_entries(document: Any, source: str, path: Path | None) -> list[tuple
     for i, entry in enumerate(entries):
         try:
             target = include_path(entry, path.parent)
+            named = folder_entries(entry, target) if target.is_dir() else [entry]
+            files = [(name, target if name == entry else include_path(name, path.parent)) for name in named]
         except ValueError as error:
             raise ScenarioError(f"{source}: key include.{i}: {error}") from None
-        if target == itself:
-            raise ScenarioError(f"{source}: key include.{i}: {entry}: the experiments file includes itself; include "
-                                "lists suite files")
-        if target in seen:
-            raise ScenarioError(f"{source}: key include.{i}: {entry}: the file include.{seen[target]} names already")
-        seen[target] = i
-        out.append((entry, target))
+        for name, file in files:
+            if file == itself:
+                raise ScenarioError(f"{source}: key include.{i}: {name}: the experiments file includes itself; "
+                                    "include lists suite files")
+            if file in seen:
+                raise ScenarioError(f"{source}: key include.{i}: {name}: the file include.{seen[file]} names already")
+            seen[file] = i
+            out.append((name, file))
+    if len(out) > MAX_INCLUDES:
+        raise ScenarioError(f"{source}: key include: {len(out)} files; at most {MAX_INCLUDES}")
     return out
 
 
@@ -644,6 +650,10 @@ def _suite_file(document: Any, entry: str, shown: str) -> SuiteFile:
         message = (unknown_key_message(str(first["loc"][-1]), list(Suite.model_fields))
                    if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, "))
         raise ScenarioError(f"{shown}: key {key}: {message}") from None
+    try:
+        check_file_name(suite, entry)
+    except ValueError as error:
+        raise ScenarioError(f"{shown}: key {error}") from None
     scenarios = document.get("scenarios")
     if not isinstance(scenarios, dict) or not scenarios:
         raise ScenarioError(f"{shown}: key scenarios: a suite file holds its scenarios, a mapping of name to "

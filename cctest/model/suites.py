@@ -2,9 +2,10 @@
 
 A suite file opens with `suite: {tag, title}`, then holds its `scenarios:`. The tag (`paper-NNN`)
 marks the scenarios at the paper's own scale, and their scaled-down copies carry `quick-NNN`; the
-title heads the paper's section of docs/reproduction.md. The experiments file lists its suite files
-under `include:`, as paths relative to its own folder and inside it: a VM guest is handed that
-folder, never the rest of the machine.
+title heads the paper's section of docs/reproduction.md. A suite file is named after its tag
+(suites/paper-005.yaml). The experiments file lists its suite files under `include:`, as paths
+relative to its own folder and inside it, or a folder of them: every suite file in it, in name
+order, which is the papers' order.
 
 Pure checks only: scenario.py reads the files and turns each refusal here into one line naming the
 file and the key.
@@ -68,6 +69,28 @@ def include_path(entry: object, folder: Path) -> Path:
         raise ValueError(f"{entry}: outside the experiments file's folder ({root}); the suites live beside it "
                          "(a VM guest sees that folder only)")
     return target
+
+
+def folder_entries(entry: str, folder: Path) -> list[str]:
+    """The entries an `include:` entry naming a folder stands for, in name order: one per `*.yaml`
+    file in it. ValueError for a folder with none, or with more than MAX_INCLUDES."""
+    names = []
+    for child in folder.iterdir():
+        if child.name.endswith(".yaml") and not child.name.startswith("."):
+            names.append(child.name)
+            if len(names) > MAX_INCLUDES:
+                raise ValueError(f"{entry}: a folder of more than {MAX_INCLUDES} suite files")
+    if not names:
+        raise ValueError(f"{entry}: a folder without a suite file (*.yaml) in it")
+    return [f"{entry.rstrip('/')}/{name}" for name in sorted(names)]
+
+
+def check_file_name(suite: Suite, entry: str) -> None:
+    """A suite file is named after its tag. ValueError otherwise."""
+    name = PurePosixPath(entry).name
+    if name != f"{suite.tag}.yaml":
+        raise ValueError(f"suite.tag: {suite.tag} in a file named {name}; a suite file is named after its tag "
+                         f"({suite.tag}.yaml), so that a folder of them reads in the papers' order")
 
 
 def check_suite_tags(suite: Suite, tags_by_scenario: dict[str, list[str]]) -> None:

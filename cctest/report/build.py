@@ -26,8 +26,7 @@ from ..analysis.summary import (
     unmatched_groups,
 )
 from ..base import atomic, jsonsafe
-from ..model.measured import RunMetrics
-from ..model.metric_table import COMPARED
+from ..model.metric_table import COMPARED, RunMetrics
 from ..model.record import LINK_SETTINGS, Link
 from .claims_view import claims_section
 from .colors import CCColors, flow_ccs
@@ -381,9 +380,10 @@ def _compare_section(page: Page, a: _Analysis, compare_paths: tuple[Path, Path] 
     cmp = a.cmp
     if cmp is None:
         return 0
+    assert compare_paths is not None  # a.cmp is made only with compare_paths
     page.h2("Comparison", "compare")
-    page.add(f"<p class='kv'>baseline <b>{esc(compare_paths[0])}</b> vs candidate "  # type: ignore[index]  # a.cmp is made only with compare_paths
-             f"<b>{esc(compare_paths[1])}</b>; regression = change in the worse direction by more than "  # type: ignore[index]
+    page.add(f"<p class='kv'>baseline <b>{esc(compare_paths[0])}</b> vs candidate "
+             f"<b>{esc(compare_paths[1])}</b>; regression = change in the worse direction by more than "
              f"<b>{threshold_pct:g} %</b> of the baseline mean.</p>")
     assert a.sides is not None  # analysed with the comparison
     ub, uc = unmatched_groups(*a.sides)
@@ -451,7 +451,8 @@ def _write_files(page: Page, output: Path, a: _Analysis, opts: Options, compare_
     atomic.write_text(csv_path, spreadsheet_safe(summary_frame(a.summary)).to_csv(index=False), errors="replace")
     js = summary_json(a.summary, opts.as_dict())
     if a.cmp is not None:
-        js["compare"] = {"baseline": str(compare_paths[0]), "candidate": str(compare_paths[1]),  # type: ignore[index]
+        assert compare_paths is not None  # a.cmp is made only with compare_paths
+        js["compare"] = {"baseline": str(compare_paths[0]), "candidate": str(compare_paths[1]),
                          "threshold_pct": threshold_pct, "regressions": regressions,
                          "rows": json.loads(a.cmp.to_json(orient="records")) if not a.cmp.empty else []}
     atomic.write_text(json_path, jsonsafe.dumps(js, indent=1, default=str))

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..analysis import derived, metrics
 from ..analysis.defaults import DEFAULT_BIN_MS, DEFAULT_JAIN_WINDOW_S, DEFAULT_MAX_POINTS
-from ..model.measured import RunMetrics
+from ..model.metric_table import RunMetrics
 from ..model.record import Flow, Link, RunRecord
 from .colors import CCColors, flow_ccs
 from .figure import DFig, Fig, decimate, layout, lines
@@ -326,9 +326,9 @@ def _cwnd_fig(v: _RunView) -> list[Fig]:
     for fl, g in ss.groupby("flow"):
         tr.append(dict(x=g["t_s"].to_numpy(), y=g["cwnd"].to_numpy(), name=f"{v.names.get(fl, fl)} (ss)",
                        color=v.color(fl), legendgroup=str(fl)))
-    probe = tp is not None and len(tp)
-    if probe:
-        for fl, g in tp.groupby("flow"):  # type: ignore[union-attr]  # probe is true only when tp is a table
+    probe = tp is not None and len(tp) > 0
+    if tp is not None and probe:
+        for fl, g in tp.groupby("flow"):
             tr.append(dict(x=g["t_s"].to_numpy(), y=g["snd_cwnd"].to_numpy(),
                            name=f"{v.names.get(fl, fl)} (tcp_probe)", color=v.color(fl), dash="dot",
                            width=0.8, legendgroup=str(fl)))

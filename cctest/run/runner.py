@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..base.errors import CctestError
-from ..host import captures, tracefs, vmtime
+from ..host import captures, vmtime
 from ..host.captures import iperf3
 from ..host.journal import Journal
 from ..host.net import traffic
@@ -77,7 +77,7 @@ def _progress(console: Console, live: bool) -> Progress:
 
 class Run:
     def __init__(self, spec: RunSpec, out_root: Path, mode: str, journal: Journal, console: Console,
-                 release: str, topologies: Topologies, with_fq: bool = True, with_bpftrace: bool = True,
+                 release: str, topologies: Topologies, with_fq: bool = True, with_tracer: bool = True,
                  vm_boot: dict | None = None, root_sysctls: dict | None = None):
         self.spec = spec
         self.mode = mode
@@ -85,7 +85,7 @@ class Run:
         self.console = console
         self.release = release
         self.with_fq = with_fq
-        self.with_bpftrace = with_bpftrace and spec.scenario.capture.tcp_probe
+        self.with_tracer = with_tracer
         self.topologies = topologies  # the session's: consecutive runs can share one topology
         self.root_sysctls = root_sysctls or {}  # what the session raised (net.rootsysctl), for meta.json
         self.status = "failed"  # until the flows have run; then "ok", or "interrupted"
@@ -134,23 +134,11 @@ class Run:
                 ctx.running[capture.name] = handle
 
     def _warm_up_captures(self, ctx: captures.StartContext, progress: Progress, task) -> None:
-        """Wait, each in its own phase, for the captures that need time to be ready (bpftrace)."""
+        """Wait, each in its own phase, for the captures that need time to be ready (the tracer)."""
         for capture in captures.REGISTRY:
             if capture.warm_up_phase and capture.name in ctx.running:
                 self._phase(progress, task, capture.warm_up_phase)
                 capture.warm_up(ctx, ctx.running[capture.name])
-
-    def _mount_tracefs(self, undo: Teardown) -> None:
-        """bpftrace needs tracefs: mounted (journaled first) only if none is reachable, and then
-        unmounted after bpftrace has stopped (undo runs last-in first-out)."""
-        mounted = tracefs.mount_if_absent(self.journal.add_mount)
-        if mounted is not None:
-            self.record.tracefs = f"mounted at {mounted} for this run, unmounted at its end"
-            undo.callback(self._unmount_tracefs, mounted)
-
-    def _unmount_tracefs(self, path: Path) -> None:
-        tracefs.unmount(path)
-        self.journal.mount_removed(str(path))
 
     def _build_network(self, undo: Teardown, progress: Progress, task) -> Dumbbell:
         net, reused = self.topologies.acquire(self.spec, self.with_fq)
@@ -295,10 +283,8 @@ class Run:
             try:
                 self._load_modules(undo)
                 ctx = captures.StartContext(self.spec, self.raw, self.journal, self.warnings,
-                                            with_bpftrace=self.with_bpftrace)
+                                            with_tracer=self.with_tracer, record=self.record)
                 self._phase(progress, task, captures.TRACING)
-                if self.with_bpftrace:
-                    self._mount_tracefs(undo)
                 self._start_captures(captures.TRACING, ctx, undo)
                 self._phase(progress, task, "build topology")
                 net = ctx.net = self._build_network(undo, progress, task)
@@ -306,7 +292,7 @@ class Run:
                 # Samplers first: they are running steadily by time zero (samples before it are kept).
                 self._start_captures(captures.SAMPLING, ctx, undo)
                 self._warm_up_captures(ctx, progress, task)
-                # After bpftrace has attached: attaching is CPU-heavy and would inflate the pings.
+                # After the tracer has attached: attaching is CPU-heavy and would inflate the pings.
                 self._phase(progress, task, captures.BASE_RTT)
                 self._start_captures(captures.BASE_RTT, ctx, undo)
                 self._run_flows(net, undo, progress, task)

@@ -177,12 +177,12 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
     root_sysctls: dict = {}
     try:
         run_cgroup = enter_cgroup(journal, console)  # before anything is started: all of it is inside
-        with_fq, with_bpftrace = _prepare_host(specs, release, opts)
+        with_fq, with_tracer = _prepare_host(specs, release, opts)
         root_sysctls = rootsysctl.raise_minimums(journal)
         for spec in specs:
             console.rule(f"{spec.scenario.name} {spec.label} repetition {spec.repetition}")
             run = Run(spec, opts.out, "vm" if opts.in_vm else "native", journal, console, release, topologies,
-                      with_fq=with_fq, with_bpftrace=with_bpftrace, vm_boot=vm_boot, root_sysctls=root_sysctls)
+                      with_fq=with_fq, with_tracer=with_tracer, vm_boot=vm_boot, root_sysctls=root_sysctls)
             run_dirs.append(run.dir)
             _record(opts.manifest, run.dir)
             try:
@@ -214,15 +214,15 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
 
 def _prepare_host(specs: list[RunSpec], release: str, opts: RunOptions) -> tuple[bool, bool]:
     """The modules built and every run's parameters checked, before the first run; then whether fq
-    and bpftrace serve here: only what changes how a run is made (the full doctor costs seconds
+    and a tracer serve here: only what changes how a run is made (the full doctor costs seconds
     under emulation)."""
-    from ..host.captures.tcp_probe import choose_tracer
+    from ..host.captures.tracer import choose_tracer
 
     if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules) and not opts.in_vm:
         kmod.build(release)
     check_module_params(specs, release, opts.source)
     with_fq = doctor.probe_qdisc("fq")
-    # a tracer for tcp_probe and module state: bpftrace, or tracefs where it cannot run (UML)
+    # a tracer for the per-packet captures: bpftrace, or tracefs where it cannot run (UML)
     return with_fq, choose_tracer(which("bpftrace") is not None) is not None
 
 
@@ -442,7 +442,7 @@ def write_guest_plan(specs: list[RunSpec], part: list[int], opts: RunOptions, pl
 def guest_command(places: engines.Places) -> list[str]:
     """What a guest runs: its plan file, read by the hidden `cctest guest-run`. No experiments file,
     no selection: the plan holds exactly the runs the host chose for it."""
-    return [places.python, "-m", "cctest", "guest-run", places.plan]
+    return [places.python, *places.python_flags, "-m", "cctest", "guest-run", places.plan]
 
 
 def keep_console(log: Path, run_dirs: list[Path]) -> str | None:

@@ -1,5 +1,7 @@
 """The Dockerfile, built and used for real: the image is built once per session (layer cache makes a
-rebuild after a source edit take seconds) and run with the flags of docs/docker.md.
+rebuild after a source edit take seconds) and run with the flags of docs/docker.md: privileged for
+native runs on the host's kernel, unprivileged for runs on the UML kernel the image carries (a seeded
+demo in the container gives the host's bytes).
 
 Engine: $CCTEST_CONTAINER_ENGINE, else podman, else a docker whose daemon answers. Skips only where
 there is neither; CCTEST_REQUIRE_CONTAINER=1 (set by `make test`) turns that skip into a failure.
@@ -7,6 +9,8 @@ there is neither; CCTEST_REQUIRE_CONTAINER=1 (set by `make test`) turns that ski
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
 import re
@@ -14,11 +18,16 @@ import resource
 import shutil
 import ssl
 import subprocess
+import sys
+import sysconfig
+import time
 from importlib.metadata import version
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from cctest.emulation import uml, umlkernel
 from cctest.kernel import kmod
 from tests import REPO
 
@@ -65,6 +74,20 @@ def _secrets() -> list[str]:
     return flags
 
 
+def _constraints(directory: Path) -> list[str]:
+    """The Dockerfile's pip_constraints secret: the package versions of the venv these tests run in, so
+    that the image's Python environment (a UML guest's, too) is this host's."""
+    if sys.prefix == sys.base_prefix:
+        return []
+    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable", "--path",
+                             sysconfig.get_paths()["purelib"]], capture_output=True, text=True)
+    if frozen.returncode != 0 or not frozen.stdout.strip():
+        return []
+    constraints = directory / "constraints.txt"
+    constraints.write_text(frozen.stdout)
+    return ["--secret", f"id=pip_constraints,src={constraints}"]
+
+
 @pytest.fixture(scope="session")
 def engine() -> str:
     found = _engine()
@@ -80,20 +103,44 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def _uml_kernel(directory: Path) -> tuple[list[str], int]:
+    """The build flags that give the image its UML kernel, and the build's timeout. By default the
+    host's build, exported into a directory that replaces the Dockerfile's stage uml-kernel (nothing
+    compiled: scripts/setup.sh built it; an empty stage where the host has none, and the UML tests
+    then say so). CCTEST_CONTAINER_UML_KERNEL=source builds the stage from the host's source version
+    instead (10-20 min of CPU; the mirror must still carry that version), as the nightly does: the
+    image's kernel must then still be the host's."""
+    if os.environ.get("CCTEST_CONTAINER_UML_KERNEL") == "source":
+        source = umlkernel.source_version()
+        return (["--build-arg", f"UML_SOURCE_VERSION={source}"] if source else []), 4 * 3600
+    context = directory / "uml-kernel"
+    context.mkdir()
+    if umlkernel.find() is not None:
+        exported = subprocess.run(["bash", str(REPO / "scripts" / "uml-kernel.sh"), "--export", str(context)],
+                                  capture_output=True, text=True)
+        assert exported.returncode == 0, exported.stdout + exported.stderr
+    return ["--build-context", f"uml-kernel={context}"], 1800
+
+
 @pytest.fixture(scope="session")
 def image(engine, tmp_path_factory) -> str:
     """Build the Dockerfile once; return the image id (not the tag: another session may move it)."""
-    iid = tmp_path_factory.mktemp("image") / "iid"
+    made = tmp_path_factory.mktemp("image")
+    iid = made / "iid"
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    cmd = [engine, "build", "-t", TAG, "--iidfile", str(iid), "--build-arg", f"CCTEST_GIT_COMMIT={commit}",
-           *_secrets(), str(REPO)]
+    kernel, timeout = _uml_kernel(made)
+    cmd = [engine, "build", "-t", TAG, "--iidfile", str(iid), "--build-arg", f"CCTEST_GIT_COMMIT={commit}", *kernel,
+           *_secrets(), *_constraints(made), str(REPO)]
     if engine == "podman":
         cmd[2:2] = _limits()
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    started = time.monotonic()
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    print(f"\nimage built in {time.monotonic() - started:.0f} s")
     assert result.returncode == 0, (
-        f"{' '.join(cmd)} failed (no debian:bookworm-slim and no registry? bash scripts/container-base.sh):\n"
-        + (result.stdout + result.stderr)[-4000:])
+        f"{' '.join(cmd)} failed (no debian:bookworm-slim and no registry? bash scripts/container-base.sh; "
+        "CCTEST_CONTAINER_UML_KERNEL=source: the host's linux-source-6.1 no longer on the mirror? upgrade it and "
+        "rebuild the host's UML kernel):\n" + (result.stdout + result.stderr)[-4000:])
     return iid.read_text().strip()
 
 
@@ -202,3 +249,175 @@ def test_modules_build_inside_against_the_host_s_headers(engine, image):
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     built = re.findall(rf"^(\w+): /cctest/build/modules/{re.escape(release)}/(\w+)/\1\.ko$", out.stdout, re.M)
     assert {tree for _, tree in built} == {tree.name for tree in kmod.source_trees()}, out.stdout[-3000:]
+
+
+# -- UML in the container, unprivileged --------------------------------------------------------------
+
+ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>; `setarch -R` asks for PER_LINUX | this
+ENGINE_SECCOMP = Path("/usr/share/containers/seccomp.json")  # podman's default profile (containers-common)
+# `cctest run` has no --seed: a run's seed is the scenario's (demo: 1) plus its repetition, so
+# --first-repetition 2 runs the demo with seed 3, on the host and in the container alike.
+FIRST_REPETITION = 2
+DEMO = ["run", "demo", "--vm", "--engine", "uml", "--first-repetition", str(FIRST_REPETITION)]
+SAME_COMMIT = "0" * 40  # recorded by both runs: the image has no .git, the host's checkout may be dirty
+# What the guest runs, from the guest's root (the host's, or the image's): their versions on each side
+# say where two runs' environments differ when their bytes do.
+GUEST_PACKAGES = ["python3.11", "libc6", "iperf3", "iproute2", "iputils-ping", "ethtool", "mininet", "bridge-utils",
+                  "procps", "util-linux", "coreutils", "busybox-static", "kmod"]
+GUEST_PYTHON = ["click", "rich", "pydantic", "pydantic_core", "PyYAML", "pyroute2", "typing_extensions",
+                "annotated-types", "markdown-it-py", "Pygments"]
+
+
+def seccomp_profile(directory: Path) -> str:
+    """The seccomp profile UML runs get: the engine's default with one more rule, personality with
+    exactly ADDR_NO_RANDOMIZE, where the default is a file (podman's); docker's default is built into
+    the daemon, so there: none (`unconfined`)."""
+    if not ENGINE_SECCOMP.is_file():
+        return "unconfined"
+    profile = json.loads(ENGINE_SECCOMP.read_text())
+    profile["syscalls"].append({"names": ["personality"], "action": "SCMP_ACT_ALLOW",
+                                "args": [{"index": 0, "value": ADDR_NO_RANDOMIZE, "op": "SCMP_CMP_EQ"}]})
+    path = directory / "seccomp-uml.json"
+    path.write_text(json.dumps(profile))
+    return str(path)
+
+
+def uml_flags(directory: Path, guests: int = 1) -> list[str]:
+    """docs/docker.md's flags for UML runs, and nothing more (no --privileged, no capability, no
+    device): an exec tmpfs on /dev/shm for the guests' memory files, and the seccomp profile above."""
+    shm_mb = guests * uml.MEMORY_MB + 512
+    return ["--tmpfs", f"/dev/shm:rw,exec,size={shm_mb}m", "--security-opt", f"seccomp={seccomp_profile(directory)}"]
+
+
+def _kernel_facts(build: umlkernel.KernelBuild) -> dict[str, str]:
+    return {"dir": build.dir.name, "inputs_sha256": build.inputs_sha256, "release": build.release,
+            "linux_sha256": hashlib.sha256(build.binary.read_bytes()).hexdigest()}
+
+
+KERNEL_FACTS = """
+import hashlib, json
+from cctest.emulation import umlkernel
+build = umlkernel.find()
+print(json.dumps(None if build is None else {
+    "dir": build.dir.name, "inputs_sha256": build.inputs_sha256, "release": build.release,
+    "linux_sha256": hashlib.sha256(build.binary.read_bytes()).hexdigest()}))
+"""
+
+
+def host_uml_kernel() -> umlkernel.KernelBuild:
+    build = umlkernel.find()
+    if build is None:
+        unavailable("the host has no UML kernel built (scripts/uml-kernel.sh): nothing to compare the image's with")
+    assert build is not None
+    return build
+
+
+def test_the_image_carries_the_host_s_uml_kernel(engine, image, tmp_path):
+    """cctest in the image finds the host's build without linux-source-6.1: the same cache directory
+    (source version and inputs hash), release and binary. Built from source in the image
+    (CCTEST_CONTAINER_UML_KERNEL=source), this shows the stage's build is the host's."""
+    host = _kernel_facts(host_uml_kernel())
+    out = run(engine, image, "-c", KERNEL_FACTS, entrypoint="python3", flags=uml_flags(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == host
+
+
+def test_uml_needs_no_privileges_only_a_tmpfs_and_one_seccomp_rule(engine, image, tmp_path):
+    """With docs/docker.md's two flags nothing keeps a guest from booting; with an engine's bare
+    defaults the engine names both things missing (boots nothing either way)."""
+    probe = "import json; from cctest.emulation import uml; print(json.dumps(uml.host_problems()))"
+    out = run(engine, image, "-c", probe, entrypoint="python3", flags=uml_flags(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == []
+    bare = run(engine, image, "-c", probe, entrypoint="python3", flags=[])
+    assert bare.returncode == 0, bare.stderr
+    said = json.loads(bare.stdout)
+    assert len(said) == 2 and "mounted noexec" in said[0] and "personality(ADDR_NO_RANDOMIZE)" in said[1], said
+
+
+def _environment(prefix: list[str]) -> dict[str, str]:
+    """The guest-side programs' and Python packages' versions, through `prefix` (the host's, or the image's)."""
+    packages = subprocess.run([*prefix, "dpkg-query", "-W", "-f", "${Package} ${Version}\\n", *GUEST_PACKAGES],
+                              capture_output=True, text=True).stdout
+    found = dict(line.split(" ", 1) for line in packages.splitlines() if " " in line)
+    script = ("import importlib.metadata as m, json, sys\n"
+              f"names = {GUEST_PYTHON!r}\n"
+              "def v(n):\n"
+              "    try:\n"
+              "        return m.version(n)\n"
+              "    except m.PackageNotFoundError:\n"
+              "        return None\n"
+              "print(json.dumps({n: v(n) for n in names}))\n")
+    python = subprocess.run([*prefix, "python3" if prefix else sys.executable, "-c", script], capture_output=True,
+                            text=True).stdout
+    found.update({f"python:{name}": str(value) for name, value in json.loads(python or "{}").items()})
+    return found
+
+
+@pytest.fixture(scope="module")
+def demo_here_and_in_the_container(engine, image):
+    """The demo with one seed, run on the host and in the container (UML both), one after the other;
+    the run directories, both outputs and the times kept under build/container-uml/<stamp>/."""
+    host_uml_kernel()
+    root = REPO / "build" / "container-uml" / time.strftime("%Y%m%d-%H%M%S")
+    outs = {"host": root / "host", "container": root / "container"}
+    outs["container"].mkdir(parents=True)
+    env = {**os.environ, "CCTEST_GIT_COMMIT": SAME_COMMIT}
+    timings, logs = {}, {}
+    started = time.monotonic()
+    here = subprocess.run([sys.executable, "-m", "cctest", *DEMO, "--out", str(outs["host"])], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=3600)
+    timings["host_s"] = round(time.monotonic() - started, 1)
+    started = time.monotonic()
+    there = run(engine, image, *DEMO, "--out", "/out", timeout=3600,
+                flags=[*uml_flags(root), "-e", f"CCTEST_GIT_COMMIT={SAME_COMMIT}", "-v", f"{outs['container']}:/out"])
+    timings["container_s"] = round(time.monotonic() - started, 1)
+    for name, result in (("host", here), ("container", there)):
+        logs[name] = result.stdout + result.stderr
+        (root / f"{name}.log").write_text(logs[name])
+    environments = {"host": _environment([]),
+                    "container": _environment([engine, "run", "--rm", *_limits(), "--entrypoint", "env", image])}
+    differ = {k: (environments["host"].get(k), environments["container"].get(k))
+              for k in sorted(set(environments["host"]) | set(environments["container"]))
+              if environments["host"].get(k) != environments["container"].get(k)}
+    (root / "timings.json").write_text(json.dumps({**timings, "environment_differences": differ}, indent=1))
+    print(f"\ndemo (seed {1 + FIRST_REPETITION}) on UML: host {timings['host_s']} s, "
+          f"in the container {timings['container_s']} s; kept in {root}")
+    assert here.returncode == 0, logs["host"][-3000:]
+    assert there.returncode == 0, logs["container"][-3000:]
+    runs = {}
+    for name, out in outs.items():
+        (meta,) = out.rglob("meta.json")
+        runs[name] = meta.parent
+    return {"runs": runs, "timings": timings, "differ": differ, "root": root}
+
+
+def _tables(run_dir: Path) -> dict[str, pd.DataFrame]:
+    return {table.stem: pd.read_parquet(table).drop(columns="run_id", errors="ignore")
+            for table in sorted(run_dir.glob("*.parquet"))}
+
+
+def test_a_seeded_demo_in_the_container_gives_the_host_s_bytes(demo_here_and_in_the_container, record_property):
+    """The same scenario and seed on the same kernel give identical bytes per flow, and every table
+    the run wrote, whether the guest boots on the host or in the container (docs/uml.md, "Determinism")."""
+    done = demo_here_and_in_the_container
+    for name, seconds in done["timings"].items():
+        record_property(name, seconds)
+    metas = {name: json.loads((run / "meta.json").read_text()) for name, run in done["runs"].items()}
+    for name, meta in metas.items():
+        assert meta["status"] == "ok", (name, meta.get("error"))
+        assert meta["seed"] == 1 + FIRST_REPETITION and meta["engine"]["rng_seed"] == 1 + FIRST_REPETITION, name
+    assert metas["host"]["engine"]["kernel"] == metas["container"]["engine"]["kernel"]
+    where = (f"runs kept in {done['root']}; the guest's environment differs in {done['differ'] or 'nothing checked'}; "
+             f"times {done['timings']}")
+    tables = {name: _tables(run) for name, run in done["runs"].items()}
+    columns = ["flow", "cc", "local_port", "bytes_sent", "bytes_received", "retransmits"]
+    host_flows, container_flows = tables["host"]["flows"], tables["container"]["flows"]
+    assert (host_flows["bytes_received"] > 0).all(), where
+    assert host_flows[columns].to_dict("records") == container_flows[columns].to_dict("records"), where
+    assert sorted(tables["host"]) == sorted(tables["container"]), where
+    for name in tables["host"]:
+        try:
+            pd.testing.assert_frame_equal(tables["host"][name], tables["container"][name], obj=name)
+        except AssertionError as differs:
+            raise AssertionError(f"{name}: {differs}\n{where}") from None

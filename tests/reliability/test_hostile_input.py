@@ -6,6 +6,7 @@ mutated and random files at the same entry points and allow only a validated fil
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -354,7 +355,16 @@ HOSTILE_SUITES: dict[str, tuple[dict[str, str], str, str]] = {
     "an absolute include": ({"exp.yaml": including("/etc/hostname")}, "exp.yaml", "an absolute path"),
     "an include outside the folder": ({"exp.yaml": including("../outside.yaml"), "../outside.yaml": SUITE},
                                       "exp.yaml", "outside the experiments file's folder"),
-    "a directory": ({"exp.yaml": including("suites"), "suites/x": ""}, "suites", "a directory"),
+    "a folder without suite files": ({"exp.yaml": including("suites"), "suites/x": ""}, "exp.yaml",
+                                     "include.0: suites: a folder without a suite file"),
+    "a folder of 33 suite files": ({"exp.yaml": including("suites/"), **{f"suites/paper-{i:03}.yaml": SUITE
+                                                                         for i in range(33)}},
+                                   "exp.yaml", "a folder of more than 32 suite files"),
+    "a file and its folder": ({"exp.yaml": including("suites/paper-005.yaml", "suites/"),
+                               "suites/paper-005.yaml": SUITE}, "exp.yaml",
+                              "include.1: suites/paper-005.yaml: the file include.0 names already"),
+    "a suite file named after another tag": ({"exp.yaml": WITH_SUITE, "suites/paper-005.yaml": suite("paper-006")},
+                                             "suites/paper-005.yaml", "a suite file is named after its tag"),
     "include not a list": ({"exp.yaml": GOOD + "include: suites/paper-005.yaml\n"}, "exp.yaml",
                            "key include: a list of suite files"),
     "include a number": ({"exp.yaml": including("5")}, "exp.yaml", "include.0: 5: an entry is a file's path"),
@@ -388,10 +398,10 @@ HOSTILE_SUITES: dict[str, tuple[dict[str, str], str, str]] = {
     "a suite file without scenarios": ({"exp.yaml": WITH_SUITE,
                                         "suites/paper-005.yaml": 'suite: {tag: paper-005, title: "A"}\n'},
                                        "suites/paper-005.yaml", "key scenarios"),
-    "two suites of one tag": ({"exp.yaml": including("suites/paper-005.yaml", "suites/again.yaml"),
-                               "suites/paper-005.yaml": SUITE, "suites/again.yaml": suite(scenarios=(
+    "two suites of one tag": ({"exp.yaml": including("suites/paper-005.yaml", "again/paper-005.yaml"),
+                               "suites/paper-005.yaml": SUITE, "again/paper-005.yaml": suite(scenarios=(
                                    "  again:\n    tags: [paper-005]\n    flows: [{cc: cubic}]\n"))},
-                              "suites/again.yaml", "one file per suite"),
+                              "again/paper-005.yaml", "one file per suite"),
     "another suite's tag": ({"exp.yaml": including("suites/paper-005.yaml", "suites/paper-006.yaml"),
                              "suites/paper-005.yaml": suite(scenarios=(
                                  "  five:\n    tags: [paper-005]\n    flows: [{cc: cubic}]\n"
@@ -466,3 +476,21 @@ def test_a_valid_suite_adds_its_scenarios_title_and_file(tmp_path):
     assert experiments.suites["paper-005"].title == "005: A paper"
     assert experiments.file_of("five") == str(tmp_path / "suites" / "paper-005.yaml")
     assert experiments.get("five").duration_s == 10  # the experiments file's defaults apply
+
+
+def test_a_folder_includes_its_suite_files_in_name_order(tmp_path):
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "paper-006.yaml").write_text(suite("paper-006", scenarios=(
+        "  six:\n    tags: [paper-006]\n    flows: [{cc: cubic}]\n")))
+    (tmp_path / "suites" / "paper-005.yaml").write_text(SUITE)
+    (tmp_path / "suites" / "notes.txt").write_text("not a suite")
+    (tmp_path / "exp.yaml").write_text(including("suites/"))
+    from cctest.cli.completion import complete_scenarios
+    from cctest.model.scenario import load_experiments
+
+    experiments = load_experiments(tmp_path / "exp.yaml")
+    assert list(experiments.suites) == ["paper-005", "paper-006"]
+    assert list(experiments.scenarios) == ["one", "five", "six"]
+    assert experiments.file_of("six") == str(tmp_path / "suites" / "paper-006.yaml")
+    context = SimpleNamespace(params={"experiments_file": str(tmp_path / "exp.yaml")})
+    assert complete_scenarios(context, None, "") == ["one", "five", "six"]

@@ -12,6 +12,7 @@ import yaml
 from tests import REPO
 
 WORKFLOW = REPO / ".github" / "workflows" / "nightly.yml"
+IMAGE_ACTION = REPO / ".github" / "actions" / "cctest-image" / "action.yml"
 
 
 def tool(name: str) -> str:
@@ -48,8 +49,34 @@ def test_nightly_shards_merge_and_gates_on_claims():
     merge = jobs["merge"]
     assert merge["needs"] == "shard" and merge["if"] == "always()"
     runs = [str(s.get("run", "")) for s in merge["steps"]]
-    assert any("cctest report --compare previous runs" in r for r in runs)
+    assert any("$CCTEST report --compare previous runs" in r for r in runs)
     # the last step gates: `cctest check` exits 3 on a failed claim, after the report was kept
-    assert "cctest check runs" in runs[-1] and "--no-fail" not in runs[-1]
+    assert "$CCTEST check runs" in runs[-1] and "--no-fail" not in runs[-1]
     kept = [s for s in merge["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact")]
     assert {s["with"]["name"] for s in kept} == {"nightly-report", "nightly-runs"}
+
+
+def test_nightly_runs_on_hosted_runners_in_the_image_unprivileged_unless_a_lab_switches():
+    """The default: ubuntu-latest, cctest in the project's image, UML, no privileges; the repository
+    variable (or the input) CCTEST_NIGHTLY_RUNNER=self-hosted moves every job to the lab's runner."""
+    flow = yaml.safe_load(WORKFLOW.read_text())
+    jobs = flow["jobs"]
+    assert flow["env"]["RUNNER_KIND"] == "${{ inputs.runner || vars.CCTEST_NIGHTLY_RUNNER || 'hosted' }}"
+    assert flow[True]["workflow_dispatch"]["inputs"]["runner"]["options"] == ["hosted", "self-hosted"]  # `on`
+    for name in ("shard", "merge"):
+        runs_on = jobs[name]["runs-on"]
+        assert "'self-hosted'" in runs_on and runs_on.rstrip("} ").endswith("|| 'ubuntu-latest'"), runs_on
+        hosted = [s for s in jobs[name]["steps"] if s.get("if") == "env.RUNNER_KIND != 'self-hosted'"]
+        assert [s["uses"] for s in hosted] == ["./.github/actions/cctest-image"], name
+    assert jobs["image"]["runs-on"] == "ubuntu-latest" and "!= 'self-hosted'" in jobs["image"]["if"]
+    assert jobs["tests"]["runs-on"] == ["self-hosted", "linux", "privileged"]
+    assert "== 'self-hosted'" in jobs["tests"]["if"]
+    shard_run = " ".join(str(s.get("run", "")) for s in jobs["shard"]["steps"])
+    assert "$CCTEST run $RUN_FLAGS $SUITES" in shard_run
+
+    action = yaml.safe_load(IMAGE_ACTION.read_text())
+    script = " ".join(str(s.get("run", "")) for s in action["runs"]["steps"])
+    assert "CCTEST=docker run --rm --tmpfs /dev/shm:rw,exec," in script and "RUN_FLAGS=--vm --engine uml" in script
+    (command,) = [line for line in script.splitlines() if "CCTEST=docker run" in line]
+    for privilege in ("--privileged", "--cap-add", "--device", "--pid", "--network", "--ipc", "/lib/modules"):
+        assert privilege not in command, privilege

@@ -130,7 +130,7 @@ def points(runs: pd.DataFrame, groups: pd.DataFrame) -> list:
     """The rows of a per-run and a per-run x cc table as the runs a claim judges: matrix.* columns
     give the matrix point, the other columns the terms."""
     from cctest.analysis.run_point import RunPoint
-    from cctest.model.measured import CcValues, RunValues
+    from cctest.model.metric_table import CcValues, RunValues
 
     cc_rows = groups.to_dict("records") if len(groups) else []
     return [RunPoint(row["run_id"], row["scenario"], (), row["group"], row["group_label"],

@@ -204,8 +204,7 @@ def test_the_typed_rows_have_a_field_for_every_metric_of_the_table():
     """A run's row holds every per-run metric of metric_table, a cc's row every per-cc metric."""
     from dataclasses import fields
 
-    from cctest.model.measured import CcValues, RunValues
-    from cctest.model.metric_table import CC_METRICS, RUN_METRICS
+    from cctest.model.metric_table import CC_METRICS, RUN_METRICS, CcValues, RunValues
 
     assert {m.column for m in RUN_METRICS} <= {f.name for f in fields(RunValues)}
     assert all(hasattr(CcValues(), m.column) for m in CC_METRICS)

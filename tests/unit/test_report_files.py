@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from cctest.analysis.summary import FLOW_METRICS
 from cctest.cli.report import report_command
-from cctest.model.metric_table import RUN_METRICS
+from cctest.model.metric_table import CC_METRICS, RUN_METRICS
 from tests import REPO
 
 DOC = (REPO / "docs" / "run-directory.md").read_text()
@@ -49,7 +49,8 @@ def test_two_reports_in_one_directory_keep_their_own_files(tmp_path):
     # what the doc names is written, and what the report's own lists write is named
     assert documented - {"matrix.<key>"} <= set(csv.columns), documented - set(csv.columns)
     ours = {"level", "run_id", "clock", "icount_shift", "git_commit", "git_dirty", "cctest_version", "seed", "aqm",
-            "ecn", "rate_schedule", "outages", "tags", *(m.column for m in RUN_METRICS), *FLOW_METRICS}
+            "ecn", "rate_schedule", "outages", "tags", *(m.column for m in (*RUN_METRICS, *CC_METRICS)),
+            *FLOW_METRICS}
     assert ours & written <= documented, (ours & written) - documented
     runs_ = csv[csv["level"] == "run"].set_index("run_id")
     wall = runs_[runs_["clock"] == "wall"]

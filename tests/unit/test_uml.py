@@ -5,6 +5,8 @@ a recorded trace (tests/fixtures/tracefs/)."""
 import json
 import os
 import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -14,13 +16,8 @@ from cctest.emulation import engines, uml, umlkernel, umlshare, vm
 from cctest.host import tracefs
 from cctest.host.captures import RunView
 from cctest.host.captures.cc_state import ModuleState, parse_tracefs_state
-from cctest.host.captures.tcp_probe import (
-    TCP_PROBE_MIN_GAP_NS,
-    TcpProbe,
-    choose_tracer,
-    parse_tracefs_probe,
-    tracefs_events,
-)
+from cctest.host.captures.tcp_probe import TCP_PROBE_MIN_GAP_NS, TcpProbe, parse_tracefs_probe
+from cctest.host.captures.tracer import choose_tracer
 from cctest.model.record import RunRecord
 from tests import REPO
 
@@ -80,6 +77,79 @@ def test_find_takes_only_a_complete_build_of_this_fragment_and_patches(tmp_path)
     assert build is not None and build.dir == target and build.release == "6.1.192"
     assert build.meta()["inputs_sha256"] == sha
     assert build.meta()["patches"] == ["host-xstate-size.patch", "rng-seed.patch"]
+
+
+def test_without_the_source_installed_find_takes_the_one_build_of_these_inputs(tmp_path, monkeypatch):
+    """An image carries the build but not linux-source-6.1 (Dockerfile): its version is the build's."""
+    monkeypatch.setattr(umlkernel, "source_version", lambda chosen=None: None)
+    env = {"CCTEST_CACHE": str(tmp_path)}
+    sha = umlkernel.inputs_sha256(patches=umlkernel.SERIES["6.1"].patches)
+    assert umlkernel.find(env) is None
+    _fake_build(tmp_path / "uml" / umlkernel.cache_key("6.1.192-2", "0" * 64), "6.1.192-2", "0" * 64)
+    assert umlkernel.find(env) is None  # another fragment's build
+    first = tmp_path / "uml" / umlkernel.cache_key("6.1.192-3", sha)
+    _fake_build(first, "6.1.192-3", sha)
+    build = umlkernel.find(env)
+    assert build is not None and build.dir == first and build.version == "6.1.192-3"
+    _fake_build(tmp_path / "uml" / umlkernel.cache_key("6.1.193-1", sha), "6.1.193-1", sha)
+    assert umlkernel.find(env) is None  # two source versions: which one the user means is not ours to guess
+    with pytest.raises(umlkernel.UMLKernelError, match=r"linux-source-6\.1 is not installed, and .* holds no single"):
+        umlkernel.require(env)
+
+
+def test_without_the_source_installed_find_takes_only_a_build_of_the_selected_series(tmp_path, monkeypatch):
+    """An image of 7.2 carries its build alone: a build of 7.2's inputs that says no series (6.1's
+    build.env before the series) is not taken, one that says 7.2 is."""
+    monkeypatch.setattr(umlkernel, "source_version", lambda chosen=None: None)
+    env = {"CCTEST_CACHE": str(tmp_path), "CCTEST_UML_SERIES": "7.2"}
+    sha = umlkernel.inputs_sha256(patches=umlkernel.SERIES["7.2"].patches)
+    target = tmp_path / "uml" / umlkernel.cache_key("7.2.12-1~bpo13+1", sha)
+    _fake_build(target, "7.2.12-1~bpo13+1", sha)
+    assert umlkernel.find(env) is None
+    with open(target / "build.env", "a") as f:
+        f.write("series=7.2\n")
+    build = umlkernel.find(env)
+    assert build is not None and build.dir == target and build.series == "7.2"
+    assert umlkernel.find({"CCTEST_CACHE": str(tmp_path)}) is None  # 6.1 selected: not 7.2's build
+
+
+def _fake_tree_build(directory: Path) -> None:
+    """A complete build as the script leaves it, with a file where each part an export keeps or
+    drops lives."""
+    tree = directory / "tree"
+    for part in ("include/linux", "scripts/mod", "arch/um/include", "arch/x86/include", "arch/arm64", "net/ipv4"):
+        (tree / part).mkdir(parents=True)
+        (tree / part / "f").write_text(part)
+    for name in ("Makefile", ".config", "Module.symvers", "arch/Kconfig"):
+        (tree / name).write_text(name)
+    (directory / "linux").write_bytes(b"\x7fELF")
+    (directory / "linux").chmod(0o755)
+    (directory / "build.env").write_text("version=x\n")
+
+
+@pytest.mark.parametrize("series", sorted(umlkernel.SERIES))
+def test_export_copies_the_selected_series_build_and_only_what_modules_build_against(tmp_path, series):
+    chosen = umlkernel.SERIES[series]
+    if umlkernel.source_version(chosen) is None:
+        pytest.skip(f"{chosen.package} not installed")
+    env = {**os.environ, "CCTEST_CACHE": str(tmp_path / "cache"), "CCTEST_UML_SERIES": series}
+    script = ["bash", str(REPO / "scripts" / "uml-kernel.sh")]
+    mine = Path(subprocess.run([*script, "--print"], env=env, capture_output=True, text=True,
+                               check=True).stdout.strip())
+    missing = subprocess.run([*script, "--export", str(tmp_path / "out")], env=env, capture_output=True, text=True)
+    assert missing.returncode == 2 and f"no complete build in {mine}" in missing.stderr
+    _fake_tree_build(mine)
+    exported = subprocess.run([*script, "--export", str(tmp_path / "out")], env=env, capture_output=True,
+                              text=True, check=True)
+    out = tmp_path / "out" / mine.name
+    assert exported.stdout.strip() == str(out)
+    assert (out / "linux").exists() and (out / "build.env").exists()
+    for kept in ("Makefile", ".config", "Module.symvers", "include/linux/f", "scripts/mod/f", "arch/Kconfig",
+                 "arch/um/include/f", "arch/x86/include/f"):
+        assert (out / "tree" / kept).exists(), kept
+    assert not (out / "tree" / "net").exists() and not (out / "tree" / "arch" / "arm64").exists()
+    usage = subprocess.run([*script, "--export"], env=env, capture_output=True, text=True)
+    assert usage.returncode == 2 and "usage" in usage.stderr
 
 
 @pytest.mark.parametrize("series", sorted(umlkernel.SERIES))
@@ -238,6 +308,53 @@ def test_a_home_links_the_checkout_and_venv_and_names_its_files_at_fixed_places(
     assert not (umlshare.prepare(tmp_path / "out", 4).written / "stale").exists()  # a left-over is replaced
 
 
+def test_the_guest_s_python_runs_no_pth_file_and_finds_its_packages_on_pythonpath(tmp_path):
+    """The guest's cctest runs `python -S` with the site directories `site` would add on PYTHONPATH
+    (by the guest's names), and the settings that keep it from reading what differs between machines."""
+    dirs = umlshare.guest_site_dirs()
+    if umlshare.in_venv():
+        assert dirs[0] == str(umlshare.GUEST_VENV / Path(sysconfig.get_paths()["purelib"]).relative_to(sys.prefix))
+    assert all(not d.startswith(sys.prefix + "/") for d in dirs)  # never a host path into the venv
+    env = umlshare.guest_python_env()
+    assert env["PYDANTIC_DISABLE_PLUGINS"] == "__all__"
+    assert env["PYTHONCOERCECLOCALE"] == "0" and env["PYTHONUTF8"] == "1"
+    # The same directories by their host names: an interpreter that runs no .pth file imports the run path.
+    pth = tmp_path / "site"
+    pth.mkdir()
+    (pth / "zz-probe.pth").write_text(f"import pathlib; pathlib.Path({str(tmp_path / 'ran')!r}).touch()\n")
+    host_dirs = [d.replace(str(umlshare.GUEST_VENV), sys.prefix, 1) for d in dirs]
+    probe = ("import sys, locale, cctest.run.session, pydantic, yaml\n"
+             "print(sys.flags.no_site, locale.setlocale(locale.LC_CTYPE))")
+    out = subprocess.run([sys.executable, *umlshare.GUEST_PYTHON_FLAGS, "-c", probe], capture_output=True, text=True,
+                         env={"PATH": os.environ["PATH"], "PYTHONPATH": ":".join([str(REPO), str(pth), *host_dirs]),
+                              **env})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "C"] and not (tmp_path / "ran").exists()
+
+
+def test_whether_the_checkout_has_modules_does_not_depend_on_directory_order(tmp_path, monkeypatch):
+    """Every entry is looked at, in whichever order the file system lists them: in a seeded guest
+    each failed lookup moves the clock, so stopping at the first match made the count depend on it."""
+    from cctest.kernel import projectccs
+
+    for name in ("a", "b", "common"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "b" / "Kbuild").write_text("obj-m += b.o\n")
+    (tmp_path / "common" / "Kbuild").write_text("obj-m += c.o\n")
+    real = Path.glob
+    for order in (sorted, lambda found: sorted(found, reverse=True)):
+        taken = []
+
+        def glob(self, pattern, order=order, taken=taken):
+            for path in order(real(self, pattern)):
+                taken.append(path.parent.name)
+                yield path
+        monkeypatch.setattr(Path, "glob", glob)
+        assert projectccs._has_trees(tmp_path)
+        assert sorted(taken) == ["b", "common"]
+    assert not projectccs._has_trees(tmp_path / "a")
+
+
 def test_collect_merges_the_guests_runs_into_out(tmp_path):
     out = tmp_path / "out"
     (out / "s" / "earlier").mkdir(parents=True)
@@ -275,6 +392,42 @@ def test_a_guest_that_wrote_no_exit_code_never_counts_as_success(tmp_path):
     assert instance.returncode == 3
     assert not home.dmesg.exists() and not home.console.exists()  # read once, the log moved beside the runs
     assert instance.dmesg_file == tmp_path / ".uml-dmesg-0.txt" and instance.dmesg_problems() == []
+
+
+# -- what the host (a container) must allow ---------------------------------------------------------
+
+def test_the_memory_file_goes_where_uml_puts_it():
+    shm = "shm /dev/shm tmpfs rw,nosuid,nodev,noexec,relatime,size=65536k 0 0\n"
+    assert uml.memory_dir({"TMPDIR": "/a", "TMP": "/b"}, shm) == Path("/a")
+    assert uml.memory_dir({"TEMP": "/c"}, shm) == Path("/c")
+    assert uml.memory_dir({}, shm) == Path("/dev/shm")
+    assert uml.memory_dir({}, "overlay / overlay rw 0 0\n") == Path("/tmp")  # no tmpfs on /dev/shm
+
+
+class _FS:
+    def __init__(self, flag: int, mb: int):
+        self.f_flag, self.f_blocks, self.f_frsize = flag, mb * 256, 4096
+
+
+def test_host_problems_name_a_noexec_or_small_memory_dir_and_a_refused_setarch(tmp_path, monkeypatch):
+    env = {"TMPDIR": str(tmp_path)}
+    monkeypatch.setattr(uml.os, "statvfs", lambda _: _FS(os.ST_NOSUID, 8192))
+    monkeypatch.setattr(uml.subprocess, "run", lambda cmd, **kwargs: subprocess.CompletedProcess(cmd, 0, "", ""))
+    assert uml.host_problems(env) == []
+    monkeypatch.setattr(uml.os, "statvfs", lambda _: _FS(os.ST_NOEXEC | os.ST_NOSUID, 65536))
+    (said,) = uml.host_problems(env)
+    assert "mounted noexec" in said and "--tmpfs /dev/shm:rw,exec" in said
+    monkeypatch.setattr(uml.os, "statvfs", lambda _: _FS(os.ST_NOSUID, 64))
+    (said,) = uml.host_problems(env)
+    assert "holds only 64 MB" in said
+    monkeypatch.setattr(uml.os, "statvfs", lambda _: _FS(0, 8192))
+
+    def refused(cmd, **kwargs):
+        return subprocess.CompletedProcess(cmd, 1, "", "setarch: failed to set personality to (null): "
+                                           "Function not implemented")
+    monkeypatch.setattr(uml.subprocess, "run", refused)
+    (said,) = uml.host_problems(env)
+    assert "personality(ADDR_NO_RANDOMIZE)" in said and "Function not implemented" in said
 
 
 # -- choosing the engine -----------------------------------------------------------------------------
@@ -343,12 +496,6 @@ def test_uml_always_traces_through_tracefs():
     assert choose_tracer(True, {"CCTEST_TRACER": "tracefs"}) == "tracefs"
     with pytest.raises(BadInput, match="CCTEST_TRACER=perf: allowed values are bpftrace, tracefs"):
         choose_tracer(True, {"CCTEST_TRACER": "perf"})
-
-
-def test_tracefs_events_filter_every_event_to_the_flows_ports():
-    events = tracefs_events([5202, 5201, 5204], ["bbr_cws"])
-    assert events == [("tcp", "tcp_probe", "dport >= 5201 && dport <= 5204"),
-                      ("bbr_cws", "state", "dport >= 5201 && dport <= 5204")]
 
 
 def test_parse_line_reads_the_mono_clock_in_nanoseconds():

@@ -2,11 +2,14 @@
 
 REGISTRY drives everything that depends on which captures exist: the runner starts each in its
 phase (run/runner.py), ingest parses each (analysis/ingest.py), the report loads their tables (analysis/load.py),
-and docs/run-directory.md is checked against it (tests/unit/test_captures.py).
+and docs/run-directory.md is checked against it (tests/unit/test_captures.py). A per-packet capture
+is a TracedCapture (tracer.py): it adds probes to the run's one tracer, which is in REGISTRY too.
 
-Adding a capture touches two source files: its class (a Capture in its own module: raw files,
-start, parse, tables with their columns) and its line in REGISTRY; then its tables and raw files
-in docs/run-directory.md, and its tests. A figure of it is one step in report/run_figures.py.
+Adding a capture touches two source files, three with an option of its own: its class (a Capture,
+or a TracedCapture, in its own module: raw files, start or probes, parse, tables with their columns),
+its line in CAPTURES, and its option in model/scenario.py's CaptureSettings; then its tables and raw
+files in docs/run-directory.md, and its tests (docs/extending.md). A figure of it is one step in
+report/run_figures.py.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from .ping import Ping
 from .qdisc import Qdisc
 from .sockdiag import SockDiag
 from .tcp_probe import TcpProbe
+from .tracer import Tracer
 
 if TYPE_CHECKING:
     from ...model.record import Flow
@@ -30,7 +34,9 @@ IPERF3 = Iperf3()
 SOCKETS = SockDiag()
 
 # In table order: the order ingest returns the tables in.
-REGISTRY: tuple[Capture, ...] = (IPERF3, SOCKETS, TcpProbe(), Qdisc(), ModuleState(), Ping(), Cpu(), Pcap())
+CAPTURES: tuple[Capture, ...] = (IPERF3, SOCKETS, TcpProbe(), Qdisc(), ModuleState(), Ping(), Cpu(), Pcap())
+# ...and the run's one tracer, which the TracedCaptures among them add their probes to.
+REGISTRY: tuple[Capture, ...] = (Tracer(CAPTURES), *CAPTURES)
 
 TABLES: tuple[str, ...] = tuple(table for capture in REGISTRY for table in capture.tables)
 COLUMNS: dict[str, list[str]] = {table: list(columns) for capture in REGISTRY

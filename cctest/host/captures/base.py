@@ -17,7 +17,7 @@ NS_PER_S = 1_000_000_000
 US_PER_MS = 1000.0
 
 # The runner's phases in which a capture starts (Capture.starts), in the order they happen.
-TRACING = "start tracing"  # before the topology: bpftrace attaches while the hosts are built
+TRACING = "start tracing"  # before the topology: the tracer attaches while the hosts are built
 SAMPLING = "samplers"  # once the topology exists, before time zero: steady by the time flows start
 BASE_RTT = "warm-up: base RTT"  # after tracing has attached (attaching would inflate the pings)
 PHASES = (TRACING, SAMPLING, BASE_RTT)
@@ -37,7 +37,8 @@ class StartContext:
     raw: Path  # the run's raw/ directory
     journal: Any  # journal.Journal: every process started is recorded for `cctest clean`
     warnings: list[str]  # meta.json's warnings
-    with_bpftrace: bool = True
+    record: Any  # record.RunRecord: meta.json, filled in as the run goes
+    with_tracer: bool = True  # whether a tracer serves here (tracer.choose_tracer)
     net: Any = None  # net.topology.Dumbbell, once built
     running: dict[str, Any] = field(default_factory=dict)  # capture name -> what start() returned
 

@@ -1,13 +1,14 @@
-"""Module state: a project module's `<cc>:state` tracepoint, recorded by the tcp_probe capture's
-tracer (raw/bpftrace.log's S lines, or raw/tracefs.log's `state` events) -> the cc_state table."""
+"""Module state: a project module's `<cc>:state` tracepoint, recorded by the run's tracer
+(tracer.py: raw/bpftrace.log's S lines, or raw/tracefs.log's `state` events) -> the cc_state table."""
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import tracefs
-from .base import Capture, RunView, flow_number, map_by_ports
+from .base import RunView, StartContext, flow_number, map_by_ports
+from .tracer import Probes, ServerPorts, TracedCapture
 
 if TYPE_CHECKING:  # imported where used: the guest's run path starts without pandas
     import pandas as pd
@@ -17,7 +18,7 @@ _X1000 = "_x1000"  # a cc_state field `<x>_x1000` carries x scaled by 1000
 
 def state_fields(cc: str) -> list[tuple[str, str]]:
     """(name, C type) of a module's `<cc>:state` tracepoint fields after sport and dport."""
-    root = tracefs.mounted()  # the runner mounted it if it was absent (cctest/host/tracefs.py)
+    root = tracefs.mounted()  # the tracer mounted it if it was absent (tracer.py)
     if root is None:
         return []
     fmt = root / "events" / cc / "state" / "format"
@@ -87,13 +88,32 @@ def parse_tracefs_state(text: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["t_ns", "cc", "sport", "dport", "key", "value"])
 
 
-class ModuleState(Capture):
+class ModuleState(TracedCapture):
     name = "cc_state"
-    raw_files = ("bpftrace.log", "tracefs.log")
+    label = "module state"
     tables = {"cc_state": ("run_id", "flow", "t_s", "cc", "key", "value")}
     required_columns = {"cc_state": ("flow", "t_s", "key", "value")}
     number_columns = {"cc_state": ("flow", "t_s", "value")}
-    starts = None  # its probes are part of the tcp_probe capture's bpftrace script
+
+    def traces(self, spec: Any) -> bool:
+        # no switch of its own: a module's state is read beside the per-ACK trace it explains
+        return bool(spec.scenario.capture.tcp_probe)
+
+    def probes(self, ctx: StartContext) -> Probes | None:
+        state_ccs = {cc: fields for cc in ctx.spec.modules if (fields := state_fields(cc))}
+        if not state_ccs:
+            return None
+        ports = ServerPorts.of(ctx.spec)
+        lines = []
+        for cc, fields in state_ccs.items():
+            fmt = " ".join(f"{name}=%lld" for name, _ in fields)
+            values = "".join(f", (int64)args->{name}" for name, _ in fields)
+            lines += [
+                f"tracepoint:{cc}:state {ports.bpftrace} {{",
+                f'  printf("S {cc} %llu %u %u {fmt}\\n", nsecs, args->sport, args->dport{values});',
+                "}",
+            ]
+        return Probes(bpftrace=lines, events=[(cc, "state", ports.tracefs) for cc in state_ccs])
 
     def parse(self, raw: dict[str, str | None], run: RunView) -> dict[str, pd.DataFrame]:
         tracefs_log, bpftrace_log = raw.get("tracefs.log"), raw.get("bpftrace.log")
