@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -29,13 +30,18 @@ from ..model.aqm import AQMS
 from ..model.record import Flow, Link, RunRecord
 from ..model.wire import ETHERNET_HEADER_BYTES, IP_TCP_TIMESTAMP_HEADER_BYTES, MTU_BYTES
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    import numpy.typing as npt
+
 MIN_BIN_S = 0.1  # throughput bins are never shorter than the samplers' default 100 ms interval
 
 # ---------------------------------------------------------------------------------------------
 # Link
 
 
-def link_rate_mbps_at(link: Link, t):
+def link_rate_mbps_at(link: Link, t: npt.ArrayLike) -> float | np.ndarray:
     """The bottleneck's configured rate (Mbit/s) at run time(s) `t`.
 
     `link.rate_schedule` (a list of {at_s, rate_mbps}) changes it from `at_s` on; without one the
@@ -111,7 +117,7 @@ def default_bin_s(record: RunRecord) -> float:
 # Counters and the bottleneck qdisc
 
 
-def counter_increments(values) -> np.ndarray:
+def counter_increments(values: npt.ArrayLike) -> np.ndarray:
     """Per-sample increments of a cumulative counter: the first sample adds 0; a counter that goes
     backwards (qdisc re-created) restarts from 0, so its new value is its growth since; NaN adds 0."""
     v = np.asarray(values, dtype=float)
@@ -124,7 +130,7 @@ def counter_increments(values) -> np.ndarray:
     return np.nan_to_num(d)
 
 
-def counter_growth(values) -> float:
+def counter_growth(values: npt.ArrayLike) -> float:
     """How much a cumulative counter grew over its samples, across resets."""
     return float(counter_increments(values).sum())
 
@@ -149,7 +155,7 @@ def bottleneck_samples(qdisc: pd.DataFrame | None) -> pd.DataFrame:
     keys = [c for c in ("iface", "handle") if c in b]
     groups = [g for _, g in b.groupby(keys, sort=False, dropna=False)] if keys else [b]
 
-    def rank(ig):
+    def rank(ig: tuple[int, pd.DataFrame]) -> tuple[int, int]:
         i, g = ig
         kind = str(g["kind"].iloc[0]) if "kind" in g else ""
         parent = str(g["parent"].iloc[0]) if "parent" in g else ""
@@ -199,17 +205,19 @@ def flow_spans(planned: list[Flow], flows: pd.DataFrame | None, throughput: pd.D
     return out
 
 
-def union_length(spans) -> float:
+def union_length(spans: Iterable[tuple[float, float]]) -> float:
     """Total length covered by a set of [start, end] intervals."""
     total, cur_s, cur_e = 0.0, None, None
     for s, e in sorted(spans):
         if cur_e is None or s > cur_e:
             if cur_e is not None:
+                assert cur_s is not None  # set together with cur_e
                 total += cur_e - cur_s
             cur_s, cur_e = s, e
         else:
             cur_e = max(cur_e, e)
     if cur_e is not None:
+        assert cur_s is not None  # set together with cur_e
         total += cur_e - cur_s
     return total
 
@@ -264,7 +272,7 @@ def link_fullness(record: RunRecord, tables: dict) -> dict:
             "fraction": fraction, "notes": notes}
 
 
-def _merged(spans) -> list[tuple[float, float]]:
+def _merged(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     out: list[list[float]] = []
     for s, e in sorted(spans):
         if out and s <= out[-1][1]:
@@ -284,7 +292,7 @@ def bin_edges(t_end: float, bin_s: float) -> np.ndarray:
     return np.round(np.arange(n + 1) * bin_s, 9)
 
 
-def binned_counter(t, cum, edges: np.ndarray) -> np.ndarray:
+def binned_counter(t: npt.ArrayLike, cum: npt.ArrayLike, edges: np.ndarray) -> np.ndarray:
     """Growth of a sampled cumulative counter within each bin.
 
     The counter is read only at its sample times; between two samples it is taken to grow evenly

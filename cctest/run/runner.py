@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -29,6 +30,19 @@ from ..kernel import kmod
 from ..model import bottleneck, dumbbell, record
 from ..model.plan import RunSpec
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from types import FrameType
+    from typing import NoReturn, TypedDict, Unpack
+
+    from rich.progress import TaskID
+
+    class _PhaseFields(TypedDict, total=False):
+        """What _phase passes on to Progress.update besides the description."""
+
+        total: float
+        completed: float
+
 FLOW_GRACE_S = 20.0  # how long past its end a flow may take before it counts as hung
 
 
@@ -40,12 +54,12 @@ class Interrupted(BaseException):
     """SIGTERM, delivered like Ctrl-C so the same teardown runs."""
 
 
-def _raise_interrupted(signum, frame):
+def _raise_interrupted(signum: int, frame: FrameType | None) -> NoReturn:
     raise Interrupted(f"signal {signum}")
 
 
 @contextlib.contextmanager
-def signals_as_interrupts():
+def signals_as_interrupts() -> Iterator[None]:
     previous = signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
         yield
@@ -54,7 +68,7 @@ def signals_as_interrupts():
 
 
 @contextlib.contextmanager
-def uninterruptible():
+def uninterruptible() -> Iterator[None]:
     """Teardown must finish even if the user presses Ctrl-C again."""
     old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
     old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -133,14 +147,14 @@ class Run:
             if handle is not None:
                 ctx.running[capture.name] = handle
 
-    def _warm_up_captures(self, ctx: captures.StartContext, progress: Progress, task) -> None:
+    def _warm_up_captures(self, ctx: captures.StartContext, progress: Progress, task: TaskID) -> None:
         """Wait, each in its own phase, for the captures that need time to be ready (the tracer)."""
         for capture in captures.REGISTRY:
             if capture.warm_up_phase and capture.name in ctx.running:
                 self._phase(progress, task, capture.warm_up_phase)
                 capture.warm_up(ctx, ctx.running[capture.name])
 
-    def _build_network(self, undo: Teardown, progress: Progress, task) -> Dumbbell:
+    def _build_network(self, undo: Teardown, progress: Progress, task: TaskID) -> Dumbbell:
         net, reused = self.topologies.acquire(self.spec, self.with_fq)
         # Kept for the next run only if this one ends well; otherwise torn down with it.
         undo.callback(lambda: self.topologies.release(net, keep=self.status == "ok"))
@@ -197,7 +211,7 @@ class Run:
         schedule = LinkSchedule(changes)
         self.journal.add_process(schedule.pid, "tc link schedule")
 
-        def stop():
+        def stop() -> None:
             schedule.stop(vmtime.stretch(10))
             if link.rate_schedule:
                 self.record.rate_schedule_applied = [record.AppliedRateStep(**a) for a in schedule.rate_steps_applied()]
@@ -210,7 +224,7 @@ class Run:
         undo.callback(stop)
         return schedule
 
-    def _run_flows(self, net: Dumbbell, undo: Teardown, progress: Progress, task) -> None:
+    def _run_flows(self, net: Dumbbell, undo: Teardown, progress: Progress, task: TaskID) -> None:
         for flow in self.spec.flows:
             server = traffic.start_server(net.host(flow.receiver), flow, self.raw)
             self.journal.add_process(server.pid, f"iperf3 server {flow.receiver}")
@@ -265,7 +279,7 @@ class Run:
         progress.update(task, completed=duration)
         write_meta(self.dir, self.record)
 
-    def _phase(self, progress: Progress, task, name: str, **fields) -> None:
+    def _phase(self, progress: Progress, task: TaskID, name: str, **fields: Unpack[_PhaseFields]) -> None:
         """Show the phase, and record how long each phase took (meta.json phase_s: where time goes)."""
         self.clock.switch(None if name == "done" else name)
         if progress.disable and name != "done":
@@ -341,10 +355,10 @@ class Teardown:
     """LIFO undo actions; every action runs even when an earlier one fails (failures are noted)."""
 
     def __init__(self, warnings: list[str]):
-        self.actions: list = []
+        self.actions: list[tuple[Callable[..., object], tuple[object, ...]]] = []
         self.warnings = warnings
 
-    def callback(self, fn, *args) -> None:
+    def callback(self, fn: Callable[..., object], *args: object) -> None:
         self.actions.append((fn, args))
 
     def close(self) -> None:

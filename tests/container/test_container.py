@@ -262,8 +262,8 @@ DEMO = ["run", "demo", "--vm", "--engine", "uml", "--first-repetition", str(FIRS
 SAME_COMMIT = "0" * 40  # recorded by both runs: the image has no .git, the host's checkout may be dirty
 # What the guest runs, from the guest's root (the host's, or the image's): their versions on each side
 # say where two runs' environments differ when their bytes do.
-GUEST_PACKAGES = ["python3.11", "libc6", "iperf3", "iproute2", "iputils-ping", "ethtool", "mininet", "bridge-utils",
-                  "procps", "util-linux", "coreutils", "busybox-static", "kmod"]
+GUEST_PACKAGES = [line for line in (REPO / "scripts" / "guest-packages.txt").read_text().splitlines()
+                  if line and not line.startswith("#")]
 GUEST_PYTHON = ["click", "rich", "pydantic", "pydantic_core", "PyYAML", "pyroute2", "typing_extensions",
                 "annotated-types", "markdown-it-py", "Pygments"]
 

@@ -24,7 +24,10 @@ from ...model import dumbbell
 from ...model.plan import RunSpec
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from mininet.net import Mininet
+    from mininet.node import Host
 
 
 class TopologyError(CctestError):
@@ -66,7 +69,7 @@ class Dumbbell:
         net.build()
         net.start()
 
-    def host(self, name: str):
+    def host(self, name: str) -> Host:
         return self.hosts[name]
 
     def host_pids(self) -> list[int]:
@@ -115,10 +118,10 @@ class Dumbbell:
     def apply_qdiscs(self) -> None:
         self._tc((q.node, q.tc) for q in dumbbell.qdiscs(self.run, self.with_fq))
 
-    def _tc(self, batches) -> None:
+    def _tc(self, batches: Iterable[tuple[str | None, Iterable[str]]]) -> None:
         """(node, tc lines) pairs: the root namespace's lines as one `tc -b` process (a process
         start is slow under emulation), each host's in its own shell, stopping at a failure."""
-        root_lines = []
+        root_lines: list[str] = []
         for node, lines in batches:
             if node is None:
                 root_lines.extend(lines)
@@ -162,7 +165,7 @@ def _run(argv: list[str]) -> str:
 class Topologies:
     """Holds the last run's topology so that the next run with the same hosts and links reuses it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.current: Dumbbell | None = None
 
     def acquire(self, run: RunSpec, with_fq: bool) -> tuple[Dumbbell, bool]:

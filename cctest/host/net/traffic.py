@@ -5,24 +5,28 @@ from __future__ import annotations
 import subprocess
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...base.errors import CctestError
 from ...model.plan import FlowRun
 from ..captures.iperf3 import client_file, server_file
 from ..vmtime import stretch
 
+if TYPE_CHECKING:
+    from mininet.node import Host
+
 
 class TrafficError(CctestError):
     pass
 
 
-def start_server(host, flow: FlowRun, raw_dir: Path) -> subprocess.Popen:
+def start_server(host: Host, flow: FlowRun, raw_dir: Path) -> subprocess.Popen:
     log = open(raw_dir / server_file(flow.index), "w")
     # -1: serve exactly one test, then exit (no stray servers).
     return host.popen(["iperf3", "-s", "-1", "-p", str(flow.server_port)], stdout=log, stderr=subprocess.STDOUT)
 
 
-def wait_listening(host, port: int, timeout_s: float = 20.0) -> None:
+def wait_listening(host: Host, port: int, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + stretch(timeout_s)
     while time.monotonic() < deadline:
         if f":{port}" in host.cmd(f"ss -ltnH 'sport = :{port}'"):
@@ -39,7 +43,7 @@ def client_command(flow: FlowRun) -> list[str]:
     ]
 
 
-def prepare_client(host, flow: FlowRun, raw_dir: Path) -> subprocess.Popen:
+def prepare_client(host: Host, flow: FlowRun, raw_dir: Path) -> subprocess.Popen:
     """Spawn the client ahead of time, parked on a read of stdin; trigger() execs iperf3.
 
     Spawning a process in a loaded (emulated) guest can take seconds, but a pipe write and an
