@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/engines.py cost [--engines qemu,uml] [--rates 20,50,100] [--flows 1,6]
                                            [--duration 20] [--out build/bench-engines] [--reuse]
+                                           [--page docs/bench.md]
     .venv/bin/python bench/engines.py equivalence [--engines qemu,uml] [-n 5] [--duration 20] ...
 
 An engine is `qemu`, `uml` (the UML kernel series and userspace mode this environment selects,
@@ -16,7 +17,8 @@ seconds per guest second of the flows phase (host seconds: UML's host-stamped co
 meta.json vm.phases), the ratio to the first engine's on the same row,
 the steady goodput (after 3 s, from ss bytes_acked, % of payload capacity) and the host seconds of
 boot + topology (the guest's boot, then the "build topology" phase: every run's on UML, which boots a
-guest per run; a guest's first run's on QEMU).
+guest per run; a guest's first run's on QEMU). --page adds that table to a generated page that keeps
+the earlier runs' rows, with each engine's date, commit, host CPUs and load (bench/cost_page.py).
 
 equivalence: the physics scenarios (one CUBIC flow; CUBIC vs BBR in 0.5 and 5 BDP; bbr_cws vs
 CUBIC), n repetitions each (seeds differ), on each engine; prints mean +- 95 % CI (Student t) per
@@ -42,6 +44,7 @@ from pathlib import Path
 
 import pandas as pd
 
+import cost_page
 from fidelity import cctest_run, figures, run_dirs
 
 SAMPLING = {"ss_interval_ms": 100, "qdisc_interval_ms": 100, "tcp_probe": True, "pcap": False}
@@ -138,7 +141,9 @@ def run_engine(mode: str, label: str, experiments: dict, scenarios: list[str], o
     where = out / mode / label
     engine, env = engine_of(label)
     if not reuse:
+        host = cost_page.host_now()
         wall = cctest_run(experiments, scenarios, where, ["--engine", engine, "-j", "1", "--force"], env=env)
+        cost_page.save_host_record(where, host)  # the load and CPUs the page's row states
         print(f"{label}: {len(run_dirs(where))} runs in {wall / 60:.1f} min wall (load average then "
               f"{os.getloadavg()[0]:.1f})", flush=True)
     paths = run_dirs(where)
@@ -148,30 +153,44 @@ def run_engine(mode: str, label: str, experiments: dict, scenarios: list[str], o
     return paths
 
 
-def cost(args) -> None:
+def cost_rows(args: argparse.Namespace, engines: list[str]) -> tuple[list[dict], dict[str, cost_page.RunContext]]:
+    """Every engine's runs (made first unless --reuse) as the table's rows, and each engine's context."""
     rates = [float(r) for r in args.rates.split(",")]
     flows = [int(n) for n in args.flows.split(",")]
     experiments, scenarios = cost_experiments(rates, flows, args.duration)
-    rows = []
-    engines = args.engines.split(",")
+    rows, contexts = [], {}
     for engine in engines:
+        where = args.out / "cost" / engine
         paths = run_engine("cost", engine, experiments, scenarios, args.out, args.reuse)
-        timing = host_seconds(paths, args.out / "cost" / engine)
+        timing = host_seconds(paths, where)
         for path in paths:
             row = figures(path)
             row.update(engine=engine, **timing[path])
             ratio = row["flows_wall_s"] / row["flows_guest_s"] if row["flows_wall_s"] else None
             rows.append({**row, "ratio": ratio})
-    first = {(r["flows"], r["rate_mbps"]): r["ratio"] for r in rows if r["engine"] == engines[0]}
+        if paths:
+            contexts[engine] = cost_page.context_of(where, (json.loads((p / "meta.json").read_text()) for p in paths))
+    return rows, contexts
+
+
+def add_against(rows: list[dict], base: str) -> list[dict]:
+    """Each row's ratio over the base engine's at the same flows and rate (None where either is
+    missing)."""
+    first = {(r["flows"], r["rate_mbps"]): r["ratio"] for r in rows if r["engine"] == base}
+    for row in rows:
+        reference = first.get((row["flows"], row["rate_mbps"]))
+        row["against"] = row["ratio"] / reference if row["ratio"] and reference else None
+    return rows
+
+
+def print_cost_table(rows: list[dict], engines: list[str]) -> None:
     width = max(len(e) for e in ["engine", *engines])
     print(f"\n{'engine':<{width}} {'flows':>5} {'Mbit/s':>6} {'host s/guest s':>14} {'x ' + engines[0]:>{width + 2}} "
           f"{'goodput':>8} {'boot+topology host s':>20}")
-    for row in sorted(rows, key=lambda r: (r["flows"], r["rate_mbps"], engines.index(r["engine"]))):
-        ratio, boot = row["ratio"], row["boot_topology_s"]
-        base = first.get((row["flows"], row["rate_mbps"]))
-        against = f"{ratio / base:.2f}" if ratio and base else "-"
+    for row in rows:
+        ratio, boot, against = row["ratio"], row["boot_topology_s"], row["against"]
         print(f"{row['engine']:<{width}} {row['flows']:>5} {row['rate_mbps']:>6g} "
-              f"{(f'{ratio:.2f}' if ratio else '-'):>14} {against:>{width + 2}} "
+              f"{(f'{ratio:.2f}' if ratio else '-'):>14} {(f'{against:.2f}' if against else '-'):>{width + 2}} "
               f"{row['steady_goodput']:>8.1%} {(f'{boot:.1f}' if boot is not None else '-'):>20}")
     print("boot+topology: host seconds from starting the guest to its first run's topology being up "
           "(UML: every run's, each boots its own guest; QEMU: one per guest, later runs reuse or reshape it)")
@@ -179,6 +198,26 @@ def cost(args) -> None:
              for e in engines}
     print("boot+topology, median over the runs: " + ", ".join(
         f"{e} {statistics.median(b):.1f} s [{len(b)}]" for e, b in boots.items() if b))
+
+
+def cost(args: argparse.Namespace) -> None:
+    engines = args.engines.split(",")
+    rows, contexts = cost_rows(args, engines)
+    order = {engine: k for k, engine in enumerate(engines)}
+    rows = sorted(add_against(rows, engines[0]), key=lambda r: (r["flows"], r["rate_mbps"], order[r["engine"]]))
+    print_cost_table(rows, engines)
+    if args.page:
+        page_rows = [cost_page.page_row(contexts[row["engine"]], row, engines[0]) for row in rows]
+        cost_page.write_page(args.page, page_rows, page_name(args.page))
+        print(f"{args.page}: {len(page_rows)} rows written")
+
+
+def page_name(page: Path) -> str:
+    """How the page names itself in the command its marker gives: from the checkout's root."""
+    try:
+        return str(page.resolve().relative_to(cost_page.REPO))
+    except ValueError:
+        return str(page)
 
 
 def ci95(values: list[float]) -> tuple[float, float]:
@@ -240,6 +279,15 @@ def equivalence(args) -> None:
     print(f"intervals apart: {len(apart)} of {len(scenarios) * len(names)}{listed}")
 
 
+def check_page_option(args: argparse.Namespace) -> None:
+    """--page is refused before anything runs, not after an hour of runs."""
+    if args.page is None:
+        return
+    if args.mode != "cost":
+        raise cost_page.BadInput("--page: only the cost mode writes a page")
+    cost_page.check_page(args.page)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=["cost", "equivalence"])
@@ -251,10 +299,17 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=20)
     parser.add_argument("--out", type=Path, default=Path("build/bench-engines"))
     parser.add_argument("--reuse", action="store_true")
+    parser.add_argument("--page", type=Path,
+                        help="cost: add this run's table to this generated page (docs/bench.md), keeping earlier rows")
     args = parser.parse_args()
-    print(f"bench/engines.py {' '.join(sys.argv[1:])}  ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"{os.cpu_count()} CPUs)")
-    (cost if args.mode == "cost" else equivalence)(args)
+    try:
+        check_page_option(args)
+        print(f"bench/engines.py {' '.join(sys.argv[1:])}  ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+              f"{os.cpu_count()} CPUs)")
+        (cost if args.mode == "cost" else equivalence)(args)
+    except cost_page.BadInput as err:
+        print(f"bench/engines.py: {err}", file=sys.stderr)  # one line, and cctest's code for bad input
+        sys.exit(err.exit_code)
 
 
 if __name__ == "__main__":
