@@ -42,15 +42,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# What a guest runs at the mirror's current versions, the ones the project's image installs: a seeded
-# run's bytes depend on them, so a host behind on security updates would not repeat the image's runs.
-mapfile -t guest < <(grep -v '^#' scripts/guest-packages.txt)
-apt-get update -qq
-behind=$(apt list --upgradable "${guest[@]}" 2>/dev/null | grep -c upgradable || true)
-if [ "$behind" -gt 0 ]; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --only-upgrade "${guest[@]}" >/dev/null
-fi
-
 # Headers of a 6.10+ kernel too, so the tests compile the modules against the new cong_control
 # signature (Debian 12 carries 6.12; take the newest it offers).
 new_headers=$(apt-cache search --names-only '^linux-headers-6\.1[0-9]\.[0-9.]+\+deb12-amd64$' | awk '{print $1}' | sort -V | tail -1)

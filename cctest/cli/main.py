@@ -376,10 +376,12 @@ def guest_run(plan_file: Path) -> None:
     """Inside a --vm guest: make the runs the host wrote into PLAN_FILE, natively, listing each run
     directory in the plan's manifest; the host makes their tables. A plan this code cannot read is
     bad input, before anything is set up."""
+    from ..host.rundir import take_host_facts
     from ..model import guestplan
     from ..run.session import RunOptions, run_native
 
     plan = guestplan.read(plan_file)
+    take_host_facts(plan.facts)
     opts = RunOptions(source=plan_file, names=plan.names, out=Path(plan.out), mode="native", kernel=None, kvm=False,
                       ingest=False, in_vm=True, manifest=Path(plan.manifest))
     _run_and_list(lambda: run_native(plan.runs, opts, console))

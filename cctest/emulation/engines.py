@@ -187,7 +187,7 @@ class UmlEngine:
         # then the site directories, which the guest's `python -S` does not add itself (umlshare)
         python_path = ":".join([str(umlshare.GUEST_SRC), *umlshare.guest_site_dirs()])
         env = {"PATH": umlshare.guest_path(), "PYTHONPATH": python_path, **self.guest_env(cpu=cpu, seed=seed),
-               **vm.host_clock_env(umlshare.GUEST_HOME), **vm.host_made_env(), **umlshare.guest_python_env()}
+               **vm.host_clock_env(umlshare.GUEST_HOME), **vm.GUEST_PYTHON_ENV, **umlshare.guest_python_env()}
         return uml.start(self.build, guest_cmd, home, env, index=index, cpu=cpu,
                          log=log, echo=log is None, seed=seed, userspace=self.userspace)
 

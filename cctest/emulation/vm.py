@@ -205,14 +205,6 @@ def guest_path() -> str:
 GUEST_PYTHON_ENV = {"SETUPTOOLS_USE_DISTUTILS": "stdlib"}
 
 
-def host_made_env() -> dict[str, str]:
-    """What every engine's guest is handed: the facts the host reads fast and a guest slowly (the
-    checkout's commit, the tools' versions: rundir.host_facts_env), and its Python's settings."""
-    from ..host.rundir import host_facts_env
-
-    return {**host_facts_env(), **GUEST_PYTHON_ENV}
-
-
 def precompile_package() -> None:
     """Write the bytecode of cctest's own modules before guests boot: a guest's root is read-only, so
     a module the host never imported (the runner, the captures) was compiled from source in every
@@ -241,7 +233,7 @@ def start(kernel: Path, guest_cmd: list[str], rwdirs: list[Path], clock: VMClock
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
     guest_env = host_clock_env(rwdirs[0]) if rwdirs else {}
-    guest_env.update(host_made_env())
+    guest_env.update(GUEST_PYTHON_ENV)
     guest_env.update(extra_env or {})
     command_file: Path | None = None
     if rwdirs:  # one file per VM: VMs in parallel share one output directory

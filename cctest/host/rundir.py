@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 import platform
 import subprocess
@@ -16,6 +15,7 @@ from .. import __version__
 from ..base import atomic
 from ..kernel.kmod import REPO_ROOT
 from ..model import bottleneck, record
+from ..model.guestplan import HostFacts
 from ..model.plan import FlowRun, LinkRun, RunSpec
 from ..model.wire import MTU_BYTES
 from .vmtime import calendar_now, stretch
@@ -65,14 +65,30 @@ def now_iso() -> str:
     return datetime.fromtimestamp(calendar_now(), UTC).isoformat(timespec="milliseconds")
 
 
-@functools.cache  # the same for every run of a session; each probe is a process start
+# A guest's answers, handed in by its host through the plan file (guestplan.HostFacts): a guest runs
+# the host's checkout and binaries, which the host asks natively; under emulation `bpftrace
+# --version` alone took a second of a guest's first run.
+_handed: HostFacts | None = None
+
+
+def take_host_facts(facts: HostFacts) -> None:
+    """In a guest: record the host's commit and tool versions instead of asking for them."""
+    global _handed
+    _handed = facts
+
+
+def host_facts() -> HostFacts:
+    """What this host hands its guests to record (guestplan.HostFacts)."""
+    return HostFacts(commit=git_commit(), tools=tool_versions())
+
+
 def tool_versions() -> dict[str, str]:
-    """Each tool's version line. A guest takes the host's: it runs the same binaries (its root is
-    the host's), which the host asks natively; under emulation `bpftrace --version` alone took a
-    second of a guest's first run."""
-    handed = _host_tool_versions()
-    if handed is not None:
-        return handed
+    """Each tool's version line ("missing" where it cannot be run here)."""
+    return dict(_handed.tools) if _handed is not None else _asked_tool_versions()
+
+
+@functools.cache  # the same for every run of a session; each probe is a process start
+def _asked_tool_versions() -> dict[str, str]:
     versions = {}
     for name, cmd in TOOL_VERSION_COMMANDS.items():
         try:
@@ -90,26 +106,16 @@ def tool_versions() -> dict[str, str]:
     return versions
 
 
-def _host_tool_versions() -> dict[str, str] | None:
-    try:
-        versions = json.loads(os.environ.get("CCTEST_TOOL_VERSIONS") or "null")
-    except ValueError:
-        return None
-    if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
-        return None
-    return versions
-
-
-def host_facts_env() -> dict[str, str]:
-    """What a guest's runs record about the code and tools, read by the host (fast, natively) and
-    handed in: the same checkout and the same binaries."""
-    return {"CCTEST_GIT_COMMIT": git_commit() or "", "CCTEST_TOOL_VERSIONS": json.dumps(tool_versions())}
+def git_commit() -> str | None:
+    """The checkout's commit ("-dirty" with uncommitted changes), or the one CCTEST_GIT_COMMIT names
+    (a copy of the code without its .git, e.g. the project's image)."""
+    if _handed is not None:
+        return _handed.commit
+    return os.environ.get("CCTEST_GIT_COMMIT") or _asked_git_commit()
 
 
 @functools.cache
-def git_commit() -> str | None:
-    if os.environ.get("CCTEST_GIT_COMMIT"):  # the host's answer, passed into a VM: the same checkout
-        return os.environ["CCTEST_GIT_COMMIT"]
+def _asked_git_commit() -> str | None:
     try:
         result = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
                                 timeout=stretch(10))

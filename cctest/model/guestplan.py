@@ -8,10 +8,14 @@ expansions of one file happened to agree.
 
 The file holds the RunSpecs as pydantic serialises their dataclasses (the link and each flow as
 planned, the scenario with only the keys it was given, so that it comes back as it was made), the
-invocation's scenario names, and where the guest writes its run directories and lists them, in the
-guest's own names. A UML guest's names are fixed places, so its plan names no host path: a seeded
-run repeats bit for bit only when nothing that differs between machines reaches the guest
-(docs/uml.md, "Determinism").
+invocation's scenario names, where the guest writes its run directories and lists them, in the
+guest's own names, and what the runs record that the host reads faster (the checkout's commit, the
+tools' versions). Those facts travel here, read once by the guest's cctest, and not in the guest's
+environment, which every process in the guest inherits: their text differs between machines (a
+container that may not execute the setcap'd `ping` records it "missing"), and an environment of
+another length moved a seeded guest's clock. A UML guest's names are fixed places, so its plan
+names no host path: a seeded run repeats bit for bit only when nothing that differs between
+machines reaches the guest (docs/uml.md, "Determinism").
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ from ..base.strict import Strict
 from . import versioned
 from .plan import RunSpec, flow_runs, link_run
 
-PLAN_VERSION = 1  # what this code writes
-READABLE_VERSIONS = (1,)
+PLAN_VERSION = 2  # what this code writes
+READABLE_VERSIONS = (2,)  # a guest reads the plan of its own host's checkout
 # About 3 kB a run (the scenario and its resolved mapping ride along): room for tens of thousands.
 MAX_PLAN_BYTES = 256 << 20
 
@@ -36,11 +40,20 @@ class PlanError(BadInput):
     """A plan file this code cannot read, or a run it cannot carry: the message names the file."""
 
 
+class HostFacts(Strict):
+    """What a guest's runs record about the code and the tools, as the host found them: the same
+    checkout, the same binaries (a guest's root is its host's)."""
+
+    commit: str | None
+    tools: dict[str, str]
+
+
 class GuestPlan(Strict):
     plan_version: int
     names: list[str]  # the invocation's scenarios, as the session's journal names its work
     out: str  # where the guest writes its run directories
     manifest: str  # where it lists each run directory as it starts it
+    facts: HostFacts
     runs: list[RunSpec]
 
     @field_validator("out", "manifest")
@@ -71,9 +84,9 @@ class GuestPlan(Strict):
         return self.model_dump_json(exclude_unset=True) + "\n"
 
 
-def write(path: Path, runs: list[RunSpec], *, names: list[str], out: str, manifest: str) -> None:
+def write(path: Path, runs: list[RunSpec], *, names: list[str], out: str, manifest: str, facts: HostFacts) -> None:
     """The plan file of one guest at `path`."""
-    plan = GuestPlan(plan_version=PLAN_VERSION, names=names, out=out, manifest=manifest, runs=runs)
+    plan = GuestPlan(plan_version=PLAN_VERSION, names=names, out=out, manifest=manifest, facts=facts, runs=runs)
     atomic.write_text(path, plan.to_json())
 
 
@@ -82,7 +95,8 @@ def check_carried(runs: list[RunSpec]) -> None:
     made, or a PlanError naming the first that does not (a value JSON cannot carry, e.g. a
     YAML date, would otherwise reach the guest changed)."""
     # only the runs are checked: any places will do
-    text = GuestPlan(plan_version=PLAN_VERSION, names=[], out="/", manifest="/", runs=runs).to_json()
+    text = GuestPlan(plan_version=PLAN_VERSION, names=[], out="/", manifest="/",
+                     facts=HostFacts(commit=None, tools={}), runs=runs).to_json()
     back = parse(text.encode(), "the plan of this session").runs
     for run, read_back in zip(runs, back, strict=True):
         if read_back != run or read_back.scenario.model_fields_set != run.scenario.model_fields_set:

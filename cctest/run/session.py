@@ -24,7 +24,7 @@ from ..base.errors import BadInput, CctestError, printable, say
 from ..emulation import engines, vm
 from ..host import cgroup, vmtime
 from ..host.journal import Journal
-from ..host.rundir import write_meta
+from ..host.rundir import host_facts, write_meta
 from ..host.tools import which
 from ..kernel import kmod
 from ..model import guestplan
@@ -436,7 +436,7 @@ def write_guest_plan(specs: list[RunSpec], part: list[int], opts: RunOptions, pl
     """The guest's plan file: the runs at `part` (indices into the selection) as the host made
     them, and where the guest writes and lists them, in its own names."""
     guestplan.write(places.host_plan, [specs[i] for i in part], names=opts.names, out=places.out,
-                    manifest=places.manifest)
+                    manifest=places.manifest, facts=host_facts())
 
 
 def guest_command(places: engines.Places) -> list[str]:

@@ -26,6 +26,7 @@ from tests import REPO
 
 EXPERIMENTS = REPO / "experiments.yaml"
 GUEST_OUT, GUEST_MANIFEST = "/run/share/out", "/run/share/home/manifest.txt"
+FACTS = guestplan.HostFacts(commit="0" * 40, tools={"iperf3": "iperf 3.12 (cJSON 1.7.15)", "ping": "missing"})
 
 
 def host_selection(monkeypatch, *args: str) -> tuple[list, session.RunOptions]:
@@ -48,7 +49,7 @@ def host_selection(monkeypatch, *args: str) -> tuple[list, session.RunOptions]:
 def test_a_plan_file_reads_back_as_the_runs_the_host_chose(args, monkeypatch, tmp_path):
     specs, opts = host_selection(monkeypatch, *args)
     path = tmp_path / "plan.json"
-    guestplan.write(path, specs, names=opts.names, out=GUEST_OUT, manifest=GUEST_MANIFEST)
+    guestplan.write(path, specs, names=opts.names, out=GUEST_OUT, manifest=GUEST_MANIFEST, facts=FACTS)
     plan = guestplan.read(path)
     assert plan.runs == specs
     assert [(r.scenario.name, r.label, r.repetition, r.seed) for r in plan.runs] == [
@@ -80,7 +81,7 @@ def test_scenario_yaml_reads_the_same_from_a_plan_file_when_the_scenario_holds_a
     two copies. scenario.yaml writes both in full, never as a YAML alias, whichever the run came from."""
     specs = expand(parse_experiments(HELD_TWICE, "e.yaml"), "s")
     path = tmp_path / "plan.json"
-    guestplan.write(path, specs, names=["s"], out=GUEST_OUT, manifest=GUEST_MANIFEST)
+    guestplan.write(path, specs, names=["s"], out=GUEST_OUT, manifest=GUEST_MANIFEST, facts=FACTS)
     for spec, read_back in zip(specs, guestplan.read(path).runs, strict=True):
         text = rundir.scenario_text(spec)
         assert rundir.scenario_text(read_back) == text and "&id" not in text
@@ -106,12 +107,16 @@ def test_a_value_json_cannot_carry_is_refused_before_any_guest_boots():
 def test_guest_run_makes_exactly_the_plans_runs_natively_without_ingest(monkeypatch, tmp_path):
     specs, opts = host_selection(monkeypatch, "cws-alone", "--only", "buffer_bdp=5")
     path = tmp_path / "plan.json"
-    guestplan.write(path, specs, names=opts.names, out=GUEST_OUT, manifest=GUEST_MANIFEST)
+    guestplan.write(path, specs, names=opts.names, out=GUEST_OUT, manifest=GUEST_MANIFEST, facts=FACTS)
     seen = {}
-    monkeypatch.setattr(session, "run_native", lambda runs, opts, console: seen.update(runs=runs, opts=opts) or [])
+    monkeypatch.setattr(rundir, "_handed", None)  # put back after the test: guest-run sets it
+    monkeypatch.setattr(session, "run_native", lambda runs, opts, console: seen.update(
+        runs=runs, opts=opts, facts=(rundir.git_commit(), rundir.tool_versions())) or [])
     result = CliRunner().invoke(main, ["guest-run", str(path)])
     assert result.exit_code == 0, result.output
     assert seen["runs"] == specs
+    # the runs record the host's commit and tools as its plan hands them, without asking for them
+    assert seen["facts"] == (FACTS.commit, FACTS.tools)
     given = seen["opts"]
     assert (given.in_vm, given.ingest, given.mode) == (True, False, "native")
     assert (given.out, given.manifest, given.names, given.source) == (
@@ -128,7 +133,8 @@ def test_guest_run_is_not_a_command_users_are_shown():
 def _good(tmp_path) -> bytes:
     specs = expand(load_experiments(EXPERIMENTS), "aqm-step")[:2]
     path = tmp_path / "good.json"
-    guestplan.write(path, specs, names=["aqm-step"], out=str(tmp_path / "out"), manifest=str(tmp_path / "m.txt"))
+    guestplan.write(path, specs, names=["aqm-step"], out=str(tmp_path / "out"), manifest=str(tmp_path / "m.txt"),
+                    facts=FACTS)
     data = path.read_bytes()
     path.unlink()
     return data
@@ -148,8 +154,8 @@ BAD_PLANS = {
     "empty": (lambda good: b"", "not JSON"),
     "a list": (lambda good: b"[]", "not a JSON object; a plan is one"),
     "a run's meta.json": (lambda good: json.dumps({"schema_version": 3, "run_id": "x"}).encode(),
-                          "plan_version None, which this cctest does not read (it reads 1)"),
-    "a newer plan": (_edited(lambda p: p.update(plan_version=2)), "plan_version 2, which this cctest does not"),
+                          "plan_version None, which this cctest does not read (it reads 2)"),
+    "a newer plan": (_edited(lambda p: p.update(plan_version=3)), "plan_version 3, which this cctest does not"),
     "an unknown key": (_edited(lambda p: p.update(only_runs=[0])), "(only_runs: not a field of a plan)"),
     "an unknown key in a link": (_edited(lambda p: p["runs"][1]["link"].update(rate_bps=1)),
                                  "(runs.1.link.rate_bps: not a field of a plan)"),

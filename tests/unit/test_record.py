@@ -159,27 +159,19 @@ def test_writing_refuses_a_key_without_a_field_and_a_value_of_the_wrong_type(tmp
     assert not (tmp_path / "meta.json").exists()
 
 
-def test_a_guest_records_the_tool_versions_the_host_handed_in(monkeypatch):
+def test_a_guest_records_the_commit_and_tool_versions_the_host_handed_in(monkeypatch):
     from cctest.host import rundir
+    from cctest.model.guestplan import HostFacts
 
-    def versions_with(env_value: str | None) -> dict:
-        rundir.tool_versions.cache_clear()
-        if env_value is None:
-            monkeypatch.delenv("CCTEST_TOOL_VERSIONS", raising=False)
-        else:
-            monkeypatch.setenv("CCTEST_TOOL_VERSIONS", env_value)
-        try:
-            return rundir.tool_versions()
-        finally:
-            rundir.tool_versions.cache_clear()
-
-    host = versions_with(None)
-    assert set(rundir.TOOL_VERSION_COMMANDS) | {"mininet"} == set(host)
-    handed = json.loads(rundir.host_facts_env()["CCTEST_TOOL_VERSIONS"])
-    assert handed == host
-    assert versions_with(json.dumps({"iperf3": "iperf 3.12"})) == {"iperf3": "iperf 3.12"}
-    for unusable in ("not json", "[1, 2]", '{"iperf3": 3}'):
-        assert versions_with(unusable) == host  # asked again, as if nothing were handed in
+    monkeypatch.setattr(rundir, "_handed", None)
+    host = rundir.host_facts()
+    assert set(rundir.TOOL_VERSION_COMMANDS) | {"mininet"} == set(host.tools)
+    assert host.commit == rundir.git_commit()
+    handed = HostFacts(commit="f" * 40, tools={"iperf3": "iperf 3.12", "ping": "missing"})
+    rundir.take_host_facts(handed)
+    assert (rundir.git_commit(), rundir.tool_versions()) == (handed.commit, handed.tools)
+    monkeypatch.setenv("CCTEST_GIT_COMMIT", "e" * 40)  # the host's override does not outrank its guest's plan
+    assert rundir.git_commit() == handed.commit
 
 
 @pytest.mark.parametrize("version", [2, "1", None])

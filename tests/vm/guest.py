@@ -1,6 +1,7 @@
 """Runs inside the VM: real cctest runs for the integration tests, then what the host asserts on.
 
-usage: guest.py OUT_DIR [--plan PLAN JOB [JOB ...]] [SPECIAL_JOB ...]
+usage: guest.py OUT_DIR --facts FACTS [--plan PLAN JOB [JOB ...]] [SPECIAL_JOB ...]
+FACTS: the host's commit and tool versions (guestplan.HostFacts), for the plans written here.
 A job is a scenario name in tests/vm/scenarios.yaml: PLAN, the plan file the host wrote, holds this
 VM's share of the jobs' runs, as `cctest run -j` gives each VM its share, and they run to completion
 in one `cctest guest-run PLAN` process, as a user's sweep would. A special job is
@@ -37,13 +38,14 @@ def guest_run(plan: Path, **kw) -> subprocess.Popen:
 def plan_of(scenario: str, out: Path, manifest: Path) -> Path:
     """A plan file of every run of `scenario`, written here, for a special job (the host splits only
     the plain jobs' runs)."""
+    from cctest.host.rundir import host_facts
     from cctest.model import guestplan
     from cctest.model.plan import expand
     from cctest.model.scenario import load_experiments
 
     path = manifest.with_suffix(".plan.json")
     runs = expand(load_experiments(SCENARIOS), scenario)
-    guestplan.write(path, runs, names=[scenario], out=str(out), manifest=str(manifest))
+    guestplan.write(path, runs, names=[scenario], out=str(out), manifest=str(manifest), facts=host_facts())
     return path
 
 
@@ -326,6 +328,12 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     results = {}
     jobs = sys.argv[2:]
+    if jobs[:1] == ["--facts"]:
+        from cctest.host.rundir import take_host_facts
+        from cctest.model.guestplan import HostFacts
+
+        take_host_facts(HostFacts.model_validate_json(Path(jobs[1]).read_text()))
+        jobs = jobs[2:]
     plan = None
     if jobs[:1] == ["--plan"]:
         plan, jobs = Path(jobs[1]), jobs[2:]

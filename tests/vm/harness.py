@@ -14,7 +14,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -161,7 +161,7 @@ def run_vm_jobs(items: Iterable[pytest.Item]) -> dict:
             guest_dir = out / f"{name}{k}"
             guest_dir.mkdir()
             places = engine.places(guest_dir, k)
-            args = [*plan_args(runs, plain, places), *specials]
+            args = [*facts_args(places), *plan_args(runs, plain, places), *specials]
             script = f"{places.src}/{GUEST.relative_to(REPO)}"
             guests.append(engine.start([places.python, script, places.out, *args], places, k,
                                        log=out / f"{name}{k}.log"))
@@ -184,14 +184,26 @@ def run_vm_jobs(items: Iterable[pytest.Item]) -> dict:
     return results
 
 
+def facts_args(places) -> list[str]:
+    """guest.py's --facts: the host's commit and tool versions, in a file beside the plan, for the
+    plans guest.py writes itself (the special jobs), as a session's host hands them in its plan."""
+    from cctest.host.rundir import host_facts
+
+    suffix = ".facts.json"
+    places.host_plan.with_suffix(suffix).write_text(host_facts().model_dump_json())
+    return ["--facts", str(PurePosixPath(places.plan).with_suffix(suffix))]
+
+
 def plan_args(runs: list, plain: list[str], places) -> list[str]:
     """guest.py's arguments for a VM's share of the plain jobs: the plan file holding those runs,
     written where the guest reads it as a session's host writes it, then the jobs' names."""
+    from cctest.host.rundir import host_facts
     from cctest.model import guestplan
 
     if not runs:
         return []
-    guestplan.write(places.host_plan, runs, names=plain, out=places.out, manifest=f"{places.out}/runs.manifest")
+    guestplan.write(places.host_plan, runs, names=plain, out=places.out, manifest=f"{places.out}/runs.manifest",
+                    facts=host_facts())
     return ["--plan", places.plan, *plain]
 
 
