@@ -1,7 +1,9 @@
-"""Every bad experiments file is one line naming the file and the key, exit 2, in under a second,
-from `cctest run NAME --dry-run` and from `cctest list` alike; nothing is expanded before the run
-count is known. HOSTILE lists the review's findings one by one; the hypothesis tests throw
-mutated and random files at the same entry points and allow only a validated file or that one line."""
+"""Every bad experiments file is one line naming the file and the key, exit 2, from `cctest run NAME
+--dry-run` and from `cctest list` alike; nothing is expanded before the run count is known (a hang
+guard catches one that is: expanding these files takes minutes or exhausts memory, refusing them a
+fraction of a second; the guard is wide, since the fast tests share two cores with each other).
+HOSTILE lists the review's findings one by one; the hypothesis tests throw mutated and random files
+at the same entry points and allow only a validated file or that one line."""
 
 import subprocess
 import sys
@@ -134,8 +136,11 @@ HOSTILE: dict[str, tuple[str | bytes, str]] = {
 }
 
 
+HANG_GUARD_S = 10  # not a speed target: the slowest refusal took 1.0 s beside two UML guests and a test worker
+
+
 @pytest.mark.parametrize("name", HOSTILE)
-def test_each_hostile_file_is_one_line_exit_2_under_a_second(tmp_path, name):
+def test_each_hostile_file_is_one_line_exit_2(tmp_path, name):
     content, expected = HOSTILE[name]
     path = tmp_path / "exp.yaml"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
@@ -149,7 +154,7 @@ def test_each_hostile_file_is_one_line_exit_2_under_a_second(tmp_path, name):
         assert len(lines) == 1, lines
         assert str(path) in lines[0] and expected in lines[0], lines[0]
         assert result.stdout == ""
-        assert elapsed < 1.0, f"{args[0]}: {elapsed:.2f} s"
+        assert elapsed < HANG_GUARD_S, f"{args[0]}: {elapsed:.2f} s"
 
 
 def test_the_run_count_is_capped_across_scenarios_and_with_n(tmp_path):
@@ -238,13 +243,13 @@ def mutated_experiments(draw) -> str:
     return yaml.safe_dump(doc, allow_unicode=True)
 
 
-@settings(max_examples=300, deadline=1000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=HANG_GUARD_S * 1000, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_experiments())
 def test_property_mutated_files_validate_or_fail_in_one_line(text):
     _one_line_or_valid(text)
 
 
-@settings(max_examples=300, deadline=1000)
+@settings(max_examples=300, deadline=HANG_GUARD_S * 1000)
 @given(st.lists(st.sampled_from(list("{}[]:,-&*!|>'\"#%@`?\n\t ab1.eE+~<") + ["yes", "<<", ".inf", "&a ", "*a"]),
                 max_size=120).map("".join))
 def test_property_random_yaml_text_fails_in_one_line(text):
@@ -442,7 +447,7 @@ def test_each_hostile_include_or_suite_is_one_line_exit_2_naming_its_file(tmp_pa
         assert len(lines) == 1, lines
         assert lines[0].removeprefix("error: ").startswith(str(folder / named)) and expected in lines[0], lines[0]
         assert result.stdout == ""
-        assert elapsed < 1.0, f"{args[0]}: {elapsed:.2f} s"
+        assert elapsed < HANG_GUARD_S, f"{args[0]}: {elapsed:.2f} s"
 
 
 def test_an_escaping_symlink_is_refused_as_outside_the_folder(tmp_path):

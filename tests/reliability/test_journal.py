@@ -8,12 +8,14 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from cctest.base import filelock
 from cctest.host import journal
 from cctest.host.journal import Journal, JournalError, is_same_process, process_start_time
 from cctest.run import cleanup
@@ -42,8 +44,21 @@ def procs():
 
 
 @pytest.fixture
-def no_real_run():
-    """--force matches by name machine-wide: never while a real run on this machine holds its lock."""
+def machine_wide_names():
+    """--force matches by name machine-wide (Mininet host shells, cc* links, doctor probe namespaces): a
+    test that forces, and a test that makes or counts look-alikes of those names, holds this lock, so
+    that no two of them overlap, in parallel workers (pytest -n) or in two test sessions. A lock
+    file shared on purpose, one per user: flock(2), released when its holder ends, however it ends."""
+    lock = filelock.open_lock(Path(tempfile.gettempdir()) / f"cctest-tests-machine-wide-names-{os.getuid()}.lock")
+    filelock.take(lock, exclusive=True)
+    yield
+    filelock.release(lock)
+
+
+@pytest.fixture
+def no_real_run(machine_wide_names):
+    """--force matches by name machine-wide: never while a real run on this machine holds its lock
+    (taken after machine_wide_names, so that two of these tests never find each other holding it)."""
     lock = journal.take_lock(journal.STATE_DIR) if (journal.STATE_DIR / "lock").exists() else None
     if lock is None and (journal.STATE_DIR / "lock").exists():
         pytest.skip("a cctest run is active on this machine; --force would touch it")
@@ -163,7 +178,7 @@ def test_without_a_journal_clean_touches_nothing_unless_forced(tmp_path, procs, 
     lookalike.wait(timeout=5)
 
 
-def test_journaled_host_shells_are_cleaned_by_identity_never_by_name(tmp_path, procs):
+def test_journaled_host_shells_are_cleaned_by_identity_never_by_name(tmp_path, procs, machine_wide_names):
     """Host shells were once killed by `pgrep -f` of their journaled names; now only as the
     journaled processes they are (pid and start time), a look-alike of a journaled name is left."""
     ours, lookalike, other = sleeper("mininet:ccsnd0"), sleeper("mininet:ccsnd0"), sleeper("mininet:ccsnd1")
@@ -261,7 +276,7 @@ def test_force_removes_a_killed_doctor_probe_namespace(tmp_path, no_real_run):
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
-def test_doctor_probes_leave_no_namespace_behind():
+def test_doctor_probes_leave_no_namespace_behind(machine_wide_names):
     from cctest.run.doctor import probe_qdisc
 
     def probe_namespaces() -> list[str]:

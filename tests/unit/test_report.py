@@ -280,7 +280,11 @@ def _driver(profile: Path):
               f"--user-data-dir={profile}", "--window-size=1400,1000"):
         opts.add_argument(a)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    drv = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    # Rendering every figure in one script call outlasts selenium's default 30 s when the fast tests
+    # share two cores with each other or with guests: how long it takes is not what the test asks.
+    drv.set_script_timeout(300)
+    return drv
 
 
 FIG_STATE_JS = """
