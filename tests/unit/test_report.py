@@ -3,7 +3,6 @@ dirs under tests/fixtures/runs/."""
 
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from cctest.analysis.stats import mean_ci95
 from cctest.cli.report import report_command
 from cctest.report.figure import decimate
 from tests import REPO
+from tests.browser import CHROMEDRIVER, CHROMIUM, MISSING, headless_chromium
 from tests.report_fixtures import FlowSpec, RunSpec, make_run, make_sweep
 
 
@@ -266,27 +266,6 @@ def test_large_run_is_decimated_for_display(tmp_path):
 # In a real browser
 # ---------------------------------------------------------------------------------------------
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = "/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else shutil.which("chromedriver")
-
-
-def _driver(profile: Path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-              "--disable-component-update", "--disable-sync", "--no-first-run",
-              f"--user-data-dir={profile}", "--window-size=1400,1000"):
-        opts.add_argument(a)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    drv = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    # Rendering every figure in one script call outlasts selenium's default 30 s when the fast tests
-    # share two cores with each other or with guests: how long it takes is not what the test asks.
-    drv.set_script_timeout(300)
-    return drv
-
-
 FIG_STATE_JS = """
 function npts(t){
   var n = 0;
@@ -309,8 +288,7 @@ return Array.from(document.querySelectorAll('div.fig')).map(function(d){
 """
 
 
-@pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="chromium and chromedriver not installed "
-                    "(apt-get install -y chromium chromium-driver)")
+@pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason=MISSING)
 def test_report_renders_in_headless_chromium(synth, tmp_path):
     pytest.importorskip("selenium", reason="selenium not installed (pip install selenium)")
     root, runs = synth
@@ -319,7 +297,7 @@ def test_report_renders_in_headless_chromium(synth, tmp_path):
     res = invoke(runs["mixed"], root / "sweep" / "bbr-vs-cubic", root / "rttsweep", runs["bare"], broken,
                  *REAL_RUNS, "-o", out)
     assert res.exit_code == 0, res.output
-    drv = _driver(tmp_path / "chromium-profile")  # a fresh profile every run
+    drv = headless_chromium(tmp_path / "chromium-profile", 1400, 1000, browser_log=True)  # a fresh profile every run
     try:
         drv.get(out.resolve().as_uri())
         n = drv.execute_script("return window.cctestRenderAll();")

@@ -15,16 +15,14 @@ from click.testing import CliRunner
 
 from cctest.cli.report import report_command
 from tests import REPO
+from tests.browser import CHROMEDRIVER, CHROMIUM, MISSING, headless_chromium
 from tests.report_fixtures import FlowSpec, RunSpec, make_run, make_sweep
 
 FIXTURES = REPO / "tests" / "fixtures" / "runs"
 DEMO = FIXTURES / "demo-cubic-bbr-20261122-232527-base-r0"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = "/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else shutil.which("chromedriver")
 WIDTH = 1280
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="chromium and chromedriver not installed "
-                                "(apt-get install -y chromium chromium-driver)")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason=MISSING)
 
 RENDERED_JS = """
 return Array.from(document.querySelectorAll('div.fig')).every(function(d){ return !!d.data; });
@@ -51,24 +49,9 @@ return Array.from(document.querySelectorAll('div.fig')).map(function(d){
 """
 
 
-def _driver(profile: Path, width: int):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-              "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-              f"--user-data-dir={profile}", f"--window-size={width},900"):
-        opts.add_argument(a)
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-
-
 def _render(path: Path, tmp_path: Path):
     pytest.importorskip("selenium", reason="selenium not installed (pip install selenium)")
-    drv = _driver(tmp_path / "profile", WIDTH)
-    # Rendering ~100 figures in one script call takes 30-60 s on a loaded 2-core host (measured with
-    # load average 20): selenium's default 30 s script timeout is not what this test is about.
-    drv.set_script_timeout(300)
+    drv = headless_chromium(tmp_path / "profile", WIDTH, 900, extra_args=("--hide-scrollbars",))
     drv.get(path.resolve().as_uri())
     drv.execute_script("return window.cctestRenderAll();")
     deadline = time.time() + 90
