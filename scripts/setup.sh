@@ -49,6 +49,36 @@ if [ -n "$new_headers" ] && ! dpkg-query -W -f='${Status}' "$new_headers" 2>/dev
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$new_headers" >/dev/null
 fi
 
+# Go, to build actionlint below: installed now, for apt must not run beside the kernel's build.
+if [ "$profile" = all ]; then
+  go=$(command -v go || echo /usr/local/go/bin/go)
+  if [ ! -x "$go" ] && [ ! -x .venv/bin/actionlint ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go >/dev/null
+    go=$(command -v go)
+  fi
+fi
+
+# The UML engine's kernel (cctest run --vm --engine uml): Debian's linux-source-6.1 built for ARCH=um
+# with time travel, cached per source version, config fragment and patches (a no-op when cached; about
+# 10 min of CPU on 2 cores otherwise). It builds while the steps below, which mostly wait on the
+# network, install the Python packages, actionlint and the container's base image; it runs apt itself
+# (its source package), so nothing below does. Its own session, so that leaving early stops its make
+# (-w: should setsid have to fork, it still waits, and $! still ends with the build).
+uml_log=$(mktemp)
+setsid -w bash scripts/uml-kernel.sh > "$uml_log" 2>&1 &
+uml_build=$!
+# (set -e holds in a trap too: a build already ended must not stop it before the rm)
+trap 'kill -- "-$uml_build" 2>/dev/null || true; rm -f "$uml_log"' EXIT
+# Its output, then its exit status.
+finish_uml_kernel() {
+  local status=0
+  wait "$uml_build" || status=$?
+  cat "$uml_log"
+  rm -f "$uml_log"
+  trap - EXIT
+  return "$status"
+}
+
 # Debian's mininet package installs its library for /usr/bin/python3 only: the venv sees it
 # through --system-site-packages.
 if [ ! -x .venv/bin/python ]; then
@@ -59,7 +89,7 @@ if [ "$profile" = demo ]; then
   .venv/bin/pip install -q -e '.[run]'
   # The default engine's kernel, so that the demo runs on UML (3-5x cheaper than QEMU); `cctest run`
   # falls back to QEMU, and says so, where it could not be built.
-  bash scripts/uml-kernel.sh || echo "setup: the UML kernel did not build; runs in a VM use QEMU" >&2
+  finish_uml_kernel || echo "setup: the UML kernel did not build; runs in a VM use QEMU" >&2
   echo "setup (demo) done: $(.venv/bin/cctest --version)"
   exit 0
 fi
@@ -67,18 +97,10 @@ fi
 
 # actionlint (a Go module, from the Go module proxy) lints .github/workflows in the tests.
 if [ ! -x .venv/bin/actionlint ]; then
-  go=$(command -v go || echo /usr/local/go/bin/go)
-  if [ ! -x "$go" ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go >/dev/null
-    go=$(command -v go)
-  fi
   GOBIN="$PWD/.venv/bin" "$go" install github.com/rhysd/actionlint/cmd/actionlint@v1.7.7
 fi
-# The UML engine's kernel (cctest run --vm --engine uml): Debian's linux-source-6.1 built for
-# ARCH=um with time travel, cached per source version, config fragment and patches (a no-op when cached;
-# about 10 min on 2 cores otherwise).
-bash scripts/uml-kernel.sh
 # The container test builds the Dockerfile FROM debian:bookworm-slim; without a registry, make that
 # image locally from the Debian mirror (skipped when an engine already has it).
 bash scripts/container-base.sh
+finish_uml_kernel
 echo "setup done: $(.venv/bin/cctest --version)"

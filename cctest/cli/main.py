@@ -8,6 +8,7 @@ commands that need them, so `cctest --help` and shell completion start in a frac
 from __future__ import annotations
 
 import contextlib
+import errno
 import platform
 import re
 import sys
@@ -480,13 +481,21 @@ def _execute(specs: list[RunSpec], opts: RunOptions) -> None:
 
 def _run_and_list(make_runs: Callable[[], list[Path]]) -> None:
     """Make the runs and name their run directories. A cctest error reaches the user as its one line
-    and exit code (errors.Group); Ctrl-C, once torn down, exits 130; anything else is a bug and keeps
+    and exit code (errors.Group); Ctrl-C, once torn down, exits 130; a full disk (not a bug: a long
+    campaign's captures fill it) says so in one line and exits 1; anything else is a bug and keeps
     its traceback."""
     try:
         run_dirs = make_runs()
     except KeyboardInterrupt:
         err_console.print("interrupted: torn down; what was measured is kept")
         sys.exit(errors.INTERRUPTED)
+    except OSError as error:
+        if error.errno != errno.ENOSPC:
+            raise
+        where = f" writing {error.filename}" if error.filename else ""
+        errors.say(err_console, f"no space left on device{where}: torn down; the run directories written before "
+                   "it are kept; free space, then run the missing runs (--only, -n with --first-repetition)")
+        sys.exit(errors.FAILED)
     for run_dir in run_dirs:
         errors.say(console, f"run directory: {run_dir}")
 

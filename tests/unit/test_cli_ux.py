@@ -205,3 +205,27 @@ def test_the_cli_console_carries_a_live_progress_bar():
         task = progress.add_task("build topology", total=None)
         progress.update(task, description="flows")
     assert progress.tasks[0].description == "flows"
+
+
+def test_a_full_disk_during_runs_is_one_line_and_exit_1(capsys):
+    """A campaign's captures can fill the disk: that is the host's state, not a bug, so no traceback."""
+    import errno
+
+    from cctest.cli.main import _run_and_list
+
+    def full() -> list[Path]:
+        raise OSError(errno.ENOSPC, "No space left on device", "/out/scn/run/raw/tracefs.log")
+
+    with pytest.raises(SystemExit) as exit_:
+        _run_and_list(full)
+    assert exit_.value.code == 1
+    said = capsys.readouterr().err.strip()
+    assert "\n" not in said
+    assert said.startswith("no space left on device writing /out/scn/run/raw/tracefs.log: torn down;")
+    assert "--first-repetition" in said and "Traceback" not in said
+
+    def other() -> list[Path]:
+        raise OSError(errno.EACCES, "Permission denied")
+
+    with pytest.raises(PermissionError):  # anything else is a bug: it keeps its traceback
+        _run_and_list(other)
