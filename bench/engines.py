@@ -1,20 +1,30 @@
-"""What each emulation engine costs, and whether the two agree. Prints tables.
+"""What each emulation engine costs, and whether they agree. Prints tables.
 
     .venv/bin/python bench/engines.py cost [--engines qemu,uml] [--rates 20,50,100] [--flows 1,6]
                                            [--duration 20] [--out build/bench-engines] [--reuse]
+                                           [--page docs/bench.md]
     .venv/bin/python bench/engines.py equivalence [--engines qemu,uml] [-n 5] [--duration 20] ...
+
+An engine is `qemu`, `uml` (the UML kernel series and userspace mode this environment selects,
+$CCTEST_UML_SERIES and $CCTEST_UML_USERSPACE), or a UML kernel by name: `uml-6.1`, `uml-7.2` (guest
+processes under seccomp) or `uml-7.2-ptrace`, so that one invocation compares kernels and modes;
+each named kernel must be built (scripts/uml-kernel.sh), and every run's meta.json must say it ran
+on the kernel and mode its name asks for.
 
 cost: per engine, one `cctest run --vm --engine E -j 1` of one CUBIC flow and of 3 CUBIC + 3 BBR
 (20 ms, 2 BDP, ss and qdisc sampled every 100 ms, tcp_probe traced) at each rate. Prints host
 seconds per guest second of the flows phase (host seconds: UML's host-stamped console log, QEMU's
-meta.json vm.phases),
+meta.json vm.phases), the ratio to the first engine's on the same row,
 the steady goodput (after 3 s, from ss bytes_acked, % of payload capacity) and the host seconds of
-boot + topology (the guest's boot, then the "build topology" phase).
+boot + topology (the guest's boot, then the "build topology" phase: every run's on UML, which boots a
+guest per run; a guest's first run's on QEMU). --page adds that table to a generated page that keeps
+the earlier runs' rows, with each engine's date, commit, host CPUs and load (bench/cost_page.py).
 
 equivalence: the physics scenarios (one CUBIC flow; CUBIC vs BBR in 0.5 and 5 BDP; bbr_cws vs
 CUBIC), n repetitions each (seeds differ), on each engine; prints mean +- 95 % CI (Student t) per
 figure side by side: total goodput, the first flow's share, Jain's index, retransmissions,
-median srtt.
+median srtt; and whether the engines' intervals overlap (docs/uml.md's test of equivalence: within
+run-to-run spread when they do).
 
 Both write their run directories under --out/<mode>/<engine>; --reuse prints from them without
 running anything. Each engine runs on its own; the host may be loaded: results do not change with
@@ -34,9 +44,34 @@ from pathlib import Path
 
 import pandas as pd
 
+import cost_page
 from fidelity import cctest_run, figures, run_dirs
 
 SAMPLING = {"ss_interval_ms": 100, "qdisc_interval_ms": 100, "tcp_probe": True, "pcap": False}
+# UML kernels by name: the environment `cctest run` gets (None: unset), scripts/uml-kernel.sh's series
+UML_VARIANTS: dict[str, dict[str, str | None]] = {
+    "uml-6.1": {"CCTEST_UML_SERIES": "6.1", "CCTEST_UML_USERSPACE": None},
+    "uml-7.2": {"CCTEST_UML_SERIES": "7.2", "CCTEST_UML_USERSPACE": "seccomp"},
+    "uml-7.2-ptrace": {"CCTEST_UML_SERIES": "7.2", "CCTEST_UML_USERSPACE": "ptrace"},
+}
+
+
+def engine_of(label: str) -> tuple[str, dict[str, str | None]]:
+    """The --engine and the environment for an engine as this benchmark names it."""
+    if label in UML_VARIANTS:
+        return "uml", UML_VARIANTS[label]
+    return label, {}
+
+
+def ran_on(path: Path) -> str:
+    """What a run's meta.json says it ran on, in the names above (uml-<series>[-ptrace], or the
+    engine's name)."""
+    engine = json.loads((path / "meta.json").read_text()).get("engine") or {}
+    if engine.get("name") != "uml":
+        return str(engine.get("name", "unknown"))
+    series = str(engine.get("kernel", {}).get("source", "?")).split()[0].removeprefix("linux-source-")
+    # 6.1 records no mode: ptrace, its only one; 7.2's default is seccomp
+    return f"uml-{series}" + ("-ptrace" if series != "6.1" and engine.get("userspace") == "ptrace" else "")
 
 
 def cost_experiments(rates: list[float], flows: list[int], duration_s: float) -> tuple[dict, list[str]]:
@@ -63,25 +98,34 @@ def equivalence_experiments(duration_s: float, repetitions: int) -> tuple[dict, 
             "scenarios": scenarios}, list(scenarios)
 
 
+def stamped_seconds(phases: dict[str, float], first: bool) -> dict:
+    """A run's host seconds from its phases' stamps in a console log (host seconds since boot)."""
+    names = list(phases)
+    flows = phases["teardown"] - phases["flows"] if {"flows", "teardown"} <= set(phases) else None
+    after_topology = names[names.index("build topology") + 1] if "build topology" in names[:-1] else None
+    return {"flows_wall_s": flows, "boot_topology_s": phases[after_topology] if first and after_topology else None}
+
+
 def host_seconds(paths: list[Path], where: Path) -> dict[Path, dict]:
     """Per run: host seconds of its flows phase, and (first run of its guest) from boot to the end
     of its topology. UML: from the host-stamped console log (the guest reads the host's clock
-    through hostfs only to the second); QEMU: from meta.json's vm phases (9p gives nanoseconds)."""
+    through hostfs only to the second), the run's own copy where its guest made that run alone (a
+    UML guest per run), else the session's; QEMU: from meta.json's vm phases (9p gives nanoseconds)."""
     from cctest.emulation.uml import console_phases
+    from cctest.run.session import GUEST_CONSOLE
 
     out: dict[Path, dict] = {}
     metas = {path: json.loads((path / "meta.json").read_text()) for path in paths}
     log = where / ".vm-0.log"
     stamped = console_phases(log.read_text(errors="replace")) if log.exists() else []
     ordered = sorted(paths, key=lambda p: metas[p]["start_time"])
+    own = {path: console_phases((path / GUEST_CONSOLE).read_text(errors="replace"))
+           for path in ordered if (path / GUEST_CONSOLE).exists()}
+    if ordered and all(len(own.get(path, [])) == 1 for path in ordered):
+        return {path: stamped_seconds(own[path][0], first=True) for path in ordered}
     if stamped and len(stamped) == len(ordered):
-        for k, (path, phases) in enumerate(zip(ordered, stamped, strict=False)):
-            names = list(phases)
-            flows = phases["teardown"] - phases["flows"] if {"flows", "teardown"} <= set(phases) else None
-            after_topology = names[names.index("build topology") + 1] if "build topology" in names[:-1] else None
-            out[path] = {"flows_wall_s": flows,
-                         "boot_topology_s": phases[after_topology] if k == 0 and after_topology else None}
-        return out
+        return {path: stamped_seconds(phases, first=k == 0)
+                for k, (path, phases) in enumerate(zip(ordered, stamped, strict=True))}
     for k, path in enumerate(ordered):
         vm = metas[path].get("vm") or {}
         phases = vm.get("phases", {})
@@ -93,36 +137,87 @@ def host_seconds(paths: list[Path], where: Path) -> dict[Path, dict]:
     return out
 
 
-def run_engine(mode: str, engine: str, experiments: dict, scenarios: list[str], out: Path, reuse: bool) -> list[Path]:
-    where = out / mode / engine
+def run_engine(mode: str, label: str, experiments: dict, scenarios: list[str], out: Path, reuse: bool) -> list[Path]:
+    where = out / mode / label
+    engine, env = engine_of(label)
     if not reuse:
-        wall = cctest_run(experiments, scenarios, where, ["--engine", engine, "-j", "1", "--force"])
-        print(f"{engine}: {len(run_dirs(where))} runs in {wall / 60:.1f} min wall (load average then "
+        host = cost_page.host_now()
+        wall = cctest_run(experiments, scenarios, where, ["--engine", engine, "-j", "1", "--force"], env=env)
+        cost_page.save_host_record(where, host)  # the load and CPUs the page's row states
+        print(f"{label}: {len(run_dirs(where))} runs in {wall / 60:.1f} min wall (load average then "
               f"{os.getloadavg()[0]:.1f})", flush=True)
-    return run_dirs(where)
+    paths = run_dirs(where)
+    wrong = sorted({ran_on(path) for path in paths} - {label}) if label in UML_VARIANTS else []
+    if wrong:
+        raise SystemExit(f"{where}: runs asked for {label} ran on {', '.join(wrong)}")
+    return paths
 
 
-def cost(args) -> None:
+def cost_rows(args: argparse.Namespace, engines: list[str]) -> tuple[list[dict], dict[str, cost_page.RunContext]]:
+    """Every engine's runs (made first unless --reuse) as the table's rows, and each engine's context."""
     rates = [float(r) for r in args.rates.split(",")]
     flows = [int(n) for n in args.flows.split(",")]
     experiments, scenarios = cost_experiments(rates, flows, args.duration)
-    rows = []
-    for engine in args.engines.split(","):
+    rows, contexts = [], {}
+    for engine in engines:
+        where = args.out / "cost" / engine
         paths = run_engine("cost", engine, experiments, scenarios, args.out, args.reuse)
-        timing = host_seconds(paths, args.out / "cost" / engine)
+        timing = host_seconds(paths, where)
         for path in paths:
             row = figures(path)
             row.update(engine=engine, **timing[path])
-            rows.append(row)
-    print(f"\n{'engine':<6} {'flows':>5} {'Mbit/s':>6} {'host s/guest s':>14} {'goodput':>8} "
-          f"{'boot+topology host s':>20}")
-    for row in sorted(rows, key=lambda r: (r["flows"], r["rate_mbps"], r["engine"])):
-        ratio = row["flows_wall_s"] / row["flows_guest_s"] if row["flows_wall_s"] else None
-        boot = row["boot_topology_s"]
-        print(f"{row['engine']:<6} {row['flows']:>5} {row['rate_mbps']:>6g} {(f'{ratio:.2f}' if ratio else '-'):>14} "
+            ratio = row["flows_wall_s"] / row["flows_guest_s"] if row["flows_wall_s"] else None
+            rows.append({**row, "ratio": ratio})
+        if paths:
+            contexts[engine] = cost_page.context_of(where, (json.loads((p / "meta.json").read_text()) for p in paths))
+    return rows, contexts
+
+
+def add_against(rows: list[dict], base: str) -> list[dict]:
+    """Each row's ratio over the base engine's at the same flows and rate (None where either is
+    missing)."""
+    first = {(r["flows"], r["rate_mbps"]): r["ratio"] for r in rows if r["engine"] == base}
+    for row in rows:
+        reference = first.get((row["flows"], row["rate_mbps"]))
+        row["against"] = row["ratio"] / reference if row["ratio"] and reference else None
+    return rows
+
+
+def print_cost_table(rows: list[dict], engines: list[str]) -> None:
+    width = max(len(e) for e in ["engine", *engines])
+    print(f"\n{'engine':<{width}} {'flows':>5} {'Mbit/s':>6} {'host s/guest s':>14} {'x ' + engines[0]:>{width + 2}} "
+          f"{'goodput':>8} {'boot+topology host s':>20}")
+    for row in rows:
+        ratio, boot, against = row["ratio"], row["boot_topology_s"], row["against"]
+        print(f"{row['engine']:<{width}} {row['flows']:>5} {row['rate_mbps']:>6g} "
+              f"{(f'{ratio:.2f}' if ratio else '-'):>14} {(f'{against:.2f}' if against else '-'):>{width + 2}} "
               f"{row['steady_goodput']:>8.1%} {(f'{boot:.1f}' if boot is not None else '-'):>20}")
     print("boot+topology: host seconds from starting the guest to its first run's topology being up "
-          "(one per guest: later runs reuse or reshape it)")
+          "(UML: every run's, each boots its own guest; QEMU: one per guest, later runs reuse or reshape it)")
+    boots = {e: [r["boot_topology_s"] for r in rows if r["engine"] == e and r["boot_topology_s"] is not None]
+             for e in engines}
+    print("boot+topology, median over the runs: " + ", ".join(
+        f"{e} {statistics.median(b):.1f} s [{len(b)}]" for e, b in boots.items() if b))
+
+
+def cost(args: argparse.Namespace) -> None:
+    engines = args.engines.split(",")
+    rows, contexts = cost_rows(args, engines)
+    order = {engine: k for k, engine in enumerate(engines)}
+    rows = sorted(add_against(rows, engines[0]), key=lambda r: (r["flows"], r["rate_mbps"], order[r["engine"]]))
+    print_cost_table(rows, engines)
+    if args.page:
+        page_rows = [cost_page.page_row(contexts[row["engine"]], row, engines[0]) for row in rows]
+        cost_page.write_page(args.page, page_rows, page_name(args.page))
+        print(f"{args.page}: {len(page_rows)} rows written")
+
+
+def page_name(page: Path) -> str:
+    """How the page names itself in the command its marker gives: from the checkout's root."""
+    try:
+        return str(page.resolve().relative_to(cost_page.REPO))
+    except ValueError:
+        return str(page)
 
 
 def ci95(values: list[float]) -> tuple[float, float]:
@@ -145,6 +240,14 @@ def equivalence_figures(path: Path) -> dict:
             "retransmits": sum(row["retransmits"]), "median srtt ms": float(ss["srtt_ms"].median())}
 
 
+def overlap(intervals: list[tuple[float, float]]) -> str:
+    """Whether mean +- half-width intervals share a point ("overlap"), or not ("apart"); "-" with
+    fewer than two engines or an interval of one run."""
+    if len(intervals) < 2 or any(math.isnan(half) for _, half in intervals):
+        return "-"
+    return "overlap" if max(m - h for m, h in intervals) <= min(m + h for m, h in intervals) else "apart"
+
+
 def equivalence(args) -> None:
     experiments, scenarios = equivalence_experiments(args.duration, args.n)
     results: dict[tuple[str, str], list[dict]] = {}
@@ -154,35 +257,59 @@ def equivalence(args) -> None:
             row = equivalence_figures(path)
             results.setdefault((row["scenario"], engine), []).append(row)
     names = ["total Mbit/s", "flow 0 share", "Jain", "retransmits", "median srtt ms"]
-    print("\nmean +- 95 % CI over the repetitions (n per cell in brackets)")
-    print(f"{'scenario':<22} {'figure':<15} " + " ".join(f"{e:>22}" for e in engines))
+    print("\nmean +- 95 % CI over the repetitions (n per cell in brackets); intervals: whether they overlap")
+    print(f"{'scenario':<22} {'figure':<15} " + " ".join(f"{e:>22}" for e in engines) + f" {'intervals':>10}")
+    apart = []
     for scenario in scenarios:
         for name in names:
-            cells = []
+            cells, intervals = [], []
             for engine in engines:
                 values = [r[name] for r in results.get((scenario, engine), []) if not math.isnan(r[name])]
                 if not values:
                     cells.append("-")
                     continue
                 mean, half = ci95(values)
+                intervals.append((mean, half))
                 cells.append(f"{mean:.3g} +- {half:.2g} [{len(values)}]")
-            print(f"{scenario:<22} {name:<15} " + " ".join(f"{c:>22}" for c in cells))
+            said = overlap(intervals) if len(intervals) == len(engines) else "-"
+            if said == "apart":
+                apart.append(f"{scenario} {name}")
+            print(f"{scenario:<22} {name:<15} " + " ".join(f"{c:>22}" for c in cells) + f" {said:>10}")
+    listed = f" ({'; '.join(apart)})" if apart else ""
+    print(f"intervals apart: {len(apart)} of {len(scenarios) * len(names)}{listed}")
+
+
+def check_page_option(args: argparse.Namespace) -> None:
+    """--page is refused before anything runs, not after an hour of runs."""
+    if args.page is None:
+        return
+    if args.mode != "cost":
+        raise cost_page.BadInput("--page: only the cost mode writes a page")
+    cost_page.check_page(args.page)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=["cost", "equivalence"])
-    parser.add_argument("--engines", default="qemu,uml")
+    parser.add_argument("--engines", default="qemu,uml",
+                        help=f"comma-separated: qemu, uml, {', '.join(UML_VARIANTS)}")
     parser.add_argument("--rates", default="20,50,100")
     parser.add_argument("--flows", default="1,6")
     parser.add_argument("-n", type=int, default=5, help="equivalence: repetitions per scenario and engine")
     parser.add_argument("--duration", type=float, default=20)
     parser.add_argument("--out", type=Path, default=Path("build/bench-engines"))
     parser.add_argument("--reuse", action="store_true")
+    parser.add_argument("--page", type=Path,
+                        help="cost: add this run's table to this generated page (docs/bench.md), keeping earlier rows")
     args = parser.parse_args()
-    print(f"bench/engines.py {' '.join(sys.argv[1:])}  ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"{os.cpu_count()} CPUs)")
-    (cost if args.mode == "cost" else equivalence)(args)
+    try:
+        check_page_option(args)
+        print(f"bench/engines.py {' '.join(sys.argv[1:])}  ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+              f"{os.cpu_count()} CPUs)")
+        (cost if args.mode == "cost" else equivalence)(args)
+    except cost_page.BadInput as err:
+        print(f"bench/engines.py: {err}", file=sys.stderr)  # one line, and cctest's code for bad input
+        sys.exit(err.exit_code)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -34,14 +35,22 @@ def vm_bench_parser(doc: str, out: str) -> argparse.ArgumentParser:
     return parser
 
 
-def cctest_run(experiments: dict, scenarios: list[str], out: Path, args: list[str]) -> float:
-    """Write the experiments file into `out`, run the scenarios there, return the wall seconds."""
+def cctest_run(experiments: dict, scenarios: list[str], out: Path, args: list[str],
+               env: dict[str, str | None] | None = None) -> float:
+    """Write the experiments file into `out`, run the scenarios there, return the wall seconds.
+    `env`: variables to set for the run (None: unset it), on top of this process's."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "experiments.yaml"
     path.write_text(yaml.safe_dump(experiments, sort_keys=False))
+    child = dict(os.environ)
+    for name, value in (env or {}).items():
+        if value is None:
+            child.pop(name, None)
+        else:
+            child[name] = value
     started = time.monotonic()
     subprocess.run([sys.executable, "-m", "cctest", "run", *scenarios, "-f", str(path), "--out", str(out), "--vm",
-                    *args], cwd=REPO, check=True)
+                    *args], cwd=REPO, check=True, env=child)
     return time.monotonic() - started
 
 

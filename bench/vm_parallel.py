@@ -7,7 +7,9 @@ One sweep of --runs repetitions of CUBIC vs BBR (20 Mbit/s, 20 ms, 0.5 BDP), run
 value. Prints each sweep's wall time and the speedup over the first, then per -j value the mean,
 standard deviation and range over the repetitions of per-flow goodput, Jain's index, BBR's share
 and retransmissions, and whether the -j means agree within the spread (two standard deviations
-of the first). Seeds are recorded per repetition (meta.json `seed`). --reuse prints from an
+of the first), and for how many seeds each -j value's run gave the first's outcome exactly (the
+same per-flow goodput, retransmissions and shares: on UML's seeded clock a run should not depend on
+what ran beside it). Seeds are recorded per repetition (meta.json `seed`). --reuse prints from an
 earlier --out without running anything (wall times are then those recorded in timing.txt).
 """
 
@@ -45,6 +47,17 @@ def metrics(rows: list[dict]) -> dict[str, list[float]]:
     }
 
 
+OUTCOME = ("goodput_mbps", "retransmits", "shares", "jain")
+
+
+def same_outcome_per_seed(base: list[dict], other: list[dict]) -> tuple[int, int]:
+    """How many of `base`'s seeds `other` ran with exactly the same outcome, and how many it ran."""
+    theirs = {r["seed"]: r for r in other}
+    common = [r for r in base if r["seed"] in theirs]
+    same = sum(all(r[k] == theirs[r["seed"]][k] for k in OUTCOME) for r in common)
+    return same, len(common)
+
+
 def main() -> None:
     parser = vm_bench_parser(__doc__, "build/bench-vm-parallel")
     parser.add_argument("--jobs", default="1,2")
@@ -67,6 +80,9 @@ def main() -> None:
         speedup = walls[base] / walls[j] if j in walls and base in walls else float("nan")
         print(f"  -j {j}: {walls.get(j, float('nan')) / 60:5.1f} min wall, speedup {speedup:.2f}x over -j {base}")
     print("  seeds:", ", ".join(str(r["seed"]) for r in by_jobs[base]))
+    for j in jobs[1:]:
+        same, common = same_outcome_per_seed(by_jobs[base], by_jobs[j])
+        print(f"  -j {j}: the same outcome as -j {base} for {same} of {common} seeds")
     for name in metrics(by_jobs[base]):
         print(f"\n{name}")
         first = metrics(by_jobs[base])[name]

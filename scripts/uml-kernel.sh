@@ -1,30 +1,49 @@
 #!/usr/bin/env bash
-# Builds cctest's User-Mode Linux kernel (ARCH=um, time travel) from Debian's linux-source-6.1 with
-# the patches scripts/uml/patches/*.patch and the config fragment scripts/uml/cctest.config, and
-# caches the binary plus the tree that out-of-tree modules build against under
+# Builds cctest's User-Mode Linux kernel (ARCH=um, time travel) from Debian's linux-source-<series>
+# with the patches scripts/uml/patches/<series>/*.patch and the config fragment
+# scripts/uml/cctest.config, and caches the binary plus the tree that out-of-tree modules build
+# against under
 #   ${CCTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cctest}/uml/<source version>-<inputs hash>/
 # where the inputs hash covers the fragment, the build identity (scripts/uml/build-identity.env) and
-# the patches (any edit of one builds anew).
+# the series' patches (any edit of one builds anew).
 # (cctest/emulation/umlkernel.py finds it by the same rule). A no-op when that directory is complete.
 # Debian's own user-mode-linux package cannot serve: it has no time travel.
 #
-#   scripts/uml-kernel.sh            build (installs linux-source-6.1 when missing; root for that)
+# The series is $CCTEST_UML_SERIES: 6.1 (the default; linux-source-6.1 from the host's own apt
+# sources, Debian 12) or 7.2 (linux-source-7.2 from Debian's trixie-backports, installed through a
+# sources list of its own that apt reads for this install only; it has the seccomp userspace mode).
+#
+#   scripts/uml-kernel.sh            build (installs linux-source-<series> when missing; root for that)
 #   scripts/uml-kernel.sh --print    print the cache directory this checkout wants, build nothing
-#   scripts/uml-kernel.sh --prune    remove every other cached build (another checkout's or an
-#                                    older fragment's: 1.5 GB each), keep this checkout's
+#   scripts/uml-kernel.sh --prune    remove every other cached build (another checkout's or an older
+#                                    fragment's: 1.5 GB each), keep this checkout's build of each
+#                                    series whose source is installed
 #   scripts/uml-kernel.sh --export DIR
-#                                    copy this checkout's build (built already) into DIR/<its name>/,
-#                                    of its tree only what an out-of-tree module build reads (78 MB
-#                                    of 1.5 GB), readable by all: the image's kernel (Dockerfile)
+#                                    copy this checkout's build of the selected series (built
+#                                    already) into DIR/<its name>/, of its tree only what an
+#                                    out-of-tree module build reads (78 MB of 1.5 GB on 6.1),
+#                                    readable by all: the image's kernel (Dockerfile)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-series=6.1
-package=linux-source-$series
 fragment=scripts/uml/cctest.config
 identity=scripts/uml/build-identity.env
-# C collation: the same order as cctest/emulation/umlkernel.py's sorted(), which hashes the same bytes
-patches=$(LC_ALL=C ls scripts/uml/patches/*.patch 2>/dev/null || true)
+known_series="6.1 7.2"
+# A series' source package, where it comes from ("host": the host's own apt sources; otherwise a
+# suite of the Debian mirror, $CCTEST_DEBIAN_MIRROR or deb.debian.org) and its patches.
+use_series() {
+  case "$1" in
+    6.1) suite=host ;;
+    7.2) suite=trixie-backports ;;
+    *) echo "scripts/uml-kernel.sh: CCTEST_UML_SERIES=$1: known series are ${known_series// / and }" >&2; exit 2 ;;
+  esac
+  series=$1
+  package=linux-source-$series
+  # C collation: the same order as cctest/emulation/umlkernel.py's sorted(), which hashes the same bytes
+  patches=$(LC_ALL=C ls scripts/uml/patches/"$series"/*.patch 2>/dev/null || true)
+}
+selected=${CCTEST_UML_SERIES:-6.1}
+use_series "$selected"
 jobs=${CCTEST_UML_JOBS:-$(nproc)}
 
 source_version() { dpkg-query -W -f='${Version}' "$package" 2>/dev/null || true; }
@@ -39,11 +58,21 @@ wanted() {
   echo "$cache_root/$version-$(fragment_hash)"
 }
 
-# The builds beside this checkout's, left-over partial builds (.build-*) included.
+# The builds beside the given ones (one a line), left-over partial builds (.build-*) included.
 others() {
   local keep=$1
   [ -d "$cache_root" ] || return 0
-  find "$cache_root" -mindepth 1 -maxdepth 1 -type d ! -path "$keep" -print
+  find "$cache_root" -mindepth 1 -maxdepth 1 -type d -print | grep -vxF -- "$keep" || true
+}
+
+# This checkout's build of every series whose source is installed (the selected one at least).
+kept_builds() {
+  local s
+  for s in $known_series; do
+    use_series "$s"
+    if [ "$s" = "$selected" ] || [ -n "$(source_version)" ]; then wanted; fi
+  done
+  use_series "$selected"
 }
 
 # What `make ARCH=um -C tree M=<dir> modules` reads of the tree: the top Makefile, .config,
@@ -77,14 +106,16 @@ case "${1:-}" in
     export_build "$(wanted)" "$2"
     exit 0 ;;
   --prune)
-    keep=$(wanted)
+    keep=$(kept_builds)
     freed=0
     while IFS= read -r dir; do
+      [ -n "$dir" ] || continue
       freed=$((freed + $(du -sk "$dir" | cut -f1)))
       rm -rf "$dir"
       echo "removed $dir"
     done < <(others "$keep")
-    echo "kept $keep; freed $((freed / 1024)) MB"
+    while IFS= read -r dir; do echo "kept $dir"; done <<< "$keep"
+    echo "freed $((freed / 1024)) MB"
     exit 0 ;;
   "") ;;
   *) echo "usage: scripts/uml-kernel.sh [--print|--prune|--export DIR]" >&2; exit 2 ;;
@@ -95,8 +126,26 @@ if [ -z "$(source_version)" ]; then
     echo "scripts/uml-kernel.sh: $package is not installed (run as root, or apt-get install $package)" >&2
     exit 2
   fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "$package" flex bison bc xz-utils make gcc libc6-dev >/dev/null
+  if [ "$suite" = host ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "$package" flex bison bc xz-utils make gcc libc6-dev >/dev/null
+  else
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      flex bison bc xz-utils make gcc libc6-dev >/dev/null
+    # The suite's index goes into a directory of its own, which apt reads for this one install:
+    # the host's sources, lists and package cache stay as they were.
+    apt_dir=$(mktemp -d)
+    chmod 755 "$apt_dir"  # apt fetches as its own user, _apt
+    mkdir -p "$apt_dir/lists/partial"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${CCTEST_DEBIAN_MIRROR:-http://deb.debian.org/debian} $suite main" \
+      > "$apt_dir/sources.list"
+    apt_opts=(-o Dir::Etc::sourcelist="$apt_dir/sources.list" -o Dir::Etc::sourceparts=-
+              -o Dir::State::Lists="$apt_dir/lists" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=
+              -o APT::Get::List-Cleanup=0)
+    apt-get "${apt_opts[@]}" update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends "$package" >/dev/null
+    rm -rf "$apt_dir"
+  fi
 fi
 version=$(source_version)
 dest="$cache_root/$version-$(fragment_hash)"
@@ -105,7 +154,7 @@ if [ -x "$dest/linux" ] && [ -f "$dest/tree/Module.symvers" ]; then
   exit 0
 fi
 
-tarball=$(ls /usr/src/$package.tar.xz)
+tarball=$(ls "/usr/src/$package.tar.xz")
 mkdir -p "$cache_root"
 work=$(mktemp -d "$cache_root/.build-XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -152,6 +201,7 @@ strip "$work/linux"
 find "$tree" -name '*.o' -not -path "$tree/scripts/*" -delete
 rm -f "$tree/vmlinux" "$tree/linux" "$tree"/vmlinux.* "$tree"/*.tar*
 {
+  echo "series=$series"
   echo "version=$version"
   echo "inputs_sha256=$(inputs_sha256)"
   echo "release=$(make -s -C "$tree" ARCH=um kernelrelease)"
@@ -161,5 +211,5 @@ rm -rf "$dest"
 mv "$work" "$dest"
 trap - EXIT
 echo "UML kernel built: $dest"
-stale=$(others "$dest")
+stale=$(others "$(kept_builds)")
 [ -z "$stale" ] || printf "other cached UML builds (scripts/uml-kernel.sh --prune removes them):\n%s\n" "$stale"

@@ -138,12 +138,14 @@ class UmlEngine:
     name = "uml"
     boot_per_run = True  # a boot costs about a host second
 
-    def __init__(self, build: umlkernel.KernelBuild):
+    def __init__(self, build: umlkernel.KernelBuild, userspace: str | None = None):
         self.build = build
+        self.userspace = userspace or umlkernel.SERIES[build.series].userspaces[0]  # ptrace or seccomp
 
     def describe(self) -> str:
         return (f"User-Mode Linux {self.build.release} (time-travel={uml.TIME_TRAVEL}: guest time advances only "
-                "through timers; one CPU; each instance pinned to its own host CPU)")
+                f"through timers; one CPU; guest processes under {self.userspace}; each instance pinned to its own "
+                "host CPU)")
 
     def release(self) -> str:
         return self.build.release
@@ -152,7 +154,9 @@ class UmlEngine:
         return self.build.tree, ("ARCH=um",)
 
     def meta(self) -> dict:
-        return {"name": self.name, "kernel": self.build.meta(), "time_travel": uml.TIME_TRAVEL}
+        # the mode only where the series has a choice: 6.1's record stays as it was (ptrace)
+        mode = {"userspace": self.userspace} if len(umlkernel.SERIES[self.build.series].userspaces) > 1 else {}
+        return {"name": self.name, "kernel": self.build.meta(), "time_travel": uml.TIME_TRAVEL, **mode}
 
     def guest_env(self, cpu: int | None = None, seed: int | None = None) -> dict[str, str]:
         """What the guest's cctest is told. `rng_seed`: the seed the guest's kernel booted with
@@ -185,7 +189,7 @@ class UmlEngine:
         env = {"PATH": umlshare.guest_path(), "PYTHONPATH": python_path, **self.guest_env(cpu=cpu, seed=seed),
                **vm.host_clock_env(umlshare.GUEST_HOME), **vm.GUEST_PYTHON_ENV, **umlshare.guest_python_env()}
         return uml.start(self.build, guest_cmd, home, env, index=index, cpu=cpu,
-                         log=log, echo=log is None, seed=seed)
+                         log=log, echo=log is None, seed=seed, userspace=self.userspace)
 
 
     def stop_all(self, guests: list[uml.Instance]) -> None:
@@ -240,7 +244,7 @@ def choose(name: str, kernel: str | None, clock: vm.VMClock) -> Engine:
         problems = uml.host_problems()
         if problems:
             raise uml.UMLError("the UML engine cannot boot a guest here: " + "; ".join(problems))
-        return UmlEngine(build)
+        return UmlEngine(build, umlkernel.userspace(umlkernel.SERIES[build.series]))
     if name == "qemu":
         return QemuEngine(vm.pick_kernel(kernel), clock)
     raise vm.VMOptionError(f"--engine {name}: allowed values are {', '.join(CHOICES)}")

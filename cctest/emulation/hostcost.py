@@ -5,7 +5,9 @@ round trips between host processes (every guest system call is a ptrace stop und
 price differs from host to host several times over: the same four flows at 80 Mbit/s cost 0.41 host
 s per guest s on one 2-core machine and 1.5-1.7 on another (docs/measurements.md). So each session
 appends what it measured and what the model had said to a log in the cache, and estimates made on
-this host scale the model by the median ratio of its last sessions on the same engine.
+this host scale the model by the median ratio of its last sessions on the same engine. A UML kernel
+series other than the default, or its other userspace mode, is an engine of its own here (its guest
+second has another price), logged as `uml-<series>-<mode>`; the default series stays `uml`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .umlkernel import cache_root
+from . import umlkernel
 
 # a session shorter than this is mostly boot and set-up, which the model charges per run
 MIN_GUEST_S = 60.0
@@ -37,7 +39,7 @@ class HostFactor:
 
 
 def log_path() -> Path:
-    return cache_root().parent / "costs.jsonl"
+    return umlkernel.cache_root().parent / "costs.jsonl"
 
 
 def host_key() -> str:
@@ -53,11 +55,25 @@ def host_key() -> str:
     return f"{model} x{os.cpu_count() or 1}"
 
 
+def log_key(engine: str, environ: dict[str, str] | None = None) -> str:
+    """What the log calls `engine`'s sessions: `uml` on the default series, `uml-7.2-seccomp` or
+    `uml-7.2-ptrace` on 7.2 (chosen as the engine chooses it, $CCTEST_UML_SERIES and
+    $CCTEST_UML_USERSPACE), so that another kernel's sessions never scale 6.1's estimates."""
+    if engine != "uml":
+        return engine
+    try:
+        chosen = umlkernel.series(environ)
+        mode = umlkernel.userspace(chosen, environ)
+    except umlkernel.UMLKernelError:
+        return engine  # no session can boot it; the estimates keep the engine's own log
+    return engine if chosen.name == umlkernel.DEFAULT_SERIES else f"{engine}-{chosen.name}-{mode}"
+
+
 def remember(engine: str, wall_s: float, estimated_s: float, guest_s: float, slots: int) -> None:
     """Add a finished session to the log; a log that cannot be written only costs the next estimate."""
     if guest_s < MIN_GUEST_S or wall_s <= 0 or estimated_s <= 0:
         return
-    entry = {"engine": engine, "host": host_key(), "wall_s": round(wall_s, 1),
+    entry = {"engine": log_key(engine), "host": host_key(), "wall_s": round(wall_s, 1),
              "estimated_s": round(estimated_s, 1), "guest_s": guest_s, "slots": slots,
              "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     try:
@@ -70,17 +86,17 @@ def remember(engine: str, wall_s: float, estimated_s: float, guest_s: float, slo
 
 
 def host_factor(engine: str) -> HostFactor | None:
-    """The median of measured/estimated over this host's last sessions on `engine`, or None when it
-    has none (a line of another shape, e.g. from another version, is passed over)."""
+    """The median of measured/estimated over this host's last sessions on `engine` (log_key), or None
+    when it has none (a line of another shape, e.g. from another version, is passed over)."""
     try:
         lines = log_path().read_text(errors="replace").splitlines()
     except OSError:
         return None
-    key, ratios = host_key(), []
+    key, logged, ratios = host_key(), log_key(engine), []
     for line in lines:
         try:
             entry = json.loads(line)
-            if entry["engine"] == engine and entry["host"] == key:
+            if entry["engine"] == logged and entry["host"] == key:
                 ratios.append(float(entry["wall_s"]) / float(entry["estimated_s"]))
         except (ValueError, KeyError, TypeError, ZeroDivisionError):
             continue

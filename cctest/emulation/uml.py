@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base.errors import CctestError
-from .umlkernel import KernelBuild
+from .umlkernel import SERIES, KernelBuild
 from .umlshare import GUEST_SRC, Home
 
 MEMORY_MB = 1536  # the guest's RAM, a sparse host file: Mininet, python3 and six iperf3 pairs fit
@@ -65,7 +65,7 @@ def cpu_for(index: int, cpus: list[int] | None = None) -> int:
 def memory_dir(environ: dict[str, str] | None = None, mounts: str | None = None) -> Path:
     """Where the UML kernel process keeps its guest's memory, a sparse file of the guest's size that
     it maps executable: the first of $TMPDIR, $TMP, $TEMP that is set, else /dev/shm when it is a
-    tmpfs, else /tmp (Linux 6.1, arch/um/os-Linux/mem.c). `mounts`: /proc/self/mounts' text."""
+    tmpfs, else /tmp (Linux 6.1 and 7.2, arch/um/os-Linux/mem.c). `mounts`: /proc/self/mounts' text."""
     env = os.environ if environ is None else environ
     for var in ("TMPDIR", "TMP", "TEMP"):
         if env.get(var):
@@ -114,7 +114,8 @@ def host_problems(environ: dict[str, str] | None = None) -> list[str]:
     return problems
 
 
-def kernel_command(build: KernelBuild, cpu: int, memory_mb: int = MEMORY_MB, seed: int | None = None) -> list[str]:
+def kernel_command(build: KernelBuild, cpu: int, memory_mb: int = MEMORY_MB, seed: int | None = None,
+                   userspace: str | None = None) -> list[str]:
     """The host command that boots one instance, run in its home (umlshare): pinned to `cpu`, the
     host's root read-only over hostfs (BLOCK=y: 6.1 mounts a hostfs root only through the block
     path), the console on the process's stdout (a file, start(); stdin is /dev/null: a terminal
@@ -122,13 +123,16 @@ def kernel_command(build: KernelBuild, cpu: int, memory_mb: int = MEMORY_MB, see
     randomisation (`setarch -R`): UML sizes and lays out the guest's physical memory from where the
     host put its heap (the "exec-shield gap"), which otherwise moved from boot to boot (1.86-2.00 GB,
     and hash-table sizes and TCP's memory limits with it). With `seed`, the guest's randomness comes
-    from it instead of the host's entropy (`rng-seed=`, scripts/uml/patches/rng-seed.patch) and its
-    calendar starts at a fixed date. The kernel mixes every word of this line into its generator:
-    they are the same words on every machine (docs/uml.md, "Determinism")."""
+    from it instead of the host's entropy (`rng-seed=`, scripts/uml/patches/<series>/rng-seed.patch) and
+    its calendar starts at a fixed date. `userspace`: how guest processes run, ptrace or seccomp
+    (default: the series' own, umlkernel.Series). The kernel mixes every word of this line into its
+    generator: they are the same words on every machine (docs/uml.md, "Determinism")."""
+    series = SERIES[build.series]
+    mode = series.boot_words(userspace or series.userspaces[0])
     seeded = [] if seed is None else [f"rng-seed={seed}", f"time-travel-start={SEEDED_CALENDAR_START_S * 10**9}"]
     return [
         "taskset", "-c", str(cpu), "setarch", "-R", str(build.binary),
-        f"mem={memory_mb}M", f"time-travel={TIME_TRAVEL}", *seeded,
+        f"mem={memory_mb}M", f"time-travel={TIME_TRAVEL}", *mode, *seeded,
         "root=none", "hostfs=/", "rootfstype=hostfs", "rootflags=/", "ro",
         "con0=fd:0,fd:1", "con=null",
         "init=/proc/self/cwd/init.sh",
@@ -230,14 +234,15 @@ class Instance:
 
 
 def start(build: KernelBuild, guest_cmd: list[str], home: Home, env: dict[str, str], index: int = 0,
-          cpu: int | None = None, log: Path | None = None, echo: bool = False, seed: int | None = None) -> Instance:
+          cpu: int | None = None, log: Path | None = None, echo: bool = False, seed: int | None = None,
+          userspace: str | None = None) -> Instance:
     """Boot one instance in its prepared home (umlshare.prepare) that runs guest_cmd, written in the
     guest's own paths, with `env`, and powers off. Its console goes to `log` (default
-    out/.vm-<index>.log), and with `echo` to this terminal too. `seed`: kernel_command."""
+    out/.vm-<index>.log), and with `echo` to this terminal too. `seed`, `userspace`: kernel_command."""
     cpu = cpu_for(index) if cpu is None else cpu
     log = log or home.out / f".vm-{index}.log"
     home.command.write_text(command_file_text(guest_cmd, env))
-    cmd = kernel_command(build, cpu, seed=seed)
+    cmd = kernel_command(build, cpu, seed=seed, userspace=userspace)
     # The console goes to a regular file, not a pipe: the kernel cannot ask for SIGIO on a file, so
     # it takes no console-write interrupt. On a pipe it took one whenever our reader drained it, at
     # a moment only the host's scheduling decided, and an interrupt's time and address go into the

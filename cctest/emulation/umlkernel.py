@@ -1,13 +1,20 @@
-"""The User-Mode Linux kernel the UML engine boots: where scripts/uml-kernel.sh caches it and what
-it was built from.
+"""The User-Mode Linux kernel the UML engine boots: which series, where scripts/uml-kernel.sh caches
+it and what it was built from.
+
+A series is a Debian kernel source package, linux-source-<series>: 6.1 (the default) or 7.2, chosen
+with $CCTEST_UML_SERIES by the script and by the engine alike. 7.2 can run guest processes under
+seccomp instead of ptrace (`seccomp=on`: a guest system call is a signal in the process and a futex
+hand-over to the kernel process, not a ptrace stop); $CCTEST_UML_USERSPACE says which (default: the
+series' first, seccomp on 7.2).
 
 The cache directory is `<cache root>/uml/<linux-source version>-<first 12 hex of the inputs'
 sha256>/`, the inputs being the config fragment, the build identity (the KBUILD_BUILD_* words the
-kernel prints about itself and mixes into its generator) and the patches (scripts/uml/patches/, in
-name order), the cache root $CCTEST_CACHE, else $XDG_CACHE_HOME/cctest, else ~/.cache/cctest (the
-same rule as the script). It holds `linux` (the kernel, an ordinary host executable), `tree/` (the
-configured source with Module.symvers: out-of-tree modules build against it) and `build.env`
-(version, inputs hash, kernel release, build time).
+kernel prints about itself and mixes into its generator) and the series' patches
+(scripts/uml/patches/<series>/, in name order), the cache root $CCTEST_CACHE, else
+$XDG_CACHE_HOME/cctest, else ~/.cache/cctest (the same rule as the script). It holds `linux` (the
+kernel, an ordinary host executable), `tree/` (the configured source with Module.symvers:
+out-of-tree modules build against it) and `build.env` (series, version, inputs hash, kernel
+release, build time).
 """
 
 from __future__ import annotations
@@ -22,15 +29,68 @@ from ..base.errors import CctestError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FRAGMENT = REPO_ROOT / "scripts" / "uml" / "cctest.config"
-PATCHES = REPO_ROOT / "scripts" / "uml" / "patches"
+PATCHES_ROOT = REPO_ROOT / "scripts" / "uml" / "patches"  # one directory per series
 IDENTITY = REPO_ROOT / "scripts" / "uml" / "build-identity.env"
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "uml-kernel.sh"
-SOURCE_PACKAGE = "linux-source-6.1"
 HASH_CHARS = 12
+SERIES_VAR = "CCTEST_UML_SERIES"
+USERSPACE_VAR = "CCTEST_UML_USERSPACE"
+DEFAULT_SERIES = "6.1"
 
 
 class UMLKernelError(CctestError):
     pass
+
+
+@dataclass(frozen=True)
+class Series:
+    """A kernel series the script can build: its Debian source package, its patches, and how it can
+    run guest processes (the first is its default)."""
+
+    name: str
+    userspaces: tuple[str, ...]
+
+    @property
+    def package(self) -> str:
+        return f"linux-source-{self.name}"
+
+    @property
+    def patches(self) -> Path:
+        return PATCHES_ROOT / self.name
+
+    def boot_words(self, userspace: str) -> list[str]:
+        """The kernel command line's words for `userspace`: none on a series that only has ptrace
+        (6.1 knows no `seccomp=`, and would hand the word to init), else `seccomp=on` or `=off`,
+        explicit either way (on: the kernel refuses to boot rather than fall back to ptrace)."""
+        if userspace not in self.userspaces:
+            raise UMLKernelError(f"{USERSPACE_VAR}={userspace}: linux-source-{self.name} runs guest processes "
+                                 f"under {' or '.join(self.userspaces)}")
+        if self.userspaces == ("ptrace",):
+            return []
+        return ["seccomp=on" if userspace == "seccomp" else "seccomp=off"]
+
+
+SERIES = {
+    "6.1": Series("6.1", ("ptrace",)),
+    "7.2": Series("7.2", ("seccomp", "ptrace")),
+}
+
+
+def series(environ: dict[str, str] | None = None) -> Series:
+    """The series $CCTEST_UML_SERIES names (default 6.1)."""
+    env = os.environ if environ is None else environ
+    name = env.get(SERIES_VAR) or DEFAULT_SERIES
+    if name not in SERIES:
+        raise UMLKernelError(f"{SERIES_VAR}={name}: known series are {', '.join(SERIES)}")
+    return SERIES[name]
+
+
+def userspace(chosen: Series, environ: dict[str, str] | None = None) -> str:
+    """How guest processes run on `chosen`: $CCTEST_UML_USERSPACE, else the series' default."""
+    env = os.environ if environ is None else environ
+    asked = env.get(USERSPACE_VAR) or chosen.userspaces[0]
+    chosen.boot_words(asked)  # refuses a mode the series does not have
+    return asked
 
 
 def cache_root(environ: dict[str, str] | None = None) -> Path:
@@ -42,13 +102,14 @@ def cache_root(environ: dict[str, str] | None = None) -> Path:
     return base / "cctest" / "uml"
 
 
-def inputs(fragment: Path = FRAGMENT, patches: Path = PATCHES, identity: Path = IDENTITY) -> list[Path]:
+def inputs(fragment: Path = FRAGMENT, patches: Path | None = None, identity: Path = IDENTITY) -> list[Path]:
     """What a build is made from besides the source: the fragment, the build identity, then the
-    patches by name."""
+    patches (default: the selected series') by name."""
+    patches = series().patches if patches is None else patches
     return [fragment, identity, *sorted(patches.glob("*.patch"))]
 
 
-def inputs_sha256(fragment: Path = FRAGMENT, patches: Path = PATCHES, identity: Path = IDENTITY) -> str:
+def inputs_sha256(fragment: Path = FRAGMENT, patches: Path | None = None, identity: Path = IDENTITY) -> str:
     """The sha256 of the inputs' bytes one after another (the script's `cat fragment identity
     patches | sha256sum`)."""
     digest = hashlib.sha256()
@@ -57,10 +118,11 @@ def inputs_sha256(fragment: Path = FRAGMENT, patches: Path = PATCHES, identity: 
     return digest.hexdigest()
 
 
-def source_version() -> str | None:
-    """The installed linux-source-6.1's Debian version, or None."""
+def source_version(chosen: Series | None = None) -> str | None:
+    """The installed source package's Debian version (default: the selected series'), or None."""
+    package = (chosen or series()).package
     try:
-        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", SOURCE_PACKAGE], capture_output=True, text=True)
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True)
     except OSError:
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
@@ -78,6 +140,7 @@ class KernelBuild:
     version: str
     inputs_sha256: str
     release: str
+    series: str = DEFAULT_SERIES
 
     @property
     def binary(self) -> Path:
@@ -88,8 +151,9 @@ class KernelBuild:
         return self.dir / "tree"
 
     def meta(self) -> dict:
-        return {"source": f"{SOURCE_PACKAGE} {self.version}", "release": self.release,
-                "inputs_sha256": self.inputs_sha256, "patches": [p.name for p in inputs()[2:]]}
+        chosen = SERIES[self.series]
+        return {"source": f"{chosen.package} {self.version}", "release": self.release,
+                "inputs_sha256": self.inputs_sha256, "patches": [p.name for p in inputs(patches=chosen.patches)[2:]]}
 
 
 def read_build(directory: Path) -> KernelBuild | None:
@@ -102,25 +166,30 @@ def read_build(directory: Path) -> KernelBuild | None:
     try:
         # builds before the patches hashed the fragment alone, as fragment_sha256
         inputs_hash = fields.get("inputs_sha256") or fields["fragment_sha256"]
-        return KernelBuild(directory, fields["version"], inputs_hash, fields["release"])
+        # builds before the series were 6.1's and say none
+        return KernelBuild(directory, fields["version"], inputs_hash, fields["release"],
+                           fields.get("series", DEFAULT_SERIES))
     except KeyError:
         return None
 
 
 def find(environ: dict[str, str] | None = None, version: str | None = None,
          sha256: str | None = None) -> KernelBuild | None:
-    """The cached build for the installed source and this checkout's fragment and patches, or None.
-    Where the source is not installed (an image that carries a build without the 140 MB source),
-    the one complete build of this checkout's inputs in the cache, whatever its source version."""
-    version = version or source_version()
-    sha256 = sha256 or inputs_sha256()
+    """The cached build of the selected series for its installed source and this checkout's fragment
+    and patches, or None. Where the source is not installed (an image that carries a build without
+    the 140 MB source), the one complete build of the series and this checkout's inputs in the
+    cache, whatever its source version."""
+    chosen = series(environ)
+    version = version or source_version(chosen)
+    sha256 = sha256 or inputs_sha256(patches=chosen.patches)
     if version is None:
         found = [build for path in sorted(cache_root(environ).glob(f"*-{sha256[:HASH_CHARS]}"))
                  if (build := read_build(path)) is not None and build.inputs_sha256 == sha256
-                 and path.name == cache_key(build.version, sha256)]
+                 and build.series == chosen.name and path.name == cache_key(build.version, sha256)]
         return found[0] if len(found) == 1 else None
     build = read_build(cache_root(environ) / cache_key(version, sha256))
-    return build if build is not None and build.inputs_sha256 == sha256 else None
+    ok = build is not None and build.inputs_sha256 == sha256 and build.series == chosen.name
+    return build if ok else None
 
 
 def stale_builds(environ: dict[str, str] | None = None) -> list[Path]:
@@ -135,10 +204,15 @@ def require(environ: dict[str, str] | None = None) -> KernelBuild:
     build = find(environ)
     if build is not None:
         return build
-    why = (f"{SOURCE_PACKAGE} is not installed, and {cache_root(environ)} holds no single build of this "
-           f"checkout's inputs (sha256 {inputs_sha256()[:HASH_CHARS]})" if source_version() is None
-           else f"no build for {SOURCE_PACKAGE} {source_version()} with this checkout's "
-                f"{FRAGMENT.relative_to(REPO_ROOT)} and {PATCHES.relative_to(REPO_ROOT)}/ (sha256 "
-                f"{inputs_sha256()[:HASH_CHARS]}) under {cache_root(environ)}")
-    raise UMLKernelError(f"the UML engine's kernel is not built: {why}; run "
-                         f"{BUILD_SCRIPT.relative_to(REPO_ROOT)} (about 10 min on 2 cores), or use --engine qemu")
+    chosen = series(environ)
+    version = source_version(chosen)
+    sha256 = inputs_sha256(patches=chosen.patches)
+    why = (f"{chosen.package} is not installed, and {cache_root(environ)} holds no single build of this "
+           f"checkout's inputs (sha256 {sha256[:HASH_CHARS]})" if version is None
+           else f"no build for {chosen.package} {version} with this checkout's "
+                f"{FRAGMENT.relative_to(REPO_ROOT)} and {chosen.patches.relative_to(REPO_ROOT)}/ (sha256 "
+                f"{sha256[:HASH_CHARS]}) under {cache_root(environ)}")
+    script = BUILD_SCRIPT.relative_to(REPO_ROOT)
+    run = str(script) if chosen.name == DEFAULT_SERIES else f"{SERIES_VAR}={chosen.name} {script}"
+    raise UMLKernelError(f"the UML engine's kernel is not built: {why}; run {run} (about 10 min on 2 cores), "
+                         "or use --engine qemu")

@@ -160,6 +160,7 @@ class Engine(Section):
     clock: Text | None = None
     icount_shift: Int | None = None
     time_travel: Text | None = None
+    userspace: Text | None = None  # uml 7.2: how guest processes ran, ptrace or seccomp (absent: ptrace)
     host_cpu: Int | None = None
     rng_seed: Int | None = None  # the seed the guest's kernel booted with
 

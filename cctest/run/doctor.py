@@ -214,17 +214,25 @@ def uml_checks() -> list[Check]:
     to a CPU), setarch (it boots without address-space randomisation)."""
     from ..emulation import umlkernel
 
-    version = umlkernel.source_version()
+    try:
+        series = umlkernel.series()
+    except umlkernel.UMLKernelError as e:
+        return [Check("UML kernel", False, str(e), f"unset {umlkernel.SERIES_VAR} (6.1) or set it to a known series",
+                      "uml")]
+    version = umlkernel.source_version(series)
     build = umlkernel.find()
     if build is not None:
-        kernel = Check("UML kernel", True, f"{build.release} from {umlkernel.SOURCE_PACKAGE} {build.version}, config "
+        kernel = Check("UML kernel", True, f"{build.release} from {series.package} {build.version}, config "
                        f"fragment and patches sha256 {build.inputs_sha256[:umlkernel.HASH_CHARS]}, "
                        f"cached at {build.dir}", needed_for="uml")
     else:
-        why = (f"{umlkernel.SOURCE_PACKAGE} not installed" if version is None else
-               f"not built for {umlkernel.SOURCE_PACKAGE} {version} with config fragment and patches "
-               f"sha256 {umlkernel.inputs_sha256()[:umlkernel.HASH_CHARS]} (cache: {umlkernel.cache_root()})")
-        kernel = Check("UML kernel", False, why, "scripts/uml-kernel.sh (about 10 min on 2 cores)", "uml")
+        why = (f"{series.package} not installed" if version is None else
+               f"not built for {series.package} {version} with config fragment and patches "
+               f"sha256 {umlkernel.inputs_sha256(patches=series.patches)[:umlkernel.HASH_CHARS]} "
+               f"(cache: {umlkernel.cache_root()})")
+        build_cmd = ("scripts/uml-kernel.sh" if series.name == umlkernel.DEFAULT_SERIES
+                     else f"{umlkernel.SERIES_VAR}={series.name} scripts/uml-kernel.sh")
+        kernel = Check("UML kernel", False, why, f"{build_cmd} (about 10 min on 2 cores)", "uml")
     result = [kernel]
     for name, package in (("busybox", "busybox-static"), ("taskset", "util-linux"), ("setarch", "util-linux")):
         result.append(_tool(name, package, "uml"))

@@ -91,6 +91,7 @@
 #include <net/inet_sock.h>
 
 #include "cctest_param.h"
+#include "cctest_compat.h"
 
 #ifndef BBR1_CC_NAME
 #error "define BBR1_CC_NAME before including bbr1_core.c"
@@ -1264,6 +1265,7 @@ static void bbr1_on_cwnd_event(struct sock *sk, enum tcp_ca_event event)
 	else if (b->mode == BBR1_PROBE_RTT)
 		bbr1_maybe_exit_probe_rtt(sk);
 }
+CCTEST_TX_START_HOOK_DEFINE(bbr1_on_cwnd_event)
 
 /* Send buffer for 3 cwnds: BBR may grow fast while recovering. */
 static u32 bbr1_sndbuf_cwnds(struct sock *sk)
@@ -1349,6 +1351,7 @@ static struct tcp_congestion_ops bbr1_ops __read_mostly = {
 	.sndbuf_expand	= bbr1_sndbuf_cwnds,
 	.undo_cwnd	= bbr1_on_spurious_loss,
 	.cwnd_event	= bbr1_on_cwnd_event,
+	CCTEST_TX_START_HOOK(bbr1_on_cwnd_event)
 	.ssthresh	= bbr1_on_loss_episode,
 	.min_tso_segs	= bbr1_min_burst_segs,
 	.get_info	= bbr1_diag_info,

@@ -99,6 +99,7 @@
 #include <net/inet_sock.h>
 
 #include "cctest_param.h"
+#include "cctest_compat.h"
 
 #ifndef BBR3_NAME
 /* Built as bbr3.ko: BBRv3 as the draft specifies it. */
@@ -1783,6 +1784,7 @@ static void bbr3_cwnd_event(struct sock *sk, enum tcp_ca_event event)
 		bbr3_check_probe_rtt_done(sk, st);
 	}
 }
+CCTEST_TX_START_HOOK_DEFINE(bbr3_cwnd_event)
 
 /* draft SetSendQuantum() lower bound of 2 packets (kernel tcp_tso_autosize) */
 static u32 bbr3_min_tso_segs(struct sock *sk)
@@ -1840,6 +1842,7 @@ static struct tcp_congestion_ops bbr3_ops __read_mostly = {
 	.sndbuf_expand	= bbr3_sndbuf_expand,
 	.undo_cwnd	= bbr3_undo_cwnd,
 	.cwnd_event	= bbr3_cwnd_event,
+	CCTEST_TX_START_HOOK(bbr3_cwnd_event)
 	.ssthresh	= bbr3_ssthresh,
 	.min_tso_segs	= bbr3_min_tso_segs,
 	.get_info	= bbr3_get_info,

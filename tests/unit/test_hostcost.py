@@ -58,6 +58,25 @@ def test_another_hosts_sessions_short_sessions_and_foreign_lines_do_not_count(ca
     assert hostcost.host_factor("uml") == hostcost.HostFactor(1.8, 1)
 
 
+def test_another_uml_series_or_mode_is_logged_and_read_as_an_engine_of_its_own(cache, monkeypatch):
+    monkeypatch.delenv("CCTEST_UML_SERIES", raising=False)
+    monkeypatch.delenv("CCTEST_UML_USERSPACE", raising=False)
+    hostcost.remember("uml", 200, 100, guest_s=600, slots=1)  # 6.1, the default: "uml" as before
+    monkeypatch.setenv("CCTEST_UML_SERIES", "7.2")
+    assert hostcost.host_factor("uml") is None
+    hostcost.remember("uml", 100, 100, guest_s=600, slots=1)  # seccomp, 7.2's default
+    monkeypatch.setenv("CCTEST_UML_USERSPACE", "ptrace")
+    hostcost.remember("uml", 300, 100, guest_s=600, slots=1)
+    assert hostcost.host_factor("uml") == hostcost.HostFactor(3.0, 1)
+    logged = [json.loads(line)["engine"] for line in hostcost.log_path().read_text().splitlines()]
+    assert logged == ["uml", "uml-7.2-seccomp", "uml-7.2-ptrace"]
+    monkeypatch.delenv("CCTEST_UML_SERIES")
+    monkeypatch.delenv("CCTEST_UML_USERSPACE")
+    assert hostcost.host_factor("uml") == hostcost.HostFactor(2.0, 1)
+    assert hostcost.log_key("qemu", {"CCTEST_UML_SERIES": "7.2"}) == "qemu"
+    assert hostcost.log_key("uml", {"CCTEST_UML_SERIES": "9.9"}) == "uml"  # no session could boot it
+
+
 def test_an_unwritable_log_costs_only_the_estimate(cache):
     cache.mkdir()
     (cache / "costs.jsonl").mkdir()  # a directory where the log should be

@@ -65,7 +65,7 @@ def _fake_build(directory: Path, version: str, sha256: str, complete: bool = Tru
 
 def test_find_takes_only_a_complete_build_of_this_fragment_and_patches(tmp_path):
     env = {"CCTEST_CACHE": str(tmp_path)}
-    sha = umlkernel.inputs_sha256()
+    sha = umlkernel.inputs_sha256(patches=umlkernel.SERIES["6.1"].patches)
     assert umlkernel.find(env, version="6.1.192-2") is None
     _fake_build(tmp_path / "uml" / umlkernel.cache_key("6.1.192-2", "0" * 64), "6.1.192-2", "0" * 64)
     assert umlkernel.find(env, version="6.1.192-2") is None  # another fragment's build
@@ -81,9 +81,9 @@ def test_find_takes_only_a_complete_build_of_this_fragment_and_patches(tmp_path)
 
 def test_without_the_source_installed_find_takes_the_one_build_of_these_inputs(tmp_path, monkeypatch):
     """An image carries the build but not linux-source-6.1 (Dockerfile): its version is the build's."""
-    monkeypatch.setattr(umlkernel, "source_version", lambda: None)
+    monkeypatch.setattr(umlkernel, "source_version", lambda chosen=None: None)
     env = {"CCTEST_CACHE": str(tmp_path)}
-    sha = umlkernel.inputs_sha256()
+    sha = umlkernel.inputs_sha256(patches=umlkernel.SERIES["6.1"].patches)
     assert umlkernel.find(env) is None
     _fake_build(tmp_path / "uml" / umlkernel.cache_key("6.1.192-2", "0" * 64), "6.1.192-2", "0" * 64)
     assert umlkernel.find(env) is None  # another fragment's build
@@ -97,14 +97,78 @@ def test_without_the_source_installed_find_takes_the_one_build_of_these_inputs(t
         umlkernel.require(env)
 
 
-@pytest.mark.skipif(umlkernel.source_version() is None, reason="linux-source-6.1 not installed")
-def test_the_build_script_and_python_agree_on_the_cache_directory(tmp_path):
-    env = {**os.environ, "CCTEST_CACHE": str(tmp_path)}
+def test_without_the_source_installed_find_takes_only_a_build_of_the_selected_series(tmp_path, monkeypatch):
+    """An image of 7.2 carries its build alone: a build of 7.2's inputs that says no series (6.1's
+    build.env before the series) is not taken, one that says 7.2 is."""
+    monkeypatch.setattr(umlkernel, "source_version", lambda chosen=None: None)
+    env = {"CCTEST_CACHE": str(tmp_path), "CCTEST_UML_SERIES": "7.2"}
+    sha = umlkernel.inputs_sha256(patches=umlkernel.SERIES["7.2"].patches)
+    target = tmp_path / "uml" / umlkernel.cache_key("7.2.12-1~bpo13+1", sha)
+    _fake_build(target, "7.2.12-1~bpo13+1", sha)
+    assert umlkernel.find(env) is None
+    with open(target / "build.env", "a") as f:
+        f.write("series=7.2\n")
+    build = umlkernel.find(env)
+    assert build is not None and build.dir == target and build.series == "7.2"
+    assert umlkernel.find({"CCTEST_CACHE": str(tmp_path)}) is None  # 6.1 selected: not 7.2's build
+
+
+def _fake_tree_build(directory: Path) -> None:
+    """A complete build as the script leaves it, with a file where each part an export keeps or
+    drops lives."""
+    tree = directory / "tree"
+    for part in ("include/linux", "scripts/mod", "arch/um/include", "arch/x86/include", "arch/arm64", "net/ipv4"):
+        (tree / part).mkdir(parents=True)
+        (tree / part / "f").write_text(part)
+    for name in ("Makefile", ".config", "Module.symvers", "arch/Kconfig"):
+        (tree / name).write_text(name)
+    (directory / "linux").write_bytes(b"\x7fELF")
+    (directory / "linux").chmod(0o755)
+    (directory / "build.env").write_text("version=x\n")
+
+
+@pytest.mark.parametrize("series", sorted(umlkernel.SERIES))
+def test_export_copies_the_selected_series_build_and_only_what_modules_build_against(tmp_path, series):
+    chosen = umlkernel.SERIES[series]
+    if umlkernel.source_version(chosen) is None:
+        pytest.skip(f"{chosen.package} not installed")
+    env = {**os.environ, "CCTEST_CACHE": str(tmp_path / "cache"), "CCTEST_UML_SERIES": series}
+    script = ["bash", str(REPO / "scripts" / "uml-kernel.sh")]
+    mine = Path(subprocess.run([*script, "--print"], env=env, capture_output=True, text=True,
+                               check=True).stdout.strip())
+    missing = subprocess.run([*script, "--export", str(tmp_path / "out")], env=env, capture_output=True, text=True)
+    assert missing.returncode == 2 and f"no complete build in {mine}" in missing.stderr
+    _fake_tree_build(mine)
+    exported = subprocess.run([*script, "--export", str(tmp_path / "out")], env=env, capture_output=True,
+                              text=True, check=True)
+    out = tmp_path / "out" / mine.name
+    assert exported.stdout.strip() == str(out)
+    assert (out / "linux").exists() and (out / "build.env").exists()
+    for kept in ("Makefile", ".config", "Module.symvers", "include/linux/f", "scripts/mod/f", "arch/Kconfig",
+                 "arch/um/include/f", "arch/x86/include/f"):
+        assert (out / "tree" / kept).exists(), kept
+    assert not (out / "tree" / "net").exists() and not (out / "tree" / "arch" / "arm64").exists()
+    usage = subprocess.run([*script, "--export"], env=env, capture_output=True, text=True)
+    assert usage.returncode == 2 and "usage" in usage.stderr
+
+
+@pytest.mark.parametrize("series", sorted(umlkernel.SERIES))
+def test_the_build_script_and_python_agree_on_the_cache_directory(tmp_path, series):
+    chosen = umlkernel.SERIES[series]
+    version = umlkernel.source_version(chosen)
+    if version is None:
+        pytest.skip(f"{chosen.package} not installed")
+    env = {**os.environ, "CCTEST_CACHE": str(tmp_path), "CCTEST_UML_SERIES": series}
     printed = subprocess.run(["bash", str(REPO / "scripts" / "uml-kernel.sh"), "--print"], env=env,
                              capture_output=True, text=True, check=True).stdout.strip()
     expected = umlkernel.cache_root({"CCTEST_CACHE": str(tmp_path)}) / umlkernel.cache_key(
-        umlkernel.source_version(), umlkernel.inputs_sha256())
+        version, umlkernel.inputs_sha256(patches=chosen.patches))
     assert Path(printed) == expected
+
+
+def test_the_build_script_knows_the_same_series():
+    script = (REPO / "scripts" / "uml-kernel.sh").read_text()
+    assert f'known_series="{" ".join(umlkernel.SERIES)}"' in script
 
 
 @pytest.mark.skipif(umlkernel.source_version() is None, reason="linux-source-6.1 not installed")
@@ -170,11 +234,62 @@ def test_a_seed_replaces_the_hosts_entropy_and_fixes_the_calendar(tmp_path):
     assert "rng-seed=7" in seeded and "time-travel-start=946684800000000000" in seeded
 
 
-def test_the_rng_seed_patch_reads_the_parameter_and_shuts_out_the_hosts_entropy():
-    patch = (umlkernel.PATCHES / "rng-seed.patch").read_text()
+@pytest.mark.parametrize("series", sorted(umlkernel.SERIES))
+def test_the_rng_seed_patch_reads_the_parameter_and_shuts_out_the_hosts_entropy(series):
+    patch = (umlkernel.SERIES[series].patches / "rng-seed.patch").read_text()
     for touched in ("arch/um/kernel/um_arch.c", "arch/um/include/asm/archrandom.h", "arch/um/drivers/random.c"):
         assert f"+++ b/{touched}" in patch, touched
     assert '__uml_setup("rng-seed="' in patch and "+	if (uml_rng_seeded)" in patch
+
+
+def test_the_series_comes_from_the_environment_and_6_1_stays_the_default():
+    assert umlkernel.series({}).name == "6.1"
+    assert umlkernel.series({"CCTEST_UML_SERIES": "7.2"}).package == "linux-source-7.2"
+    assert umlkernel.series({"CCTEST_UML_SERIES": "7.2"}).patches == REPO / "scripts" / "uml" / "patches" / "7.2"
+    with pytest.raises(umlkernel.UMLKernelError, match="known series"):
+        umlkernel.series({"CCTEST_UML_SERIES": "5.10"})
+
+
+def test_each_series_hashes_its_own_patches_and_6_1s_key_did_not_move():
+    """6.1's inputs are the bytes they were before the series had directories of their own: its
+    cached builds stay valid."""
+    keys = {name: umlkernel.inputs_sha256(patches=s.patches) for name, s in umlkernel.SERIES.items()}
+    assert len(set(keys.values())) == len(keys)
+    assert [p.name for p in umlkernel.inputs(patches=umlkernel.SERIES["6.1"].patches)[2:]] == [
+        "host-xstate-size.patch", "rng-seed.patch"]
+    # 7.2 sizes the host's FP state itself (host_fp_size): only the seed's patch
+    assert [p.name for p in umlkernel.inputs(patches=umlkernel.SERIES["7.2"].patches)[2:]] == ["rng-seed.patch"]
+
+
+def test_find_takes_only_a_build_of_the_selected_series(tmp_path):
+    env = {"CCTEST_CACHE": str(tmp_path), "CCTEST_UML_SERIES": "7.2"}
+    sha = umlkernel.inputs_sha256(patches=umlkernel.SERIES["7.2"].patches)
+    target = tmp_path / "uml" / umlkernel.cache_key("7.2.12-1~bpo13+1", sha)
+    _fake_build(target, "7.2.12-1~bpo13+1", sha)
+    assert umlkernel.find(env, version="7.2.12-1~bpo13+1") is None  # build.env says no series: 6.1's
+    with open(target / "build.env", "a") as f:
+        f.write("series=7.2\n")
+    build = umlkernel.find(env, version="7.2.12-1~bpo13+1")
+    assert build is not None and build.series == "7.2"
+    assert build.meta()["source"] == "linux-source-7.2 7.2.12-1~bpo13+1"
+    assert build.meta()["patches"] == ["rng-seed.patch"]
+
+
+def test_the_userspace_mode_is_a_word_of_the_command_line_only_where_the_series_has_it(tmp_path):
+    old = uml.kernel_command(_build(tmp_path), 0, seed=7)
+    assert not any(w.startswith("seccomp=") for w in old)
+    with pytest.raises(umlkernel.UMLKernelError, match="ptrace"):
+        uml.kernel_command(_build(tmp_path), 0, userspace="seccomp")
+    new = umlkernel.KernelBuild(tmp_path / "k", "7.2.12-1~bpo13+1", "a" * 64, "7.2.12", "7.2")
+    assert "seccomp=on" in uml.kernel_command(new, 0)
+    assert "seccomp=off" in uml.kernel_command(new, 0, userspace="ptrace")
+    assert umlkernel.userspace(umlkernel.SERIES["7.2"], {}) == "seccomp"
+    assert umlkernel.userspace(umlkernel.SERIES["7.2"], {"CCTEST_UML_USERSPACE": "ptrace"}) == "ptrace"
+    with pytest.raises(umlkernel.UMLKernelError):
+        umlkernel.userspace(umlkernel.SERIES["6.1"], {"CCTEST_UML_USERSPACE": "seccomp"})
+    engine = engines.UmlEngine(new, "seccomp")
+    assert engine.meta()["userspace"] == "seccomp" and "seccomp" in engine.describe()
+    assert "userspace" not in engines.UmlEngine(_build(tmp_path)).meta()  # 6.1: ptrace, as before
 
 
 def test_the_command_file_execs_the_command_from_the_checkouts_fixed_place():
