@@ -18,7 +18,7 @@ from .testbed import SOURCE, buffer_text
 SCORE_MARK = "<!-- validation-score -->"  # the README line `--readme` rewrites
 REGENERATE = ("cctest validate results/peer-cao2019 results/peer-cao2019-qemu -o docs/validation.md "
               "--readme README.md")
-RUN = ("cctest run -f peer/cao2019.yaml --tag peer-cao2019 --vm --engine uml -j 1 -n 3 "
+RUN = ("cctest run -f peer/cao2019.yaml --tag peer-cao2019 --vm --engine uml -j 2 -n 3 "
        "--out results/peer-cao2019")
 CROSS_CHECK = ("cctest run -f peer/cao2019.yaml --tag peer-cao2019 --vm --engine qemu -j 2 -n 3 --only rate_mbps=100 "
                "--out results/peer-cao2019-qemu")
@@ -89,7 +89,8 @@ def render(results: list[CellResult], summaries: list[Summary], runs: int, input
            "testbed's, in percentage points. Runs whose health failed are left out. Nothing is tuned to "
            "the table.", "",
            f"Reproduce: `{RUN}`; the cells at 100 Mbit/s on the stock kernel too: `{CROSS_CHECK}`; then "
-           f"`{REGENERATE}`.", "", "## Summary", ""]
+           f"`{REGENERATE}`. How the grid ran here (its plan, sessions, engine builds and cost): "
+           "[peer-campaign.md](peer-campaign.md).", "", "## Summary", ""]
     out += [f"- **{summary_line(s)}.**" for s in summaries]
     out += [f"- {line}" for s in summaries for line in _worst(s)]
     out += [f"- {n}" for n in notes or []]
