@@ -67,7 +67,7 @@ RUN --mount=type=secret,id=ca_bundle,required=false --mount=type=secret,id=pip_c
     python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["run"]))' \
       > /tmp/requirements.txt; \
     /opt/venv/bin/pip install -q --no-cache-dir --disable-pip-version-check \
-      "setuptools>=68" wheel -r /tmp/requirements.txt; \
+      "setuptools>=77" wheel -r /tmp/requirements.txt; \
     rm /tmp/requirements.txt
 
 # The UML kernel where cctest looks for it: $CCTEST_CACHE/uml/<version>-<hash>/ (the binary, the

@@ -84,16 +84,26 @@ finish_uml_kernel() {
 if [ ! -x .venv/bin/python ]; then
   /usr/bin/python3 -m venv --system-site-packages .venv
 fi
-.venv/bin/pip install -q --upgrade pip
+# A registry may reset a connection mid-download (pip's own retries then give up on that file): an
+# install that failed is tried twice more; pip keeps what it had already fetched in its cache.
+pip_install() {
+  local attempt
+  for attempt in 1 2 3; do
+    .venv/bin/pip install -q "$@" && return 0
+    [ "$attempt" = 3 ] || { echo "setup: pip install failed (attempt $attempt of 3); trying again" >&2; sleep 10; }
+  done
+  return 1
+}
+pip_install --upgrade pip 'setuptools>=77'  # the build backend pyproject.toml names, for builds without isolation (tests/repo/test_packaging.py)
 if [ "$profile" = demo ]; then
-  .venv/bin/pip install -q -e '.[run]'
+  pip_install -e '.[run]'
   # The default engine's kernel, so that the demo runs on UML (3-5x cheaper than QEMU); `cctest run`
   # falls back to QEMU, and says so, where it could not be built.
   finish_uml_kernel || echo "setup: the UML kernel did not build; runs in a VM use QEMU" >&2
   echo "setup (demo) done: $(.venv/bin/cctest --version)"
   exit 0
 fi
-.venv/bin/pip install -q -e '.[run,test,bench,export]'
+pip_install -e '.[run,test,bench,export]'
 
 # actionlint (a Go module, from the Go module proxy) lints .github/workflows in the tests.
 if [ ! -x .venv/bin/actionlint ]; then
