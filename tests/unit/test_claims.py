@@ -596,7 +596,7 @@ def test_the_reproduction_page_shows_measured_claims_with_their_status_and_triag
     text = page.read_text()
     assert "Measured on: uml" in text
     # no -n: the scenarios' declared repetitions are the n their verdicts are judged on
-    assert "`cctest run --vm --engine uml -j 1 --tag paper-002 --out results/paper-002`" in text
+    assert "`cctest run --vm --engine uml -j 2 --tag paper-002 --out results/paper-002`" in text
     assert "`cctest run --vm -j 2 --tag paper-000 --out results/paper-000`" in text  # not run: the default
 
 
