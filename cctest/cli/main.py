@@ -485,10 +485,9 @@ def _run_and_list(make_runs: Callable[[], list[Path]]) -> None:
     campaign's captures fill it) says so in one line and exits 1; anything else is a bug and keeps
     its traceback."""
     try:
-        run_dirs = make_runs()
-    except KeyboardInterrupt:
-        err_console.print("interrupted: torn down; what was measured is kept")
-        sys.exit(errors.INTERRUPTED)
+        # SIGTERM (a batch scheduler's or a script's stop) tears the guests down as Ctrl-C does
+        with interruptible("torn down; what was measured is kept"):
+            run_dirs = make_runs()
     except OSError as error:
         if error.errno != errno.ENOSPC:
             raise
@@ -682,10 +681,12 @@ def record(src: Path, dest: Path, skip_s: float) -> None:
 @contextlib.contextmanager
 def interruptible(kept: str) -> Iterator[None]:
     """Ctrl-C or SIGTERM: what is being written is removed as it unwinds, then one line saying
-    what is `kept`, and exit 130."""
+    what is `kept`, and exit 130. A SIGTERM after the first is ignored: it would cut the unwinding
+    short (a guest left running, a file half removed)."""
     import signal
 
     def as_interrupt(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, as_interrupt)

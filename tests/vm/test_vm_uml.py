@@ -1,12 +1,16 @@
 """The UML engine for real: `cctest run --vm --engine uml` of bbr_cws against CUBIC, its tables
-(per-ACK cwnd/srtt and the module's state from tracefs), its meta.json and the guest's dmesg."""
+(per-ACK cwnd/srtt and the module's state from tracefs), its meta.json and the guest's dmesg; and a
+session stopped with SIGTERM on the host."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -87,3 +91,48 @@ def test_the_link_is_filled_and_the_guest_kernel_log_is_clean(uml_run):
     text = dmesg.read_text()
     assert "Linux version" in text  # the whole log, from boot
     assert dmesg_problems(text) == []
+
+
+def _processes_working_in(where: Path) -> list[int]:
+    """The pids whose working directory is `where` or below it (a UML guest works in its home)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cwd = Path(os.readlink(proc / "cwd"))
+        except OSError:  # not a process, or gone
+            continue
+        if cwd == where or where in cwd.parents:
+            found.append(int(proc.name))
+    return found
+
+
+def test_sigterm_to_the_host_session_stops_its_guest_and_keeps_what_was_measured():
+    """A batch scheduler or a script ends a session with SIGTERM: the guests are asked to stop, as on
+    Ctrl-C, none is left running, and the run directory says the run was interrupted."""
+    require_uml_kernel()
+    out = REPO / "build" / "vm-tests-uml" / time.strftime("%Y%m%d-%H%M%S-term")
+    out.mkdir(parents=True)
+    session = subprocess.Popen([sys.executable, "-m", "cctest", "run", "uml-stopped-mid-run", "-f", str(SCENARIOS),
+                                "--vm", "--engine", "uml", "--out", str(out)], cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    manifest = out / ".uml-0" / "manifest.txt"  # the guest names its run directory as the run starts
+    deadline = time.monotonic() + 300
+    while not (manifest.exists() and manifest.read_text().strip()):
+        assert session.poll() is None and time.monotonic() < deadline, session.communicate()
+        time.sleep(0.5)
+    time.sleep(5)  # the flow is running: 60 s of guest time take longer than this on any host
+    assert _processes_working_in(out), "no guest running to stop"
+    session.send_signal(signal.SIGTERM)
+    stdout, stderr = session.communicate(timeout=180)
+    left = _processes_working_in(out)
+    for pid in left:  # not left behind by a failing test either
+        os.kill(pid, signal.SIGKILL)
+    assert session.returncode == 130, stdout[-2000:] + stderr[-2000:]
+    assert stderr.strip().splitlines()[-1] == "interrupted: torn down; what was measured is kept"
+    assert left == []
+    (run_dir,) = [p.parent for p in out.rglob("meta.json")]
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["status"] == "interrupted", meta["error"]
+    assert (run_dir / "raw" / "tracefs.log").stat().st_size > 0  # what it measured before the stop
+    (dmesg,) = out.glob(".uml-dmesg-*.txt")
+    assert dmesg_problems(dmesg.read_text()) == []
