@@ -338,13 +338,16 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
                    "wall clock)")
 @click.option("--shard", metavar="i/N",
               help="run only shard i of N (a stable split of this invocation's runs; with --dry-run, shows which)")
+@click.option("--resume", is_flag=True,
+              help="skip the runs --out already holds, made by this commit on the same engine (status ok, same "
+                   "scenario, point, repetition and seed): a cut campaign goes on where it stopped")
 @click.option("--dry-run", is_flag=True, help="print topology, commands and flow schedule; change nothing")
 @click.option("--json", "as_json", is_flag=True, help="with --dry-run: the runs as JSON on stdout")
 @force_option
 def run(scenarios: Sequence[str], experiments_file: str, tags: tuple[str, ...], repetitions: int | None,
         first_repetition: int, only_points: tuple[str, ...], out: str, mode: str | None, engine: str,
         kernel: str | None, kvm: bool, clock: str | None, icount_shift: int | None, jobs: int | None,
-        shard: str | None, dry_run: bool, as_json: bool, force: bool) -> None:
+        shard: str | None, resume: bool, dry_run: bool, as_json: bool, force: bool) -> None:
     """Run SCENARIOS for real and write one run directory per run."""
     from ..model.plan import check_point_filter, in_points
     from ..run.session import RunOptions
@@ -363,11 +366,14 @@ def run(scenarios: Sequence[str], experiments_file: str, tags: tuple[str, ...], 
         return
     if as_json and not dry_run:
         raise BadInput("--json goes with --dry-run (a real run prints its progress)")
+    if resume and dry_run:
+        raise BadInput("--resume is decided as the runs start, on the engine they run on; --dry-run lists every "
+                       "planned run (drop one of the two)")
     if dry_run:
         _print_dry_run(specs, vm_clock, as_json)
         return
     opts = RunOptions(source=Path(experiments_file), names=list(scenarios), out=Path(out), mode=mode or "auto",
-                      kernel=kernel, kvm=kvm, clock=vm_clock, jobs=jobs, engine=engine)
+                      kernel=kernel, kvm=kvm, clock=vm_clock, jobs=jobs, engine=engine, resume=resume)
     _execute(specs, opts)
 
 

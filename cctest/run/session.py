@@ -24,7 +24,7 @@ from ..base.errors import BadInput, CctestError, printable, say
 from ..emulation import engines, vm
 from ..host import cgroup, vmtime
 from ..host.journal import Journal
-from ..host.rundir import host_facts, write_meta
+from ..host.rundir import engine_meta, host_facts, write_meta
 from ..host.tools import which
 from ..kernel import kmod
 from ..model import guestplan
@@ -53,6 +53,7 @@ class RunOptions:
     clock: vm.VMClock | None = None  # --vm only
     jobs: int | None = None  # VMs in parallel; None: the host's cores on the virtual clock, else 1
     engine: str = engines.DEFAULT_ENGINE  # --vm only: qemu | uml (cctest/emulation/engines.py)
+    resume: bool = False  # skip the runs --out holds made by this commit on this engine (run/resume.py)
 
 
 class SessionError(CctestError):
@@ -164,6 +165,9 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
 
     require_samplers()
     release = platform.release()
+    specs, made = _resumed(specs, opts, engine_meta("native"), release, console)
+    if not specs:
+        return made
     journal = Journal()
     journal.acquire(f"pid {journal.data['pid']}: {', '.join(opts.names)}")
     run_dirs: list[Path] = []
@@ -209,7 +213,7 @@ def run_native(specs: list[RunSpec], opts: RunOptions, console: Console) -> list
         else:
             journal.finish()
     raise_for_ingest(ingest_failures)
-    return run_dirs
+    return made + run_dirs
 
 
 def _prepare_host(specs: list[RunSpec], release: str, opts: RunOptions) -> tuple[bool, bool]:
@@ -291,6 +295,9 @@ def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[
         console.print(f"engine: {engine.name} (--engine auto: {engines.auto_reason(opts.kernel, clock)})",
                       highlight=False)
     release = engine.release()
+    specs, made = _resumed(specs, opts, engine.meta(), None, console)
+    if not specs:
+        return made
     with contextlib.ExitStack() as held:
         if any(cc in kmod.PROJECT_CCS for spec in specs for cc in spec.modules):
             kdir, make_vars = engine.module_build()
@@ -300,7 +307,25 @@ def run_in_vm(specs: list[RunSpec], opts: RunOptions, console: Console) -> list[
             check_module_params(specs, release, opts.source)
         opts.out.mkdir(parents=True, exist_ok=True)
         held.enter_context(out_dir_lock(opts.out))
-        return _boot_and_ingest(specs, opts, console, engine)
+        return made + _boot_and_ingest(specs, opts, console, engine)
+
+
+def _resumed(specs: list[RunSpec], opts: RunOptions, engine: dict, release: str | None,
+             console: Console) -> tuple[list[RunSpec], list[Path]]:
+    """With --resume: the runs still to make, and the directories of those --out holds made already
+    (ingested now where the session that made them ended first). Imported here, on the host only:
+    what a guest imports moves its runs' timing."""
+    if not opts.resume:
+        return specs, []
+    from .resume import find_made
+
+    made = find_made(specs, opts.out, engine, release)
+    say(console, f"--resume: {len(made.dirs)} of {len(specs)} runs are in {opts.out} already (status ok, this "
+                 f"commit, engine {engine.get('name')}); {len(specs) - len(made.dirs)} to run")
+    failures: list[str] = []
+    finalize_each(made.not_ingested(), console, failures)
+    raise_for_ingest(failures)
+    return made.remaining(specs), sorted(made.dirs.values())
 
 
 @contextlib.contextmanager

@@ -136,3 +136,31 @@ def test_sigterm_to_the_host_session_stops_its_guest_and_keeps_what_was_measured
     assert (run_dir / "raw" / "tracefs.log").stat().st_size > 0  # what it measured before the stop
     (dmesg,) = out.glob(".uml-dmesg-*.txt")
     assert dmesg_problems(dmesg.read_text()) == []
+
+
+def test_a_resumed_session_runs_only_what_out_lacks():
+    """A campaign cut short goes on with --resume: the run made already is kept as it is, the
+    missing one runs."""
+    require_uml_kernel()
+    out = REPO / "build" / "vm-tests-uml" / time.strftime("%Y%m%d-%H%M%S-resume")
+    env = {**os.environ, "CCTEST_GIT_COMMIT": "c" * 40}  # a clean checkout's, whatever this one's state
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        result = subprocess.run([sys.executable, "-m", "cctest", "run", "uml-resumed", "-f", str(SCENARIOS), "--vm",
+                                 "--engine", "uml", "--out", str(out), *args], cwd=REPO, capture_output=True,
+                                text=True, env=env)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        return result
+
+    run("-n", "1")
+    (first,) = [p.parent for p in out.rglob("meta.json")]
+    before = (first / "meta.json").read_text()
+    resumed = run("-n", "2", "--resume")
+    assert f"--resume: 1 of 2 runs are in {out} already" in " ".join(resumed.stdout.split())
+    metas = sorted((json.loads(p.read_text()) for p in out.rglob("meta.json")), key=lambda m: m["repetition"])
+    assert [(m["repetition"], m["status"]) for m in metas] == [(0, "ok"), (1, "ok")]
+    assert (first / "meta.json").read_text() == before  # kept, not made again
+    assert "booting 1 guest(s)" in resumed.stdout
+    again = " ".join(run("-n", "2", "--resume").stdout.split())
+    assert f"--resume: 2 of 2 runs are in {out} already" in again and "booting" not in again  # all made
+    assert len(list(out.rglob("meta.json"))) == 2

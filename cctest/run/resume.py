@@ -1,0 +1,87 @@
+"""`cctest run --resume`: the planned runs that --out already holds, made as this session would make
+them, so that a campaign cut short (a session's end, a machine's) goes on where it stopped.
+
+A run counts as made when its directory under --out/<scenario>/ says, in meta.json and
+scenario.yaml: status ok; the same scenario as resolved now, matrix point, repetition and seed; this
+checkout's commit (a checkout with uncommitted changes cannot tell its runs from another's); and the
+engine this session runs on (its name and kernel build). Anything else (failed, interrupted, another
+commit or engine) is run again, its old directory left as it is."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..base.errors import BadInput
+from ..host import rundir
+from ..model import record
+from ..model.plan import RunSpec
+
+# Per guest, not per build: which host CPU it was pinned to, and the seed its kernel booted with
+# (the run's own seed, compared on its own).
+PER_GUEST = {"host_cpu", "rng_seed"}
+COMPARED = ("status", "scenario", "matrix", "repetition", "seed", "cctest", "engine", "kernel")
+
+
+@dataclass(frozen=True)
+class Made:
+    """The runs of a selection found made: index into the selection -> its run directory."""
+
+    dirs: dict[int, Path]
+
+    def remaining(self, specs: list[RunSpec]) -> list[RunSpec]:
+        return [spec for i, spec in enumerate(specs) if i not in self.dirs]
+
+    def not_ingested(self) -> list[Path]:
+        """Made, but the session that made them ended before it wrote their tables."""
+        return [d for d in self.dirs.values() if not (d / "checks.json").exists()]
+
+
+def commit_to_match() -> str:
+    commit = rundir.git_commit()
+    if not commit or commit.endswith("-dirty"):
+        raise BadInput(f"--resume: this checkout's commit is {commit or 'unknown'}: resume needs a clean checkout "
+                       "(commit or stash the changes) so that the runs it keeps are this code's")
+    return commit
+
+
+def find_made(specs: list[RunSpec], out: Path, engine: dict, release: str | None = None) -> Made:
+    """Which of `specs` --out holds made by `commit_to_match()` on `engine` (its record, as the runs'
+    meta.json carries it; `release`: the kernel release a native run must have run on)."""
+    commit = commit_to_match()
+    wanted = _as_json({k: v for k, v in engine.items() if k not in PER_GUEST})
+    found: dict[int, Path] = {}
+    taken: set[Path] = set()
+    for i, spec in enumerate(specs):
+        scenario_dir = out / spec.scenario.name
+        if not scenario_dir.is_dir():
+            continue
+        text = rundir.scenario_text(spec)
+        for run_dir in sorted(scenario_dir.iterdir()):
+            if run_dir in taken or not (run_dir / "meta.json").is_file():
+                continue
+            if _is_made(run_dir, spec, text, commit, wanted, release):
+                found[i] = run_dir
+                taken.add(run_dir)
+                break
+    return Made(found)
+
+
+def _is_made(run_dir: Path, spec: RunSpec, text: str, commit: str, engine: dict, release: str | None) -> bool:
+    try:
+        ran = record.read_parts(json.loads((run_dir / "meta.json").read_text()), COMPARED, run_dir / "meta.json")
+        scenario = (run_dir / "scenario.yaml").read_text()
+    except (OSError, ValueError, TypeError, record.RecordError):
+        return False  # not a run of ours to keep: it runs again
+    ran_on = ran.engine.model_dump(exclude_unset=True) if ran.engine else {}
+    return (ran.status == "ok" and ran.scenario == spec.scenario.name and ran.matrix == _as_json(spec.matrix)
+            and ran.repetition == spec.repetition and ran.seed == spec.seed and scenario == text
+            and ran.cctest is not None and ran.cctest.git_commit == commit
+            and _as_json({k: ran_on.get(k) for k in engine}) == engine
+            and (release is None or (ran.kernel is not None and ran.kernel.release == release)))
+
+
+def _as_json(value: dict) -> dict:
+    """As meta.json holds it (tuples as lists): what a run directory's record is compared with."""
+    return json.loads(json.dumps(value))
