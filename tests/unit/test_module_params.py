@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from cctest.cli.main import main
+from cctest.emulation import vm
 from cctest.kernel import kmod
 from cctest.kernel.modparams import ParamSpec
 from cctest.kernel.projectccs import tree_modules
@@ -17,8 +18,9 @@ from cctest.model.plan import expand
 from cctest.model.scenario import parse_experiments
 from cctest.run.session import check_module_params
 
-# the VM's kernel: what the VM tests load (headers for it are installed on CI and here)
-RELEASE = "6.1.0-56-amd64"
+# the VM's kernel: what the VM tests load, Debian's linux-image-amd64 of the day (its headers come
+# with it: scripts/setup.sh); the ABI number moves with Debian's point releases
+RELEASE = (vm.distro_default_image() or "vmlinuz-unknown (linux-image-amd64 not installed)").removeprefix("vmlinuz-")
 GAINS = ("startup_pacing_gain_x1000", "cwnd_gain_x1000", "drain_pacing_gain_x1000", "probe_down_pacing_gain_x1000",
          "probe_up_pacing_gain_x1000", "probe_up_cwnd_gain_x1000", "probe_rtt_cwnd_gain_x1000",
          "startup_cwnd_gain_x1000", "up_exit_pif_gain_x1000")
