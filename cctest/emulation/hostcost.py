@@ -24,6 +24,15 @@ from . import umlkernel
 # a session shorter than this is mostly boot and set-up, which the model charges per run
 MIN_GUEST_S = 60.0
 RECENT = 5
+# A guest on the virtual clock keeps its CPU busy all the time it runs, so its share of the slots'
+# CPU time says whether it had them to itself. Below this, other work ran beside the guests and the
+# session's wall time measured that work too: the estimates pass such a session over.
+QUIET_SHARE = 0.8
+
+
+def cpu_share(cpu_s: float, wall_s: float, slots: int) -> float:
+    """The guests' CPU time over what their slots could give them in the session's wall time."""
+    return cpu_s / (wall_s * slots) if wall_s > 0 and slots > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -69,13 +78,17 @@ def log_key(engine: str, environ: dict[str, str] | None = None) -> str:
     return engine if chosen.name == umlkernel.DEFAULT_SERIES else f"{engine}-{chosen.name}-{mode}"
 
 
-def remember(engine: str, wall_s: float, estimated_s: float, guest_s: float, slots: int) -> None:
-    """Add a finished session to the log; a log that cannot be written only costs the next estimate."""
+def remember(engine: str, wall_s: float, estimated_s: float, guest_s: float, slots: int,
+             cpu_s: float | None = None) -> None:
+    """Add a finished session to the log (with `cpu_s`, the guests' CPU time, its cpu_share); a log
+    that cannot be written only costs the next estimate."""
     if guest_s < MIN_GUEST_S or wall_s <= 0 or estimated_s <= 0:
         return
     entry = {"engine": log_key(engine), "host": host_key(), "wall_s": round(wall_s, 1),
              "estimated_s": round(estimated_s, 1), "guest_s": guest_s, "slots": slots,
              "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if cpu_s is not None:
+        entry["cpu_share"] = round(cpu_share(cpu_s, wall_s, slots), 3)
     try:
         path = log_path()
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -86,8 +99,9 @@ def remember(engine: str, wall_s: float, estimated_s: float, guest_s: float, slo
 
 
 def host_factor(engine: str) -> HostFactor | None:
-    """The median of measured/estimated over this host's last sessions on `engine` (log_key), or None
-    when it has none (a line of another shape, e.g. from another version, is passed over)."""
+    """The median of measured/estimated over this host's last quiet sessions on `engine` (log_key),
+    or None when it has none (a line of another shape, e.g. from another version, is passed over, and
+    so is a session whose guests had less than QUIET_SHARE of their CPUs)."""
     try:
         lines = log_path().read_text(errors="replace").splitlines()
     except OSError:
@@ -96,7 +110,7 @@ def host_factor(engine: str) -> HostFactor | None:
     for line in lines:
         try:
             entry = json.loads(line)
-            if entry["engine"] == logged and entry["host"] == key:
+            if entry["engine"] == logged and entry["host"] == key and entry.get("cpu_share", 1.0) >= QUIET_SHARE:
                 ratios.append(float(entry["wall_s"]) / float(entry["estimated_s"]))
         except (ValueError, KeyError, TypeError, ZeroDivisionError):
             continue

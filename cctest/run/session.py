@@ -356,11 +356,12 @@ def _boot_and_ingest(specs: list[RunSpec], opts: RunOptions, console: Console, e
     console.print(f"booting {len(parts)} guest(s), {min(slots, len(parts))} at a time: {engine.describe()}")
     codes: list[int] = []
     crashes: dict[int, str] = {}
-    started = time.monotonic()
+    started, cpu_before = time.monotonic(), children_cpu_s()
     try:
         # every VM's console goes to out/.vm-<k>.log (kept in its run directories), one VM or many
         codes = _run_pool(engine, specs, guests, opts, out, slots, console)
-        _account(specs, parts, time.monotonic() - started, engine.name, slots, console)
+        _account(specs, parts, time.monotonic() - started, engine.name, slots, console,
+                 children_cpu_s() - cpu_before)
     finally:
         run_dirs = []
         for k, guest in enumerate(guests):
@@ -421,16 +422,24 @@ def guest_parts(specs: list[RunSpec], slots: int, engine: engines.Engine) -> lis
     return [[i] for i in order]
 
 
+def children_cpu_s() -> float:
+    """CPU seconds of this process's ended children (and theirs): the guests', once each has ended."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _account(specs: list[RunSpec], parts: list[list[int]], wall_s: float, engine: str, slots: int,
-             console: Console) -> None:
+             console: Console, cpu_s: float) -> None:
     """Print what the session cost beside the estimates, then log it for this host's next ones."""
     from ..emulation import hostcost  # the host's alone: an import more in a guest moves its clock
 
     factor = hostcost.host_factor(engine)
-    console.print(cost_line(specs, parts, wall_s, engine, slots, factor), highlight=False)
+    console.print(cost_line(specs, parts, wall_s, engine, slots, factor, cpu_s), highlight=False)
     guest_s = sum(specs[i].scenario.duration_s for part in parts for i in part)
     hostcost.remember(engine, wall_s, session_estimate(specs, parts, engine, slots), guest_s,
-                      max(1, min(slots, len(parts))))
+                      max(1, min(slots, len(parts))), cpu_s)
 
 
 def session_estimate(specs: list[RunSpec], parts: list[list[int]], engine: str, slots: int) -> float:
@@ -443,18 +452,28 @@ def session_estimate(specs: list[RunSpec], parts: list[list[int]], engine: str, 
 
 
 def cost_line(specs: list[RunSpec], parts: list[list[int]], wall_s: float, engine: str, slots: int,
-              factor: HostFactor | None = None) -> str:
+              factor: HostFactor | None = None, cpu_s: float | None = None) -> str:
     """What the session cost, beside what the cost model `cctest list` uses had estimated (and, where
     this host has run sessions before, the model scaled by them), so that a user can check the
-    estimate: host seconds per guest second of the flows, per VM slot."""
+    estimate: host seconds per guest second of the flows, per VM slot; with `cpu_s` (the guests' CPU
+    time), whether they had their CPUs to themselves."""
+    from ..emulation.hostcost import QUIET_SHARE, cpu_share
+
     slots = max(1, min(slots, len(parts)))
     guest_s = sum(specs[i].scenario.duration_s for part in parts for i in part)
     estimate = session_estimate(specs, parts, engine, slots)
     per_guest_s = wall_s * slots / guest_s if guest_s else 0.0
     scaled = f"; {estimate * factor.ratio:.0f} scaled {factor.describe()}" if factor else ""
-    return (f"cost: {wall_s:.0f} host s for {guest_s:.0f} guest s of flows in {len(parts)} {engine} VM(s), "
+    line = (f"cost: {wall_s:.0f} host s for {guest_s:.0f} guest s of flows in {len(parts)} {engine} VM(s), "
             f"{slots} at a time, {per_guest_s:.2f} host s per guest s per VM (estimated {estimate:.0f} host s"
             f"{scaled})")
+    if cpu_s is None:
+        return line
+    share = cpu_share(cpu_s, wall_s, slots)
+    line += f"; the guests were on CPU {share:.0%} of the time"
+    if share < QUIET_SHARE:
+        line += ": other work ran beside them, so this host's later estimates leave this session out"
+    return line
 
 
 def write_guest_plan(specs: list[RunSpec], part: list[int], opts: RunOptions, places: engines.Places) -> None:

@@ -77,6 +77,16 @@ def test_another_uml_series_or_mode_is_logged_and_read_as_an_engine_of_its_own(c
     assert hostcost.log_key("uml", {"CCTEST_UML_SERIES": "9.9"}) == "uml"  # no session could boot it
 
 
+def test_a_session_that_ran_beside_other_work_does_not_scale_the_estimates(cache):
+    """Its guests had half their CPUs: its wall time measured the other work too."""
+    hostcost.remember("uml", 400, 100, guest_s=600, slots=2, cpu_s=400)  # 400 of 800 CPU s: 50 %
+    assert json.loads(hostcost.log_path().read_text())["cpu_share"] == 0.5
+    assert hostcost.host_factor("uml") is None
+    hostcost.remember("uml", 180, 100, guest_s=600, slots=2, cpu_s=342)  # 95 %: counted
+    hostcost.remember("uml", 190, 100, guest_s=600, slots=2)  # a line from before the share was logged
+    assert hostcost.host_factor("uml") == hostcost.HostFactor(1.85, 2)
+
+
 def test_an_unwritable_log_costs_only_the_estimate(cache):
     cache.mkdir()
     (cache / "costs.jsonl").mkdir()  # a directory where the log should be
@@ -91,6 +101,11 @@ def test_the_cost_line_shows_the_model_and_the_model_scaled_by_this_host():
     line = cost_line(specs, parts, 2400.0, "uml", 2, hostcost.HostFactor(2.5, 3))
     assert f"(estimated {estimate:.0f} host s; {estimate * 2.5:.0f} scaled x2.50, this host's last 3 sessions" in line
     assert "scaled" not in cost_line(specs, parts, 2400.0, "uml", 2)
+    quiet = cost_line(specs, parts, 2400.0, "uml", 2, cpu_s=4560.0)
+    assert quiet.endswith("; the guests were on CPU 95% of the time")
+    loaded = cost_line(specs, parts, 2400.0, "uml", 2, cpu_s=2400.0)
+    assert loaded.endswith("; the guests were on CPU 50% of the time: other work ran beside them, so this host's "
+                           "later estimates leave this session out")
 
 
 def test_list_show_and_the_dry_run_scale_the_vm_estimate_by_this_hosts_sessions(cache, tmp_path, monkeypatch):
