@@ -13,9 +13,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..base.errors import BadInput
+from ..base.errors import BadInput, CctestError
 from ..host import rundir
-from ..model import record
+from ..model import record, runfiles
 from ..model.plan import RunSpec
 
 # Per guest, not per build: which host CPU it was pinned to, and the seed its kernel booted with
@@ -69,14 +69,17 @@ def find_made(specs: list[RunSpec], out: Path, engine: dict, release: str | None
 
 
 def _is_made(run_dir: Path, spec: RunSpec, text: str, commit: str, engine: dict, release: str | None) -> bool:
-    try:
-        ran = record.read_parts(json.loads((run_dir / "meta.json").read_text()), COMPARED, run_dir / "meta.json")
-        scenario = (run_dir / "scenario.yaml").read_text()
-    except (OSError, ValueError, TypeError, record.RecordError):
+    try:  # bounded reads, no link followed out of the run directory: --out may hold anyone's runs
+        meta = runfiles.read_json(run_dir, "meta.json")
+        scenario = runfiles.read_bytes(run_dir, "scenario.yaml", runfiles.MAX_JSON_BYTES, "the resolved scenario")
+        ran = record.read_parts(meta, COMPARED, run_dir / "meta.json") if isinstance(meta, dict) else None
+    except (OSError, CctestError):
         return False  # not a run of ours to keep: it runs again
+    if ran is None or scenario is None:
+        return False
     ran_on = ran.engine.model_dump(exclude_unset=True) if ran.engine else {}
     return (ran.status == "ok" and ran.scenario == spec.scenario.name and ran.matrix == _as_json(spec.matrix)
-            and ran.repetition == spec.repetition and ran.seed == spec.seed and scenario == text
+            and ran.repetition == spec.repetition and ran.seed == spec.seed and scenario == text.encode()
             and ran.cctest is not None and ran.cctest.git_commit == commit
             and _as_json({k: ran_on.get(k) for k in engine}) == engine
             and (release is None or (ran.kernel is not None and ran.kernel.release == release)))

@@ -98,6 +98,14 @@ def test_unreadable_directories_are_not_runs_to_keep(specs, tmp_path):
     assert resume.find_made(specs, tmp_path, UML).dirs == {}
 
 
+def test_a_meta_json_that_links_out_of_its_run_directory_is_not_read(specs, tmp_path):
+    run_dir = made(tmp_path, specs[0])
+    elsewhere = tmp_path / "elsewhere.json"
+    (run_dir / "meta.json").rename(elsewhere)
+    (run_dir / "meta.json").symlink_to(elsewhere)
+    assert resume.find_made(specs, tmp_path, UML).dirs == {}
+
+
 def test_a_checkout_with_uncommitted_changes_cannot_resume(specs, tmp_path, monkeypatch):
     monkeypatch.setattr(rundir, "git_commit", lambda: COMMIT + "-dirty")
     with pytest.raises(BadInput, match=r"--resume: this checkout's commit is a+-dirty: resume needs a clean checkout"):
