@@ -51,38 +51,52 @@ def find_made(specs: list[RunSpec], out: Path, engine: dict, release: str | None
     meta.json carries it; `release`: the kernel release a native run must have run on)."""
     commit = commit_to_match()
     wanted = _as_json({k: v for k, v in engine.items() if k not in PER_GUEST})
+    kept: dict[str, list[Kept]] = {}  # each scenario's finished runs in --out, each read once
     found: dict[int, Path] = {}
-    taken: set[Path] = set()
     for i, spec in enumerate(specs):
-        scenario_dir = out / spec.scenario.name
-        if not scenario_dir.is_dir():
-            continue
-        text = rundir.scenario_text(spec)
-        for run_dir in sorted(scenario_dir.iterdir()):
-            if run_dir in taken or not (run_dir / "meta.json").is_file():
-                continue
-            if _is_made(run_dir, spec, text, commit, wanted, release):
-                found[i] = run_dir
-                taken.add(run_dir)
-                break
+        if spec.scenario.name not in kept:
+            kept[spec.scenario.name] = _kept_runs(out / spec.scenario.name, commit, wanted, release)
+        candidates = kept[spec.scenario.name]
+        text = rundir.scenario_text(spec).encode()
+        match = next((k for k in candidates if k.is_of(spec, text)), None)
+        if match is not None:
+            found[i] = match.run_dir
+            candidates.remove(match)  # one directory stands for one planned run
     return Made(found)
 
 
-def _is_made(run_dir: Path, spec: RunSpec, text: str, commit: str, engine: dict, release: str | None) -> bool:
-    try:  # bounded reads, no link followed out of the run directory: --out may hold anyone's runs
-        meta = runfiles.read_json(run_dir, "meta.json")
-        scenario = runfiles.read_bytes(run_dir, "scenario.yaml", runfiles.MAX_JSON_BYTES, "the resolved scenario")
-        ran = record.read_parts(meta, COMPARED, run_dir / "meta.json") if isinstance(meta, dict) else None
-    except (OSError, CctestError):
-        return False  # not a run of ours to keep: it runs again
-    if ran is None or scenario is None:
-        return False
-    ran_on = ran.engine.model_dump(exclude_unset=True) if ran.engine else {}
-    return (ran.status == "ok" and ran.scenario == spec.scenario.name and ran.matrix == _as_json(spec.matrix)
-            and ran.repetition == spec.repetition and ran.seed == spec.seed and scenario == text.encode()
-            and ran.cctest is not None and ran.cctest.git_commit == commit
-            and _as_json({k: ran_on.get(k) for k in engine}) == engine
-            and (release is None or (ran.kernel is not None and ran.kernel.release == release)))
+@dataclass(frozen=True)
+class Kept:
+    """A finished run in --out made by this commit on this engine: what a planned run is matched on."""
+
+    run_dir: Path
+    ran: record.RunRecord
+    scenario: bytes  # its scenario.yaml
+
+    def is_of(self, spec: RunSpec, text: bytes) -> bool:
+        return (self.ran.scenario == spec.scenario.name and self.ran.matrix == _as_json(spec.matrix)
+                and self.ran.repetition == spec.repetition and self.ran.seed == spec.seed and self.scenario == text)
+
+
+def _kept_runs(scenario_dir: Path, commit: str, engine: dict, release: str | None) -> list[Kept]:
+    if not scenario_dir.is_dir():
+        return []
+    found = []
+    for run_dir in sorted(scenario_dir.iterdir()):
+        try:  # bounded reads, no link followed out of the run directory: --out may hold anyone's runs
+            meta = runfiles.read_json(run_dir, "meta.json")
+            scenario = runfiles.read_bytes(run_dir, "scenario.yaml", runfiles.MAX_JSON_BYTES, "the resolved scenario")
+            ran = record.read_parts(meta, COMPARED, run_dir / "meta.json") if isinstance(meta, dict) else None
+        except (OSError, CctestError):
+            continue  # not a run of ours to keep: its planned run runs again
+        if ran is None or scenario is None:
+            continue
+        ran_on = ran.engine.model_dump(exclude_unset=True) if ran.engine else {}
+        if (ran.status == "ok" and ran.cctest is not None and ran.cctest.git_commit == commit
+                and _as_json({k: ran_on.get(k) for k in engine}) == engine
+                and (release is None or (ran.kernel is not None and ran.kernel.release == release))):
+            found.append(Kept(run_dir, ran, scenario))
+    return found
 
 
 def _as_json(value: dict) -> dict:
