@@ -1,6 +1,6 @@
 """The UML engine for real: `cctest run --vm --engine uml` of bbr_cws against CUBIC, its tables
-(per-ACK cwnd/srtt and the module's state from tracefs), its meta.json and the guest's dmesg; and a
-session stopped with SIGTERM on the host."""
+(per-ACK cwnd/srtt and the module's state from tracefs), its meta.json and the guest's dmesg; a
+session stopped with SIGTERM on the host; a session resumed with --resume."""
 
 from __future__ import annotations
 
@@ -164,3 +164,5 @@ def test_a_resumed_session_runs_only_what_out_lacks():
     again = " ".join(run("-n", "2", "--resume").stdout.split())
     assert f"--resume: 2 of 2 runs are in {out} already" in again and "booting" not in again  # all made
     assert len(list(out.rglob("meta.json"))) == 2
+    dmesgs = list(out.glob(".uml-dmesg-*.txt"))  # each guest's kernel log, kept beside the runs
+    assert dmesgs and all(dmesg_problems(d.read_text()) == [] for d in dmesgs), dmesgs
