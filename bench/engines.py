@@ -4,6 +4,7 @@
                                            [--duration 20] [--out build/bench-engines] [--reuse]
                                            [--page docs/bench.md]
     .venv/bin/python bench/engines.py equivalence [--engines qemu,uml] [-n 5] [--duration 20] ...
+    .venv/bin/python bench/engines.py captures [--engines uml] [--rates 100] [--flows 1,6] [--duration 60] ...
 
 An engine is `qemu`, `uml` (the UML kernel series and userspace mode this environment selects,
 $CCTEST_UML_SERIES and $CCTEST_UML_USERSPACE), or a UML kernel by name: `uml-6.1`, `uml-7.2` (guest
@@ -26,7 +27,13 @@ figure side by side: total goodput, the first flow's share, Jain's index, retran
 median srtt; and whether the engines' intervals overlap (docs/uml.md's test of equivalence: within
 run-to-run spread when they do).
 
-Both write their run directories under --out/<mode>/<engine>; --reuse prints from them without
+captures: what each capture costs. The cost mode's runs (at the first rate) once with every
+capture on and once each without ss sampling, without qdisc sampling, without tcp_probe, and with
+none of them, one seed throughout (on the virtual clock the captures change what a run costs, not
+what it measures); prints host seconds per guest second of the flows phase for each, and each
+capture's share: what taking it away saves, per guest second and as a part of the whole.
+
+All three write their run directories under --out/<mode>/<engine>; --reuse prints from them without
 running anything. Each engine runs on its own; the host may be loaded: results do not change with
 load on either engine's virtual clock, only the cost figures do (say how loaded it was).
 """
@@ -84,6 +91,30 @@ def cost_experiments(rates: list[float], flows: list[int], duration_s: float) ->
                                       "flows": [{"cc": "cubic", "count": 3}, {"cc": "bbr", "count": 3}],
                                       "matrix": {"rate_mbps": rates}}
     return {"defaults": {"duration_s": duration_s, "capture": SAMPLING}, "scenarios": scenarios}, list(scenarios)
+
+
+# Each capture taken away in turn. ss and qdisc sampling cannot be switched off; an interval longer
+# than the run (the schema's longest) leaves a sample or two, which is what "off" costs.
+CAPTURE_SETS: dict[str, dict] = {
+    "all": SAMPLING,
+    "no ss": {**SAMPLING, "ss_interval_ms": 10_000},
+    "no qdisc": {**SAMPLING, "qdisc_interval_ms": 10_000},
+    "no tcp_probe": {**SAMPLING, "tcp_probe": False},
+    "none": {**SAMPLING, "ss_interval_ms": 10_000, "qdisc_interval_ms": 10_000, "tcp_probe": False},
+}
+
+
+def captures_experiments(rate: float, flows: list[int], duration_s: float) -> tuple[dict, dict[str, str]]:
+    """The cost scenarios at one rate, one copy per capture set; also each scenario's capture set."""
+    shapes = {1: [{"cc": "cubic"}], 6: [{"cc": "cubic", "count": 3}, {"cc": "bbr", "count": 3}]}
+    scenarios, sets = {}, {}
+    for count in flows:
+        for label, capture in CAPTURE_SETS.items():
+            name = f"{count}-flows-{label.replace(' ', '-')}"
+            scenarios[name] = {"link": {"rate_mbps": rate, "rtt_ms": 20, "buffer_bdp": 2},
+                               "flows": shapes[count], "capture": capture}
+            sets[name] = label
+    return {"defaults": {"duration_s": duration_s}, "scenarios": scenarios}, sets
 
 
 def equivalence_experiments(duration_s: float, repetitions: int) -> tuple[dict, list[str]]:
@@ -212,6 +243,37 @@ def cost(args: argparse.Namespace) -> None:
         print(f"{args.page}: {len(page_rows)} rows written")
 
 
+def captures(args: argparse.Namespace) -> None:
+    rate = float(args.rates.split(",")[0])
+    flows = [int(n) for n in args.flows.split(",")]
+    if not set(flows) <= {1, 6}:
+        raise cost_page.BadInput(f"--flows {args.flows}: the captures mode runs 1 and/or 6 flows")
+    experiments, sets = captures_experiments(rate, flows, args.duration)
+    print(f"\n{rate:g} Mbit/s, {args.duration:g} s a run; host s per guest s of the flows phase; a capture's "
+          "price: what the runs without it save, per guest second and as a part of the 'all' run's")
+    print(f"{'engine':<16} {'flows':>5} {'captures':<13} {'host s/guest s':>14} {'saves':>8} {'part':>6}")
+    for engine in args.engines.split(","):
+        where = args.out / "captures" / engine
+        paths = run_engine("captures", engine, experiments, list(sets), args.out, args.reuse)
+        timing = host_seconds(paths, where)
+        ratios: dict[tuple[int, str], float] = {}
+        for path in paths:
+            meta = json.loads((path / "meta.json").read_text())
+            guest_s = (meta.get("vm") or {}).get("phases", {}).get("flows", {}).get("guest_s") \
+                or meta["phase_s"].get("flows")
+            wall_s = timing[path]["flows_wall_s"]
+            if wall_s and guest_s:
+                ratios[(len(meta["flows"]), sets[meta["scenario"]])] = wall_s / guest_s
+        for count in flows:
+            whole = ratios.get((count, "all"))
+            for label in CAPTURE_SETS:
+                ratio = ratios.get((count, label))
+                saves = whole - ratio if whole and ratio and label != "all" else None
+                print(f"{engine:<16} {count:>5} {label:<13} {(f'{ratio:.3f}' if ratio else '-'):>14} "
+                      f"{(f'{saves:+.3f}' if saves is not None else '-'):>8} "
+                      f"{(f'{saves / whole:.0%}' if saves is not None else '-'):>6}")
+
+
 def page_name(page: Path) -> str:
     """How the page names itself in the command its marker gives: from the checkout's root."""
     try:
@@ -290,7 +352,7 @@ def check_page_option(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["cost", "equivalence"])
+    parser.add_argument("mode", choices=["cost", "equivalence", "captures"])
     parser.add_argument("--engines", default="qemu,uml",
                         help=f"comma-separated: qemu, uml, {', '.join(UML_VARIANTS)}")
     parser.add_argument("--rates", default="20,50,100")
@@ -306,7 +368,7 @@ def main() -> None:
         check_page_option(args)
         print(f"bench/engines.py {' '.join(sys.argv[1:])}  ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
               f"{os.cpu_count()} CPUs)")
-        (cost if args.mode == "cost" else equivalence)(args)
+        {"cost": cost, "equivalence": equivalence, "captures": captures}[args.mode](args)
     except cost_page.BadInput as err:
         print(f"bench/engines.py: {err}", file=sys.stderr)  # one line, and cctest's code for bad input
         sys.exit(err.exit_code)
