@@ -13,6 +13,7 @@ import copy
 import itertools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -359,39 +360,51 @@ RUN_OVERHEAD_S = 15.0
 TOPOLOGY_BUILD_S = 20.0
 
 
-def split_for_vms(specs: list[RunSpec], vms: int) -> list[list[int]]:
+def split_for_vms(specs: list[RunSpec], vms: int, price: Callable[[RunSpec], float] | None = None) -> list[list[int]]:
     """Indices of `specs` for each of up to `vms` VMs: about equal guest time each, longest runs
     placed first, and within a VM runs with the same hosts and links (the same number of flows)
     kept next to each other so that they share one topology. Every run in exactly one VM; no VM
-    without runs. Pure and deterministic: the host and each guest compute the same split."""
+    without runs. Pure and deterministic: the host and each guest compute the same split.
+
+    `price`: what a run costs in the balance instead of its guest seconds, set-up included (then no
+    topology is counted as shared: an engine that prices runs boots a guest for each)."""
     vms = max(1, min(vms, len(specs)))
     loads = [0.0] * vms
     shapes: list[set[int]] = [set() for _ in range(vms)]
     parts: list[list[int]] = [[] for _ in range(vms)]
-    order = sorted(range(len(specs)), key=lambda i: (-specs[i].scenario.duration_s, i))
+    cost_of = price or (lambda spec: spec.scenario.duration_s + RUN_OVERHEAD_S)
+    topology_s = 0.0 if price else TOPOLOGY_BUILD_S
+    costs = [cost_of(spec) for spec in specs]
+    order = sorted(range(len(specs)), key=lambda i: (-costs[i], i))
     for i in order:
         shape = len(specs[i].flows)
 
         def cost(vm: int, shape: int = shape) -> float:
-            return loads[vm] + (0.0 if shape in shapes[vm] else TOPOLOGY_BUILD_S)
+            return loads[vm] + (0.0 if shape in shapes[vm] else topology_s)
 
         vm = min(range(vms), key=lambda v: (cost(v), v))
-        loads[vm] = cost(vm) + specs[i].scenario.duration_s + RUN_OVERHEAD_S
+        loads[vm] = cost(vm) + costs[i]
         shapes[vm].add(shape)
         parts[vm].append(i)
     return [sorted(part, key=lambda i: (len(specs[i].flows), i)) for part in parts]
 
 
 def shard(specs: list[RunSpec], index: int, count: int) -> list[int]:
-    """Indices of the runs in shard `index` (1-based) of `count`: the VM split's balance (about equal
-    time, same-topology runs together), computed from the invocation alone, so every shard of one
-    command line agrees on the assignment. Every run is in exactly one shard; a shard may be empty
-    when there are fewer runs than shards."""
+    """Indices of the runs in shard `index` (1-based) of `count`: about equal host time each by UML's
+    cost model (the engine a suite's shards run on: a run at 100 Mbit/s costs several of one at 10
+    with the same guest seconds), computed from the invocation alone, so every shard of one command
+    line agrees on the assignment whatever the machine. Every run is in exactly one shard; a shard
+    may be empty when there are fewer runs than shards."""
     if not 1 <= index <= count:
         raise ValueError(f"shard {index}/{count}: needs 1 <= i <= N")
     # split_for_vms makes at most len(specs) parts: the shards beyond them are empty, never built
-    parts = split_for_vms(specs, min(count, len(specs))) if specs else []
+    parts = split_for_vms(specs, min(count, len(specs)), price=uml_host_s) if specs else []
     return parts[index - 1] if index <= len(parts) else []
+
+
+def uml_host_s(spec: RunSpec) -> float:
+    """A run's host seconds in one UML guest by the cost model (unscaled: the same on every host)."""
+    return estimated_wall_s(spec, vm=True, engine="uml")
 
 
 @dataclass(frozen=True)

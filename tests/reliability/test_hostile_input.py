@@ -279,7 +279,7 @@ def test_a_shard_count_of_a_billion_answers_at_once(tmp_path, monkeypatch):
 
     built = []
     real = plan.split_for_vms
-    monkeypatch.setattr(plan, "split_for_vms", lambda specs, vms: built.append(vms) or real(specs, vms))
+    monkeypatch.setattr(plan, "split_for_vms", lambda specs, vms, **kw: built.append(vms) or real(specs, vms, **kw))
     path = tmp_path / "exp.yaml"
     path.write_text(matrix("{rtt_ms: [10, 20, 30]}"))
     result = CliRunner().invoke(main, ["run", "one", "-f", str(path), "--shard", "1/1000000000", "--dry-run"])

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
 
 from cctest.cli.main import main
-from cctest.model.plan import estimated_wall_s, expand, shard
+from cctest.model.plan import estimated_wall_s, expand, shard, split_for_vms
 from cctest.model.scenario import parse_experiments
 
 
@@ -44,6 +44,33 @@ def test_shards_balance_the_time():
     _, specs = sweep(6, 4, 2)
     loads = [sum(specs[i].scenario.duration_s for i in shard(specs, k, 4)) for k in range(1, 5)]
     assert max(loads) - min(loads) <= max(s.scenario.duration_s for s in specs) + 20
+
+
+def test_shards_balance_the_host_time_of_runs_at_different_rates():
+    """Six flows at 100 Mbit/s for 60 s cost UML several times what one flow at 10 Mbit/s costs for
+    120 s: shards are balanced in host time by its cost model, not in guest seconds."""
+    text = """
+scenarios:
+  dear:
+    link: {rate_mbps: 100, rtt_ms: 20, buffer_bdp: 1}
+    flows: [{cc: cubic, count: 3}, {cc: bbr, count: 3}]
+    duration_s: 60
+    repetitions: 2
+  cheap:
+    link: {rate_mbps: 10, rtt_ms: 20, buffer_bdp: 1}
+    flows: [{cc: cubic}]
+    duration_s: 120
+    repetitions: 8
+"""
+    experiments = parse_experiments(text, "e.yaml")
+    specs = expand(experiments, "dear") + expand(experiments, "cheap")
+    host_s = [estimated_wall_s(spec, vm=True, engine="uml") for spec in specs]
+    assert min(host_s[:2]) > 3 * max(host_s[2:])  # dearer in host time, though shorter in guest time
+    loads = [sum(host_s[i] for i in shard(specs, k, 4)) for k in range(1, 5)]
+    assert max(loads) - min(loads) < min(host_s), loads  # within one cheap run
+    # balanced in guest seconds, two shards get a dear run on top of two cheap ones
+    by_guest_s = [sum(host_s[i] for i in part) for part in split_for_vms(specs, 4)]
+    assert max(by_guest_s) - min(by_guest_s) > 0.9 * max(host_s), by_guest_s
 
 
 def test_dry_run_shows_the_shard_and_only_its_runs(tmp_path):
