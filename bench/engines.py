@@ -4,7 +4,7 @@
                                            [--duration 20] [--out build/bench-engines] [--reuse]
                                            [--page docs/bench.md]
     .venv/bin/python bench/engines.py equivalence [--engines qemu,uml] [-n 5] [--duration 20] ...
-    .venv/bin/python bench/engines.py captures [--engines uml] [--rates 100] [--flows 1,6] [--duration 60] ...
+    .venv/bin/python bench/engines.py captures [--engines uml] [--rates 100] [--flows 1,6] [--duration 60] [-n 3] ...
 
 An engine is `qemu`, `uml` (the UML kernel series and userspace mode this environment selects,
 $CCTEST_UML_SERIES and $CCTEST_UML_USERSPACE), or a UML kernel by name: `uml-6.1`, `uml-7.2` (guest
@@ -27,11 +27,13 @@ figure side by side: total goodput, the first flow's share, Jain's index, retran
 median srtt; and whether the engines' intervals overlap (docs/uml.md's test of equivalence: within
 run-to-run spread when they do).
 
-captures: what each capture costs. The cost mode's runs (at the first rate) once with every
-capture on and once each without ss sampling, without qdisc sampling, without tcp_probe, and with
-none of them, one seed throughout (on the virtual clock the captures change what a run costs, not
-what it measures); prints host seconds per guest second of the flows phase for each, and each
-capture's share: what taking it away saves, per guest second and as a part of the whole.
+captures: what each capture costs. The cost mode's runs (at the first rate) with every capture on,
+and without ss sampling, without qdisc sampling, without tcp_probe, and with none of them, n seeds
+each (-n); prints host seconds per guest second of the flows phase for each (mean +- 95 % CI), and
+each capture's price: what taking it away saves, per guest second and as a part of the whole. A
+capture changes a seed's draw (its guest processes and their random draws move the order of events
+at an instant), and a draw's own cost varies by a third with six flows: one seed a set measures the
+draw, not the capture (docs/measurements.md, "What the captures cost").
 
 All three write their run directories under --out/<mode>/<engine>; --reuse prints from them without
 running anything. Each engine runs on its own; the host may be loaded: results do not change with
@@ -104,7 +106,8 @@ CAPTURE_SETS: dict[str, dict] = {
 }
 
 
-def captures_experiments(rate: float, flows: list[int], duration_s: float) -> tuple[dict, dict[str, str]]:
+def captures_experiments(rate: float, flows: list[int], duration_s: float,
+                         repetitions: int) -> tuple[dict, dict[str, str]]:
     """The cost scenarios at one rate, one copy per capture set; also each scenario's capture set."""
     shapes = {1: [{"cc": "cubic"}], 6: [{"cc": "cubic", "count": 3}, {"cc": "bbr", "count": 3}]}
     scenarios, sets = {}, {}
@@ -114,7 +117,7 @@ def captures_experiments(rate: float, flows: list[int], duration_s: float) -> tu
             scenarios[name] = {"link": {"rate_mbps": rate, "rtt_ms": 20, "buffer_bdp": 2},
                                "flows": shapes[count], "capture": capture}
             sets[name] = label
-    return {"defaults": {"duration_s": duration_s}, "scenarios": scenarios}, sets
+    return {"defaults": {"duration_s": duration_s, "repetitions": repetitions}, "scenarios": scenarios}, sets
 
 
 def equivalence_experiments(duration_s: float, repetitions: int) -> tuple[dict, list[str]]:
@@ -248,30 +251,33 @@ def captures(args: argparse.Namespace) -> None:
     flows = [int(n) for n in args.flows.split(",")]
     if not set(flows) <= {1, 6}:
         raise cost_page.BadInput(f"--flows {args.flows}: the captures mode runs 1 and/or 6 flows")
-    experiments, sets = captures_experiments(rate, flows, args.duration)
-    print(f"\n{rate:g} Mbit/s, {args.duration:g} s a run; host s per guest s of the flows phase; a capture's "
-          "price: what the runs without it save, per guest second and as a part of the 'all' run's")
-    print(f"{'engine':<16} {'flows':>5} {'captures':<13} {'host s/guest s':>14} {'saves':>8} {'part':>6}")
+    experiments, sets = captures_experiments(rate, flows, args.duration, args.n)
+    print(f"\n{rate:g} Mbit/s, {args.duration:g} s a run, {args.n} seed(s) a set; host s per guest s of the flows "
+          "phase, mean +- 95 % CI [n]; a capture's price: what the runs without it save on the mean, per guest "
+          "second and as a part of the 'all' runs'")
+    print(f"{'engine':<16} {'flows':>5} {'captures':<13} {'host s/guest s':>22} {'saves':>8} {'part':>6}")
     for engine in args.engines.split(","):
         where = args.out / "captures" / engine
         paths = run_engine("captures", engine, experiments, list(sets), args.out, args.reuse)
         timing = host_seconds(paths, where)
-        ratios: dict[tuple[int, str], float] = {}
+        ratios: dict[tuple[int, str], list[float]] = {}
         for path in paths:
             meta = json.loads((path / "meta.json").read_text())
             guest_s = (meta.get("vm") or {}).get("phases", {}).get("flows", {}).get("guest_s") \
                 or meta["phase_s"].get("flows")
             wall_s = timing[path]["flows_wall_s"]
             if wall_s and guest_s:
-                ratios[(len(meta["flows"]), sets[meta["scenario"]])] = wall_s / guest_s
+                ratios.setdefault((len(meta["flows"]), sets[meta["scenario"]]), []).append(wall_s / guest_s)
         for count in flows:
-            whole = ratios.get((count, "all"))
+            whole = statistics.fmean(ratios[(count, "all")]) if ratios.get((count, "all")) else None
             for label in CAPTURE_SETS:
-                ratio = ratios.get((count, label))
-                saves = whole - ratio if whole and ratio and label != "all" else None
-                print(f"{engine:<16} {count:>5} {label:<13} {(f'{ratio:.3f}' if ratio else '-'):>14} "
+                values = ratios.get((count, label), [])
+                mean, half = ci95(values) if values else (None, math.nan)
+                saves = whole - mean if whole and mean and label != "all" else None
+                cell = f"{mean:.3f} +- {half:.3f} [{len(values)}]" if mean else "-"
+                print(f"{engine:<16} {count:>5} {label:<13} {cell:>22} "
                       f"{(f'{saves:+.3f}' if saves is not None else '-'):>8} "
-                      f"{(f'{saves / whole:.0%}' if saves is not None else '-'):>6}")
+                      f"{(f'{saves / whole:.0%}' if saves is not None and whole else '-'):>6}")
 
 
 def page_name(page: Path) -> str:
@@ -357,7 +363,8 @@ def main() -> None:
                         help=f"comma-separated: qemu, uml, {', '.join(UML_VARIANTS)}")
     parser.add_argument("--rates", default="20,50,100")
     parser.add_argument("--flows", default="1,6")
-    parser.add_argument("-n", type=int, default=5, help="equivalence: repetitions per scenario and engine")
+    parser.add_argument("-n", type=int, default=5,
+                        help="equivalence: repetitions per scenario and engine; captures: seeds per capture set")
     parser.add_argument("--duration", type=float, default=20)
     parser.add_argument("--out", type=Path, default=Path("build/bench-engines"))
     parser.add_argument("--reuse", action="store_true")

@@ -15,7 +15,7 @@ import engines  # bench/ is not a package
 
 
 def test_every_capture_set_loads_and_takes_away_only_what_it_names(tmp_path):
-    experiments, sets = engines.captures_experiments(100, [1, 6], 60)
+    experiments, sets = engines.captures_experiments(100, [1, 6], 60, 3)
     path = tmp_path / "captures.yaml"
     path.write_text(yaml.safe_dump(experiments))
     loaded = load_experiments(path)
@@ -28,7 +28,8 @@ def test_every_capture_set_loads_and_takes_away_only_what_it_names(tmp_path):
                     "no tcp_probe": {"tcp_probe"},
                     "none": {"ss_interval_ms", "qdisc_interval_ms", "tcp_probe"}}[label]
         assert changed == expected, name
-        assert loaded.get(name).link.rate_mbps == 100 and loaded.get(name).duration_s == 60
+        scenario = loaded.get(name)
+        assert scenario.link.rate_mbps == 100 and scenario.duration_s == 60 and scenario.repetitions == 3
 
 
 def test_a_flow_count_without_a_shape_is_refused_before_running(tmp_path):
