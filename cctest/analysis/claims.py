@@ -279,7 +279,7 @@ def _is_bool(x: Any) -> bool:
     return isinstance(x, bool) or getattr(x, "dtype", None) == bool  # noqa: E721 - numpy's bool_ too: a dtype equals bool, it is not bool
 
 
-def _matches(value: Any, wanted: list[Any]) -> bool:
+def matches(value: Any, wanted: list[Any]) -> bool:
     for w in wanted:
         if _is_bool(value) or _is_bool(w):  # True == 1.0: a boolean matches only a boolean
             if _is_bool(value) and _is_bool(w) and bool(value) == bool(w):
@@ -294,7 +294,7 @@ def _matches(value: Any, wanted: list[Any]) -> bool:
     return False
 
 
-def _term_value(node: ast.expr, run: RunPoint, steady: dict[str, Any] | None = None) -> float:
+def term_value(node: ast.expr, run: RunPoint, steady: dict[str, Any] | None = None) -> float:
     value: Any
     if isinstance(node, ast.Name):
         column = RUN_TERMS[node.id].column
@@ -367,7 +367,7 @@ def check_expectation(e: Expectation, runs: list[RunPoint]) -> list[Verdict]:
     if suite:
         mine = [run for run in mine if any(t in run.tags for t in suite)]
     for key, wanted in e.where.items():
-        mine = [run for run in mine if key in run.matrix and _matches(run.matrix[key], wanted)]
+        mine = [run for run in mine if key in run.matrix and matches(run.matrix[key], wanted)]
     if not mine:
         return [Verdict(e, "-", "not run", (math.nan, math.nan, 0), {},
                         f"no runs of {e.scenario}" + (f" where {e.where}" if e.where else ""))]
@@ -386,7 +386,7 @@ def check_expectation(e: Expectation, runs: list[RunPoint]) -> list[Verdict]:
         return all(any(cc in r.ccs for r in d) for cc in e.claim.ccs)
 
     def of_run(run: RunPoint) -> Callable[[ast.expr], float]:
-        return lambda node: _term_value(node, run, steady.get(id(run)) if steady else None)
+        return lambda node: term_value(node, run, steady.get(id(run)) if steady else None)
 
     if all(in_point(d) for _, d in points):
         verdicts = []

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..analysis.claims import Verdict
     from ..analysis.judge import Claims
     from ..analysis.load import Run
+    from ..model.scenario import Experiments
 
 
 def claims_options(command: FC) -> FC:
@@ -212,7 +213,7 @@ def check_command(paths: tuple[Path, ...], output: Path, skip_s: float, markdown
     skipped: list[str] = []  # runs that could not be read or analysed: named, never silently dropped
     expectations = None
     if markdown:
-        expectations, loaded, titles = _paper_suite_runs(paths, experiments_file, skipped)
+        expectations, loaded, suites = _paper_suite_runs(paths, experiments_file, skipped)
     else:
         loaded = load_runs(paths, skipped)
     runs, res, summary = analyse(loaded, Measure(skip_s=skip_s), skipped)
@@ -235,7 +236,7 @@ def check_command(paths: tuple[Path, ...], output: Path, skip_s: float, markdown
     atomic.write_text(output, verdicts_json)
     click.echo(f"wrote {output}", err=as_json)
     if markdown:
-        _write_reproduction(markdown, readme, paths, verdicts, loaded, len(runs), titles, as_json)
+        _write_reproduction(markdown, readme, paths, verdicts, loaded, (runs, res), suites, as_json)
     exit_on_claims(verdicts, no_fail)
 
 
@@ -267,10 +268,10 @@ def _experiment_files(experiments_file: str) -> list[Path]:
 
 
 def _paper_suite_runs(paths: Sequence[Path], experiments_file: str,
-                      skipped: list[str]) -> tuple[list, list, dict[str, str]]:
+                      skipped: list[str]) -> tuple[list, list, Experiments]:
     """The paper suites' claims of the experiments file, the runs under PATHS that belong to a paper
-    suite (their scenario.yaml carries a paper-00N tag) and the suites' titles by tag; what is left
-    out is named in `skipped`."""
+    suite (their scenario.yaml carries a paper-00N tag) and the experiments file (its suites' titles
+    and readings tables); what is left out is named in `skipped`."""
     from ..analysis.claims import expectations_of_experiments
     from ..analysis.load import ReportInputError, load_runs
     from ..analysis.provenance import scenario_tags
@@ -296,14 +297,18 @@ def _paper_suite_runs(paths: Sequence[Path], experiments_file: str,
     if len(loaded) < len(found):
         skipped.append(f"{len(found) - len(loaded)} run(s) without a paper-00N, quick-00N or reading-00N tag in "
                        "their scenario.yaml left out of the reproduction page")
-    return expectations, loaded, {tag: suite.title for tag, suite in experiments.suites.items()}
+    return expectations, loaded, experiments
 
 
 def _write_reproduction(markdown: Path, readme: Path | None, paths: Sequence[Path], verdicts: list[Verdict],
-                        loaded: list[Run], n_runs: int, titles: dict[str, str], as_json: bool) -> None:
-    """The reproduction page (one table per paper) and, with --readme, its score line in the README."""
+                        loaded: list[Run], analysed: tuple[list, list], experiments: Experiments,
+                        as_json: bool) -> None:
+    """The reproduction page (one table per paper, and its suite's readings tables) and, with
+    --readme, its score line in the README. `analysed`: the runs judged and their metrics."""
     from ..analysis.claims import results
     from ..analysis.provenance import engine_build, module_builds, scenario_tags
+    from ..analysis.readings import measure
+    from ..analysis.run_point import points_of
     from ..report import reproduction
 
     shown_paths = [Path(p).as_posix() for p in paths]
@@ -318,7 +323,13 @@ def _write_reproduction(markdown: Path, readme: Path | None, paths: Sequence[Pat
             engines.setdefault(paper, set()).add(reproduction.engine_of(run.record))
         build = "; ".join(x for x in (engine_build(run.record), module_builds(run.record)) if x)
         builds.setdefault(str(run.record.scenario), set()).add(build)
-    reproduction.write(markdown, reproduction.render(per_claim, n_runs, shown_paths, command, titles, engines, builds))
+    points = points_of(*analysed, with_series=False)
+    declared = {name: scenario.repetitions for name, scenario in experiments.scenarios.items()}
+    readings = {tag: [(table, measure(table, points, declared)) for table in suite.readings]
+                for tag, suite in experiments.suites.items() if suite.readings}
+    titles = {tag: suite.title for tag, suite in experiments.suites.items()}
+    page = reproduction.render(per_claim, len(analysed[0]), shown_paths, command, titles, engines, builds, readings)
+    reproduction.write(markdown, page)
     click.echo(f"wrote {markdown}: {reproduction.score(per_claim)}", err=as_json)
     if readme and not reproduction.update_readme(readme, markdown, per_claim):
         raise BadInput(f"{readme}: no line with {reproduction.SCORE_MARK} to put the score on")

@@ -661,6 +661,30 @@ def _suite_file(document: Any, entry: str, shown: str) -> SuiteFile:
     return SuiteFile(entry=entry, shown=shown, suite=suite, scenarios=scenarios)
 
 
+def _check_readings(f: SuiteFile, scenarios: dict[str, Scenario]) -> None:
+    """A readings table names its file's scenarios, and points (the column's and the row's `where`)
+    that each column's scenario has: a typo would show an empty column, not a refusal."""
+    for t, table in enumerate(f.suite.readings):
+        for c, column in enumerate(table.columns):
+            at = f"{f.shown}: key suite.readings[{t}].columns[{c}]"
+            if column.scenario not in f.scenarios:
+                raise ScenarioError(f"{at}.scenario: {column.scenario} is no scenario of this file; allowed: "
+                                    f"{', '.join(f.scenarios)}")
+            matrix = scenarios[column.scenario].matrix
+            rows_at = f"{f.shown}: key suite.readings[{t}].rows"
+            wheres = [(f"{at}.where", column.where),
+                      *((f"{rows_at}[{r}].where", row.where) for r, row in enumerate(table.rows))]
+            for key_at, where in wheres:
+                for key, wanted in where.items():
+                    if key not in matrix:
+                        raise ScenarioError(f"{key_at}: {key} is no matrix key of {column.scenario}; allowed: "
+                                            f"{', '.join(matrix) or 'none (it has no matrix)'}")
+                    for value in wanted if isinstance(wanted, list) else [wanted]:
+                        if not any(same_value(value, v) for v in matrix[key]):
+                            raise ScenarioError(f"{key_at}: {key}={value} is not a point of {column.scenario}; "
+                                                f"allowed: {', '.join(map(str, matrix[key]))}")
+
+
 def _check_suites(included: list[SuiteFile], scenarios: dict[str, Scenario], files: dict[str, str]) -> None:
     """Each suite tag is one file's, carried by a scenario of it; its paper-NNN and quick-NNN tags
     are on that file's scenarios only (the reproduction page groups a paper's claims by them)."""
@@ -674,6 +698,7 @@ def _check_suites(included: list[SuiteFile], scenarios: dict[str, Scenario], fil
             check_suite_tags(f.suite, {name: scenarios[name].tags for name in f.scenarios})
         except ValueError as error:
             raise ScenarioError(f"{f.shown}: key {error}") from None
+        _check_readings(f, scenarios)
     for name, scenario in scenarios.items():
         for tag in scenario.tags:
             owner = suite_tag_of(tag)

@@ -1,6 +1,7 @@
 """Paper suites: one file per seed paper, included by the experiments file.
 
-A suite file opens with `suite: {tag, title}`, then holds its `scenarios:`. The tag (`paper-NNN`)
+A suite file opens with `suite: {tag, title}` (and, optionally, `readings:`, the tables that set a
+variant's readings side by side), then holds its `scenarios:`. The tag (`paper-NNN`)
 marks the scenarios at the paper's own scale, and their scaled-down copies carry `quick-NNN`; the
 title heads the paper's section of docs/reproduction.md. A suite file is named after its tag
 (suites/paper-005.yaml). The experiments file lists its suite files under `include:`, as paths
@@ -15,22 +16,76 @@ from __future__ import annotations
 
 import re
 from pathlib import Path, PurePosixPath
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import StringConstraints, field_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from ..base.strict import Strict
+from . import claim_language
 
 SUITE_TAG = r"paper-\d{3}"  # the reproduction page and the claims' score read this form
 MAX_INCLUDES = 32  # suite files per experiments file: a paper each, with room to grow
 
 
+Title = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200, pattern=r"^[^\n]*$")]
+Line = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=120, pattern=r"^[^\n]*$")]
+
+
+CC_PLACEHOLDER = "CC"  # in a readings row's term: the column's congestion control
+
+
+def with_cc(term: str, cc: str) -> str:
+    """A readings row's term for one column: CC (a whole word) replaced by that column's control."""
+    return re.sub(rf"\b{CC_PLACEHOLDER}\b", cc, term)
+
+
+class ReadingColumn(Strict):
+    """One reading of a variant (or its baseline): the runs of a scenario at some of its points, and
+    the congestion control its rows' terms name."""
+
+    label: Line
+    scenario: Line
+    where: dict[str, Any] = Field(default_factory=dict)  # matrix key -> value or values
+    cc: Line
+
+
+class ReadingRow(Strict):
+    """One measure across the columns: a term of the claim language (CC standing for each column's
+    congestion control), at some matrix points, and the paper's own value as it states it."""
+
+    label: Line
+    term: Line
+    where: dict[str, Any] = Field(default_factory=dict)
+    paper: str = Field(default="", max_length=80)
+
+
+class Readings(Strict):
+    """A table of docs/reproduction.md: the same measures over a variant's readings and its baseline
+    (the specification's open choices side by side), each cell the mean of the declared runs."""
+
+    title: Title
+    columns: list[ReadingColumn] = Field(min_length=2, max_length=8)
+    rows: list[ReadingRow] = Field(min_length=1, max_length=12)
+
+    @model_validator(mode="after")
+    def terms_parse(self) -> Readings:
+        for k, row in enumerate(self.rows):
+            for column in self.columns:
+                try:
+                    claim_language.parse(f"{with_cc(row.term, column.cc)} > 0")
+                except claim_language.ClaimError as error:
+                    raise ValueError(f"rows[{k}].term {row.term!r} (for {column.label}, CC = {column.cc}): "
+                                     f"{error}") from None
+        return self
+
+
 class Suite(Strict):
-    """A paper suite's header: the tag its paper-scale scenarios carry and the paper's title."""
+    """A paper suite's header: the tag its paper-scale scenarios carry, the paper's title, and the
+    tables of readings its page shows."""
 
     tag: str
-    title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200,
-                                            pattern=r"^[^\n]*$")]
+    title: Title
+    readings: list[Readings] = Field(default_factory=list, max_length=8)
 
     @field_validator("tag")
     @classmethod

@@ -6,9 +6,10 @@ in records/, or run directories).
 one of its scaled-down scenarios (tagged `quick-00N`) and one of the other readings of a specification
 its variants were run in (tagged `reading-00N`, the before/after tables): the claim, its source, the paper's value,
 our values per matrix point (the interval judged), n, the claim's status, its triage and a one-line
-reason. A claim no run measured is listed as not run, never left out. The score counts the claims
-in the score only: passes, known failures, fails, inconclusive, incomplete and not run apart, and
-the sanity checks beside it (docs/papers.md, "Protocol").
+reason. A suite's `readings:` tables follow its claims: the same measures over a variant's readings
+and its baseline, side by side. A claim no run measured is listed as not run, never left out. The
+score counts the claims in the score only: passes, known failures, fails, inconclusive, incomplete
+and not run apart, and the sanity checks beside it (docs/papers.md, "Protocol").
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..analysis.claims import ClaimResult, status_counts
+from ..analysis.readings import Cell
 from ..base import atomic
 from ..base.safeload import Refused, decode_utf8, read_bounded
 from ..model.record import RunRecord
-from ..model.suites import suite_tag_of
+from ..model.suites import Readings, suite_tag_of
 
 APART = ("quick-", "reading-")  # tags of the scenarios listed apart from the score
 SCORE_MARK = "<!-- reproduction-score -->"  # the README line `--readme` rewrites
@@ -111,11 +113,13 @@ def run_command(tag: str, engines: set[str]) -> str:
 
 
 def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], command: str, titles: dict[str, str],
-           engines: dict[str, set[str]] | None = None, builds: dict[str, set[str]] | None = None) -> str:
+           engines: dict[str, set[str]] | None = None, builds: dict[str, set[str]] | None = None,
+           tables: dict[str, list[tuple[Readings, list[list[Cell | None]]]]] | None = None) -> str:
     """`titles`: per paper tag, its suite's title (the experiments file's suites, in their order);
     `engines`: per paper tag, the engines its runs were measured on; `builds`: per scenario, the
-    engine, kernel and module builds its runs ran (named under the claims in the score)."""
-    engines, builds = engines or {}, builds or {}
+    engine, kernel and module builds its runs ran (named under the claims in the score); `tables`:
+    per paper tag, its suite's readings tables with their cells (analysis/readings.py)."""
+    engines, builds, tables = engines or {}, builds or {}, tables or {}
     by_paper: dict[str, list[ClaimResult]] = {tag: [] for tag in titles}
     for r in claim_results:
         by_paper.setdefault(paper_of(r.expectation.tags) or "other", []).append(r)
@@ -134,7 +138,7 @@ def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], comma
            "reading-00N, for before/after tables) are listed apart, outside it.", "",
            f"**Score: {score(claim_results)}.**", ""]
     for tag, rows in by_paper.items():
-        if not rows:
+        if not rows and not tables.get(tag):
             continue
         title = titles.get(tag, "Other claims")
         measured_on = sorted(engines.get(tag, ()))
@@ -154,8 +158,38 @@ def render(claim_results: list[ClaimResult], runs: int, inputs: list[str], comma
             if part:
                 out += ([heading, ""] if heading else []) + _table(part)
             if part is scored:
-                out += _builds(part, builds)
+                out += _builds(part, builds) + _readings(tables.get(tag, []))
     return "\n".join(out)
+
+
+def _readings(tables: list[tuple[Readings, list[list[Cell | None]]]]) -> list[str]:
+    """A suite's readings tables: per row, each column's mean +- its 95 % interval (n), then the paper's."""
+    if not tables:
+        return []
+    out = ["### Readings side by side", "",
+           "The same measures over the specification's readings and the baselines (each cell: the mean of the "
+           "runs a claim at that point is judged on, +- the 95 % Student-t interval, n).", ""]
+    for table, cells in tables:
+        out += [f"**{_cell(table.title)}**", "",
+                "| | " + " | ".join(_cell(c.label) for c in table.columns) + " | the paper |",
+                "|---" * (len(table.columns) + 2) + "|"]
+        for row, measured in zip(table.rows, cells, strict=True):
+            out.append("| " + " | ".join([_cell(row.label), *(_reading(c) for c in measured),
+                                          _cell(row.paper or "–")]) + " |")
+        out.append("")
+    return out
+
+
+def _reading(c: Cell | None) -> str:
+    if c is None:
+        return "not run"
+    half = f" ± {_plain(c.half_width, 2)}" if math.isfinite(c.half_width) else ""
+    return f"{_plain(c.mean, 3)}{half} ({c.n})"
+
+
+def _plain(x: float, digits: int) -> str:
+    """`digits` significant digits, written out where that needs no exponent (9,290, not 9.29e+03)."""
+    return f"{float(f'{x:.{digits}g}'):,.0f}" if abs(x) >= 10 ** digits else f"{x:.{digits}g}"
 
 
 def _builds(rows: list[ClaimResult], builds: dict[str, set[str]]) -> list[str]:
