@@ -6,8 +6,9 @@ that was killed with SIGKILL: it names the processes started (with their start t
 PID the kernel has since given to another process is never killed), the links and host shells
 of the topology, the modules loaded (with where the kernel placed them, so that a module the
 user loaded again after the crash is left alone), the sysctls changed (with their old values), the
-run's cgroup (cgroup.py: killing it ends every process the run started, journaled or not) and a
-tracefs mount cctest made. run/cleanup.py replays it.
+run's cgroup (cgroup.py: killing it ends every process the run started, journaled or not), a
+tracefs mount cctest made and its tracefs instances (which outlive the run and any unmount, and
+keep tracing until removed). run/cleanup.py replays it.
 """
 
 from __future__ import annotations
@@ -181,7 +182,7 @@ class Journal:
         self._lock_file: TextIO | None = None
         self.data: dict = {"pid": os.getpid(), "boot_id": boot_id(), "processes": [], "modules": [],
                            "links": [], "hosts": [], "sysctls": {},
-                           "cgroup": None, "mounts": []}
+                           "cgroup": None, "mounts": [], "tracefs_instances": []}
 
     def acquire(self, description: str) -> None:
         self._lock_file = take_lock(self.dir)
@@ -245,6 +246,16 @@ class Journal:
 
     def mount_removed(self, path: str) -> None:
         self.data["mounts"] = [m for m in self.data["mounts"] if m != path]
+        self._write()
+
+    def add_tracefs_instance(self, name: str) -> None:
+        """Before mkdir: the run's own tracefs instance, which `clean` removes if the run cannot."""
+        self.data.setdefault("tracefs_instances", [])
+        self.data["tracefs_instances"] = sorted(set(self.data["tracefs_instances"]) | {name})
+        self._write()
+
+    def tracefs_instance_removed(self, name: str) -> None:
+        self.data["tracefs_instances"] = [n for n in self.data.get("tracefs_instances", []) if n != name]
         self._write()
 
     def add_sysctl(self, key: str, old: str) -> None:
@@ -316,4 +327,8 @@ def _shape_problem(data: Any) -> str | None:
     mounts = data.get("mounts", [])
     if not isinstance(mounts, list) or not all(m in (str(p) for p in tracefs.CANDIDATES) for m in mounts):
         return "mounts must list tracefs mountpoints"
+    instances = data.get("tracefs_instances", [])
+    if not isinstance(instances, list) or not all(isinstance(n, str) and tracefs.is_instance_name(n)
+                                                  for n in instances):
+        return f"tracefs_instances must list {tracefs.INSTANCE_PREFIX}PID-N names"
     return None

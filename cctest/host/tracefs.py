@@ -15,9 +15,17 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from ..base.errors import CctestError
+
+
+class Journaling(Protocol):
+    """What a Recorder tells the run's journal (host/journal.py)."""
+
+    def add_tracefs_instance(self, name: str) -> None: ...
+
+    def tracefs_instance_removed(self, name: str) -> None: ...
 
 MOUNTPOINT = Path("/sys/kernel/tracing")
 # Where a mounted tracefs is found: its own mountpoint, or debugfs's automount of it.
@@ -75,24 +83,51 @@ BUFFER_KB = 8192  # per CPU: seconds of events at a few thousand a second betwee
 DRAIN_TIMEOUT_S = 10.0
 
 
+def is_instance_name(name: str) -> bool:
+    """Whether `name` is one of our instances' (cctest-<pid>-<n>): all `clean` may remove."""
+    return re.fullmatch(rf"{INSTANCE_PREFIX}\d+-\d+", name) is not None
+
+
+def remove_instance(root: Path, name: str) -> bool:
+    """Remove one of our instances (its buffer and events go with it). Returns whether there was one;
+    TracefsError if it stays (busy: a reader still holds it open)."""
+    if not is_instance_name(name):
+        raise TracefsError(f"{name}: not a cctest tracefs instance")
+    path = root / "instances" / name
+    if not path.is_dir():
+        return False
+    try:
+        path.rmdir()
+    except OSError as error:
+        raise TracefsError(f"remove tracefs instance {path}: {error.strerror or error}") from None
+    return True
+
+
 class Recorder:
     """Events of our own tracefs instance (instances/cctest-<pid>-<n>: its own buffer, clock and
     filters; nothing global is changed) copied by `cat trace_pipe` into a log as they come.
 
     events: (system, event, filter) triples; a filter is tracefs's own expression ("" for none).
+    journal: told an instance's name before it is made and after it is removed (a run killed in
+    between leaves it tracing until `cctest clean` removes it).
     """
 
     _count = 0
 
-    def __init__(self, root: Path, events: list[tuple[str, str, str]], log: Path):
+    def __init__(self, root: Path, events: list[tuple[str, str, str]], log: Path,
+                 journal: Journaling | None = None):
         Recorder._count += 1
-        self.dir = root / "instances" / f"{INSTANCE_PREFIX}{os.getpid()}-{Recorder._count}"
+        self.name = f"{INSTANCE_PREFIX}{os.getpid()}-{Recorder._count}"
+        self.dir = root / "instances" / self.name
         self.events = events
         self.log = log
+        self.journal = journal
         self.reader: subprocess.Popen | None = None
         self._sink: BinaryIO | None = None
 
     def start(self) -> None:
+        if self.journal is not None:
+            self.journal.add_tracefs_instance(self.name)
         try:
             self.dir.mkdir()
             (self.dir / "trace_clock").write_text(TRACE_CLOCK)
@@ -163,6 +198,8 @@ class Recorder:
                     (self.dir / "events" / system / event / "enable").write_text("0")
             with contextlib.suppress(OSError):
                 self.dir.rmdir()
+        if self.journal is not None and not self.dir.is_dir():
+            self.journal.tracefs_instance_removed(self.name)
 
 
 # `<task>-<pid> [<cpu>] <flags> <seconds>.<micro>: <event>: <fields>`; the flags column may be

@@ -2,8 +2,8 @@
 
 The replay is a list of undo steps, run in order: the run's cgroup first (killing it ends every
 process the run started, journaled or not), then the journaled processes, the host shells, the
-links, the probe namespaces, the tracefs mount, the sysctls and the modules. Each step says in
-one line what it did, could not do, or refused.
+links, the probe namespaces, the tracefs instances and mount, the sysctls and the modules. Each
+step says in one line what it did, could not do, or refused.
 
 `clean` touches only what the journal names, and only what cctest itself could have written: a
 name with its prefixes, one of its own modules, a program it starts, a process in its cgroup.
@@ -13,6 +13,7 @@ Anything else in a journal is refused (someone else wrote it). Name patterns are
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -50,7 +51,7 @@ ROOT_SYSCTLS: tuple[str, ...] = tuple(ROOT_SYSCTL_MINIMUMS)
 COMMANDS = ("iperf3", "sh", "tc", "tcpdump", "bpftrace", "bash", "mnexec")
 OWN_MODULES = tuple(kmod.module_name(cc) for cc in kmod.PROJECT_CCS + kmod.KERNEL_CCS)
 # What a journal names that is still to undo once `clean` has done what it could.
-UNDONE_KEYS = ("processes", "modules", "links", "sysctls", "cgroup", "mounts")
+UNDONE_KEYS = ("processes", "modules", "links", "sysctls", "cgroup", "tracefs_instances", "mounts")
 
 
 class CleanRefused(BadInput):
@@ -84,7 +85,7 @@ class Replay:
 
     def __post_init__(self) -> None:
         self.remaining = {"processes": [], "modules": [], "links": [], "hosts": self.data.get("hosts", []),
-                          "sysctls": {}, "cgroup": None, "mounts": []}
+                          "sysctls": {}, "cgroup": None, "tracefs_instances": [], "mounts": []}
 
     @property
     def group(self) -> str | None:
@@ -235,6 +236,33 @@ def delete_probe_namespaces(state: Replay) -> None:
             state.actions.append(f"deleted network namespace {ns}")
 
 
+def remove_tracefs_instances(state: Replay) -> None:
+    """The run's tracefs instances: they keep tracing into their buffers after the run and after any
+    unmount. Removed through the mounted tracefs, mounted for the purpose if none is."""
+    names = state.journaled("tracefs_instances")
+    if not names:
+        return
+    root, mounted_here = tracefs.mounted(), None
+    if root is None:
+        root = mounted_here = tracefs.mount_if_absent()
+    if root is None:
+        state.actions.append(f"could not remove tracefs instance(s) {', '.join(names)}: tracefs cannot be mounted")
+        state.remaining["tracefs_instances"] += names
+        return
+    try:
+        for name in names:
+            try:
+                if tracefs.remove_instance(root, name):
+                    state.actions.append(f"removed tracefs instance {name}")
+            except tracefs.TracefsError as error:
+                state.actions.append(f"could not remove {name}: {error}")
+                state.remaining["tracefs_instances"].append(name)
+    finally:
+        if mounted_here is not None:
+            with contextlib.suppress(tracefs.TracefsError):
+                tracefs.unmount(mounted_here)
+
+
 def unmount_tracefs(state: Replay) -> None:
     for mount in state.journaled("mounts"):
         try:
@@ -292,8 +320,8 @@ def _unload_journaled(entry: dict, same_boot: bool, force: bool, sys_module: Pat
         return f"could not unload {name}: {error}"
 
 
-UNDO_STEPS = (kill_cgroup, kill_processes, kill_host_shells, delete_links, delete_probe_namespaces, unmount_tracefs,
-              restore_sysctls, unload_modules)
+UNDO_STEPS = (kill_cgroup, kill_processes, kill_host_shells, delete_links, delete_probe_namespaces,
+              remove_tracefs_instances, unmount_tracefs, restore_sysctls, unload_modules)
 
 
 def _settle(state: Replay, journal_path: Path) -> str:

@@ -200,6 +200,55 @@ def test_journal_is_kept_while_something_is_left_to_undo(tmp_path, monkeypatch):
     assert path.exists() and json.loads(path.read_text())["sysctls"] == {"net.cctest_no_such_key": "1"}
 
 
+def test_clean_removes_the_tracefs_instances_a_killed_run_left_and_no_other(tmp_path, monkeypatch):
+    """A run's tracefs instance keeps tracing after the run is killed (and after any unmount): `clean`
+    removes the ones the journal names, through the mounted tracefs (a directory here: this host has
+    no tracefs), and keeps the journal naming one it cannot remove."""
+    from cctest.host import tracefs
+
+    root = tmp_path / "tracing"
+    for name in ("cctest-4242-1", "cctest-4242-2", "someone-elses"):
+        (root / "instances" / name).mkdir(parents=True)
+    (root / "instances" / "cctest-4242-2" / "trace_pipe").write_text("")  # busy: rmdir fails
+    monkeypatch.setattr(tracefs, "mounted", lambda: root)
+    path = killed_journal(tmp_path / "state", tracefs_instances=["cctest-4242-1", "cctest-4242-2"])
+    actions = clean(tmp_path / "state")
+    assert "removed tracefs instance cctest-4242-1" in actions
+    assert any(a.startswith("could not remove cctest-4242-2: remove tracefs instance") for a in actions)
+    assert sorted(p.name for p in (root / "instances").iterdir()) == ["cctest-4242-2", "someone-elses"]
+    assert json.loads(path.read_text())["tracefs_instances"] == ["cctest-4242-2"]
+    (root / "instances" / "cctest-4242-2" / "trace_pipe").unlink()
+    assert clean(tmp_path / "state")[-1] == f"removed {path}"
+    assert sorted(p.name for p in (root / "instances").iterdir()) == ["someone-elses"]
+
+
+def test_a_recorder_journals_its_instance_before_making_it_and_forgets_it_once_removed(tmp_path):
+    from cctest.host import tracefs
+
+    class Told:
+        def __init__(self) -> None:
+            self.names: list[str] = []
+
+        def add_tracefs_instance(self, name: str) -> None:
+            assert not (tmp_path / "instances" / name).exists()  # before mkdir
+            self.names.append(name)
+
+        def tracefs_instance_removed(self, name: str) -> None:
+            self.names.remove(name)
+
+    (tmp_path / "instances").mkdir()
+    told = Told()
+    recorder = tracefs.Recorder(tmp_path, [("tcp", "tcp_probe", "")], tmp_path / "log", told)
+    with pytest.raises(tracefs.TracefsError):  # a directory, not tracefs: no events to enable
+        recorder.start()
+    # what start made stays (a real instance's files go with its rmdir): so does its journal entry
+    assert told.names == [recorder.name] and recorder.dir.is_dir()
+    for made in recorder.dir.iterdir():
+        made.unlink()
+    recorder.close()
+    assert told.names == [] and not recorder.dir.exists()
+
+
 def fake_module(sys_module: Path, name: str, text_address: str) -> None:
     (sys_module / name / "sections").mkdir(parents=True, exist_ok=True)
     (sys_module / name / "sections" / ".text").write_text(text_address + "\n")
@@ -224,7 +273,8 @@ def test_a_module_loaded_again_after_the_crash_is_left_alone(tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("content", ["[]", "3", '"x"', "null", '{"processes": "x"}',
-                                     '{"processes": [{"pid": "1"}]}', '{"modules": [1]}', "{not json", "\xff"])
+                                     '{"processes": [{"pid": "1"}]}', '{"modules": [1]}', "{not json", "\xff",
+                                     '{"tracefs_instances": ["../../../tmp"]}', '{"tracefs_instances": ["other"]}'])
 def test_a_journal_that_is_not_one_is_a_one_line_error(tmp_path, content):
     tmp_path.joinpath("active.json").write_bytes(content.encode("latin-1"))
     with pytest.raises(JournalError):

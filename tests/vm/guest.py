@@ -64,6 +64,7 @@ def system_leftovers() -> dict:
         "iperf3": sh("pgrep -x iperf3 || true").split(),
         "bpftrace": sh("pgrep -x bpftrace || true").split(),
         "tracefs_readers": sh("pgrep -f '^cat .*/trace_pipe$' || true").split(),  # the tracer where no bpftrace
+        "tracefs_instances": tracefs_instances(),  # the tracer's buffers, which outlive the run
         "tcpdump": sh("pgrep -x tcpdump || true").split(),
         "qdiscs": [line for line in sh("tc qdisc show").splitlines() if " dev cc" in line],
         "journal_left": (STATE_DIR / "active.json").exists(),
@@ -72,6 +73,21 @@ def system_leftovers() -> dict:
         "tracefs_mounts": [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
                            if line.split()[2] == "tracefs"],
     }
+
+
+def tracefs_instances() -> list[str]:
+    """cctest's tracefs instances, looked for through a mount made for the purpose where none is
+    there (an instance outlives every unmount, and keeps tracing)."""
+    from cctest.host import tracefs
+
+    root = tracefs.mounted()
+    made = None if root is not None else tracefs.mount_if_absent()
+    root = root or made
+    try:
+        return sorted(p.name for p in root.glob(f"instances/{tracefs.INSTANCE_PREFIX}*")) if root else []
+    finally:
+        if made is not None:
+            tracefs.unmount(made)
 
 
 def run_cgroups() -> dict[str, dict]:

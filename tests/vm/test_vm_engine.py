@@ -181,7 +181,7 @@ def test_sigint_mid_flow_tears_everything_down_and_keeps_data(vm_results):
     left = entry["leftovers"]
     assert left["links"] == [] and left["netns_shells"] == [] and left["iperf3"] == []
     assert left["bpftrace"] == [] and left["qdiscs"] == [] and not left["journal_left"]
-    assert left.get("tracefs_readers", []) == []
+    assert left.get("tracefs_readers", []) == [] and left["tracefs_instances"] == []
     assert "tcp_bbr" not in left["lsmod"].split()
     assert left["tcpdump"] == []
     first, path = (Path(p) for p in entry["run_dirs"])
@@ -247,6 +247,12 @@ def test_clean_removes_what_a_sigkilled_run_left(vm_results):
     # the tracefs mount the run made: kept by the SIGKILL, unmounted by `clean`
     assert before["tracefs_mounts"] == ["/sys/kernel/tracing"] and left["tracefs_mounts"] == []
     assert "unmounted tracefs at /sys/kernel/tracing" in entry["clean_output"]
+    # the tracefs instance the run traced through (where no bpftrace): kept by the SIGKILL, tracing on,
+    # until `clean` removes it (no unmount would)
+    if tracer == "cat":
+        (instance,) = before["tracefs_instances"]
+        assert f"removed tracefs instance {instance}" in entry["clean_output"].splitlines()
+    assert left["tracefs_instances"] == []
 
 
 @pytest.mark.vm_jobs("kill9all:interrupt-me")

@@ -173,7 +173,7 @@ class Tracer(Capture):
         if root is None:
             ctx.warnings.append(f"no tracefs mounted; {self.lacking(ctx)}")
             return None
-        recorder = tracefs.Recorder(root, tracefs_events(probes), ctx.raw / LOGS[1])
+        recorder = tracefs.Recorder(root, tracefs_events(probes), ctx.raw / LOGS[1], ctx.journal)
         try:
             recorder.start()
         except tracefs.TracefsError as error:
