@@ -2,7 +2,8 @@
 
 A cell is judged on what a claim at that point would be: the scenario's declared repetitions
 (indices 0 to n-1), runs whose health did not fail, the term as claims evaluate it; it shows the mean
-with its 95 % Student-t interval and n, or nothing where no run is there.
+with its 95 % Student-t interval and n, or nothing where no run is there. Runs of two builds in one
+cell are refused, as a claim's point refuses them (claims.MixedRuns).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from ..model import claim_language
 from ..model.suites import Readings, with_cc
-from .claims import matches, term_value
+from .claims import MixedRuns, matches, term_value
 from .run_point import RunPoint
 from .stats import mean_ci95
 
@@ -55,6 +56,15 @@ def cell(term: str, runs: list[RunPoint]) -> Cell | None:
 
 def measure(table: Readings, points: list[RunPoint], repetitions: Mapping[str, int | None]) -> list[list[Cell | None]]:
     """Per row, per column: the cell (`repetitions`: each scenario's declared n)."""
-    return [[cell(with_cc(row.term, column.cc),
-                  _selected(points, column.scenario, {**column.where, **row.where}, repetitions.get(column.scenario)))
-             for column in table.columns] for row in table.rows]
+    cells = []
+    for row in table.rows:
+        line = []
+        for column in table.columns:
+            runs = _selected(points, column.scenario, {**column.where, **row.where}, repetitions.get(column.scenario))
+            builds = sorted({f"{run.engine_build}; {run.module_builds}" for run in runs})
+            if len(builds) > 1:
+                raise MixedRuns(f"readings {table.title!r}, {column.label}, {row.label}: runs of {column.scenario} "
+                                f"of two builds ({builds[0]} and {builds[1]}); give the runs of one")
+            line.append(cell(with_cc(row.term, column.cc), runs))
+        cells.append(line)
+    return cells

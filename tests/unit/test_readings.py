@@ -96,6 +96,17 @@ def test_a_cell_is_judged_on_the_declared_healthy_runs_at_its_point(tmp_path):
     assert measure(readings, [], {"core": 3, "other": 3}) == [[None, None], [None, None]]
 
 
+def test_a_cell_of_runs_of_two_builds_is_refused_naming_them():
+    from cctest.analysis.claims import MixedRuns
+
+    readings = Readings.model_validate(table())
+    runs = [point("core", {"flows.*.cc": "bbr", "buffer_bdp": 5}, r, 0.2, 2.0) for r in range(2)]
+    runs[1].module_builds = "bbr=abcdef123456"
+    with pytest.raises(MixedRuns) as refused:
+        measure(readings, runs, {"core": 3, "other": 3})
+    assert "core, bbr" in str(refused.value) and "bbr=abcdef123456" in str(refused.value)
+
+
 def test_the_page_shows_each_table_under_its_papers_claims():
     readings = Readings.model_validate(table())
     page = render([], 0, [], "cctest check x --markdown y", {"paper-005": "005: A paper"},
