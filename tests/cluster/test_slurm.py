@@ -2,13 +2,16 @@
 (tests/cluster/slurm_cluster.py), `submit.sh 3` for a sweep of three seeded UML runs (three array tasks of
 one CPU and one guest each, then the merge job on their output), and the merged runs compared with
 a local `cctest run` of the same sweep: every table and every raw capture identical. Submitted
-again, the array skips the shards that completed. The test prints how long the cluster took to
-start, the shards and the local run."""
+again, the array skips the shards that completed; with two shards then cut short (one after its run,
+one in the middle of it), a third submission goes on where they stopped (a clean checkout: the
+finished run kept, the missing one made again; else both rerun whole). The test prints how long the
+cluster took to start, the shards and the local run."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -139,10 +142,25 @@ def sweep(request):
         found["again_logs"] = _job_logs(jobs)
         found["again"] = _runs(merged)
         _say(request, f"slurm: submitted again, it took {found['again_s']:.0f} s")
+
+        # shard 2 cut after its run (no marker), shard 3 in the middle of it (no run directory either)
+        for log in jobs.glob("slurm-*.out"):
+            log.rename(log.with_name(f"again-{log.name}"))
+        (merged / "shard-2" / "shard-complete").unlink()
+        found["cut_key"], cut = next((k, p) for k, p in found["again"].items() if p.is_relative_to(merged / "shard-3"))
+        shutil.rmtree(cut)
+        (merged / "shard-3" / "shard-complete").unlink()
+        found["clean_checkout"] = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain",
+                                                  "--untracked-files=no"], capture_output=True, text=True).stdout == ""
+        array, merge, found["resumed_s"] = _submit(cluster, jobs, env)
+        found["resumed_states"] = {**_states(cluster, array), **_states(cluster, merge)}
+        found["resumed_logs"] = _job_logs(jobs)
+        found["resumed"] = _runs(merged)
+        _say(request, f"slurm: with two shards cut short, submitted again, it took {found['resumed_s']:.0f} s")
     finally:
         cluster.stop(keep_logs=root / "slurm-logs")
     assert not cluster.dir.exists()
-    figures = {name: round(found[name], 1) for name in ("start_s", "jobs_s", "again_s", "local_s")}
+    figures = {name: round(found[name], 1) for name in ("start_s", "jobs_s", "again_s", "resumed_s", "local_s")}
     (root / "figures.json").write_text(json.dumps(figures, indent=1) + "\n")
     return found
 
@@ -197,6 +215,30 @@ def test_a_resubmitted_array_skips_the_complete_shards(sweep):
     assert {key: str(path) for key, path in sweep["again"].items()} == {
         key: str(path) for key, path in sweep["slurm"].items()}
     assert not Path(f"{sweep['merged']}.incomplete").exists()
+
+
+def test_a_shard_cut_short_goes_on_where_it_stopped(sweep):
+    states, logs = sweep["resumed_states"], sweep["resumed_logs"]
+    merged, before, after = sweep["merged"], sweep["again"], sweep["resumed"]
+    assert set(states.values()) == {"COMPLETED"}, f"{states}\n{logs}"
+    assert logs.count("already complete") == 1, logs  # shard 1 only
+    assert sorted(after) == sorted(sweep["local"])
+    if sweep["clean_checkout"]:
+        assert logs.count(", resumed") == 2, logs
+        said = " ".join(logs.split())  # the console wraps its lines in a log
+        assert "--resume: 1 of 1 runs are in" in said and "--resume: 0 of 1 runs are in" in said, logs
+        kept = [key for key, path in before.items() if path.is_relative_to(merged / "shard-2")]
+        assert kept and all(after[key] == before[key] for key in kept)  # the finished run, where it was
+        assert not Path(f"{merged}.incomplete").exists()
+    else:  # uncommitted changes: --resume would refuse, so both run again whole
+        moved = sorted(p.name.split(".")[0] for p in Path(f"{merged}.incomplete").iterdir())
+        assert moved == ["shard-2", "shard-3"], moved
+    # the run made again is the one the local sweep made with that seed
+    key = sweep["cut_key"]
+    mine, theirs = sweep["local"][key], after[key]
+    for table in sorted(p.name for p in mine.glob("*.parquet")):
+        pd.testing.assert_frame_equal(pd.read_parquet(mine / table).drop(columns="run_id"),
+                                      pd.read_parquet(theirs / table).drop(columns="run_id"), obj=f"{key} {table}")
 
 
 def test_the_cluster_left_nothing_running(sweep):
