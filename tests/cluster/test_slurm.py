@@ -143,19 +143,23 @@ def sweep(request):
         found["again"] = _runs(merged)
         _say(request, f"slurm: submitted again, it took {found['again_s']:.0f} s")
 
-        # shard 2 cut after its run (no marker), shard 3 in the middle of it (no run directory either)
+        # a copy of the output with shard 2 cut after its run (no marker) and shard 3 in the middle of it
+        # (no run directory either), submitted again into the copy
         for log in jobs.glob("slurm-*.out"):
             log.rename(log.with_name(f"again-{log.name}"))
-        (merged / "shard-2" / "shard-complete").unlink()
-        found["cut_key"], cut = next((k, p) for k, p in found["again"].items() if p.is_relative_to(merged / "shard-3"))
+        cut_out = found["cut_out"] = root / "slurm-runs-cut"
+        shutil.copytree(merged, cut_out, symlinks=True)
+        (cut_out / "shard-2" / "shard-complete").unlink()
+        found["cut_key"], cut = next((k, p) for k, p in _runs(cut_out).items() if p.is_relative_to(cut_out / "shard-3"))
         shutil.rmtree(cut)
-        (merged / "shard-3" / "shard-complete").unlink()
+        (cut_out / "shard-3" / "shard-complete").unlink()
+        found["cut"] = _runs(cut_out)
         found["clean_checkout"] = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain",
                                                   "--untracked-files=no"], capture_output=True, text=True).stdout == ""
-        array, merge, found["resumed_s"] = _submit(cluster, jobs, env)
+        array, merge, found["resumed_s"] = _submit(cluster, jobs, {**env, "CCTEST_OUT": str(cut_out)})
         found["resumed_states"] = {**_states(cluster, array), **_states(cluster, merge)}
         found["resumed_logs"] = _job_logs(jobs)
-        found["resumed"] = _runs(merged)
+        found["resumed"] = _runs(cut_out)
         _say(request, f"slurm: with two shards cut short, submitted again, it took {found['resumed_s']:.0f} s")
     finally:
         cluster.stop(keep_logs=root / "slurm-logs")
@@ -219,19 +223,19 @@ def test_a_resubmitted_array_skips_the_complete_shards(sweep):
 
 def test_a_shard_cut_short_goes_on_where_it_stopped(sweep):
     states, logs = sweep["resumed_states"], sweep["resumed_logs"]
-    merged, before, after = sweep["merged"], sweep["again"], sweep["resumed"]
+    out, before, after = sweep["cut_out"], sweep["cut"], sweep["resumed"]
     assert set(states.values()) == {"COMPLETED"}, f"{states}\n{logs}"
     assert logs.count("already complete") == 1, logs  # shard 1 only
-    assert sorted(after) == sorted(sweep["local"])
+    assert sorted(after) == sorted(sweep["local"]) and sweep["cut_key"] not in before
     if sweep["clean_checkout"]:
         assert logs.count(", resumed") == 2, logs
         said = " ".join(logs.split())  # the console wraps its lines in a log
         assert "--resume: 1 of 1 runs are in" in said and "--resume: 0 of 1 runs are in" in said, logs
-        kept = [key for key, path in before.items() if path.is_relative_to(merged / "shard-2")]
+        kept = [key for key, path in before.items() if path.is_relative_to(out / "shard-2")]
         assert kept and all(after[key] == before[key] for key in kept)  # the finished run, where it was
-        assert not Path(f"{merged}.incomplete").exists()
+        assert not Path(f"{out}.incomplete").exists()
     else:  # uncommitted changes: --resume would refuse, so both run again whole
-        moved = sorted(p.name.split(".")[0] for p in Path(f"{merged}.incomplete").iterdir())
+        moved = sorted(p.name.split(".")[0] for p in Path(f"{out}.incomplete").iterdir())
         assert moved == ["shard-2", "shard-3"], moved
     # the run made again is the one the local sweep made with that seed
     key = sweep["cut_key"]
