@@ -262,12 +262,10 @@ def captures(args: argparse.Namespace) -> None:
         timing = host_seconds(paths, where)
         ratios: dict[tuple[int, str], list[float]] = {}
         for path in paths:
-            meta = json.loads((path / "meta.json").read_text())
-            guest_s = (meta.get("vm") or {}).get("phases", {}).get("flows", {}).get("guest_s") \
-                or meta["phase_s"].get("flows")
+            row = figures(path)
             wall_s = timing[path]["flows_wall_s"]
-            if wall_s and guest_s:
-                ratios.setdefault((len(meta["flows"]), sets[meta["scenario"]]), []).append(wall_s / guest_s)
+            if wall_s and row["flows_guest_s"]:
+                ratios.setdefault((row["flows"], sets[row["scenario"]]), []).append(wall_s / row["flows_guest_s"])
         for count in flows:
             whole = statistics.fmean(ratios[(count, "all")]) if ratios.get((count, "all")) else None
             for label in CAPTURE_SETS:

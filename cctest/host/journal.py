@@ -250,12 +250,11 @@ class Journal:
 
     def add_tracefs_instance(self, name: str) -> None:
         """Before mkdir: the run's own tracefs instance, which `clean` removes if the run cannot."""
-        self.data.setdefault("tracefs_instances", [])
         self.data["tracefs_instances"] = sorted(set(self.data["tracefs_instances"]) | {name})
         self._write()
 
     def tracefs_instance_removed(self, name: str) -> None:
-        self.data["tracefs_instances"] = [n for n in self.data.get("tracefs_instances", []) if n != name]
+        self.data["tracefs_instances"] = [n for n in self.data["tracefs_instances"] if n != name]
         self._write()
 
     def add_sysctl(self, key: str, old: str) -> None:
